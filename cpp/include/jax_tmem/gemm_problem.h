@@ -1,0 +1,104 @@
+// jax_tmem: the canonical GEMM problem shared by every handler (CPU reference, sm_90a, sm_100a).
+//
+//   out[b, i, j] = act(alpha * sum_k A[b, i, k] * B[b, j, k] + bias[j]) + c[b, i, j]
+//
+// A and B are strided 3-D views of the operand buffers (the Python side turns any lax.dot_general
+// dimension numbers into this form with free reshapes only, never a transpose in memory):
+//   A K-major : A[b, i, k] at b * stride_a + i * lda + k        (rows are M, contiguous K)
+//   A MN-major: A[b, i, k] at b * stride_a + k * lda + i        (rows are K, contiguous M)
+//   B K-major : B[b, j, k] at b * stride_b + j * ldb + k        (rows are N, contiguous K)
+//   B MN-major: B[b, j, k] at b * stride_b + k * ldb + j        (rows are K, contiguous N)
+// A batch stride of 0 broadcasts the operand over the batch (an unbatched weight under vmap).
+// The output is always dense [batch, M, N]; bias is f32 [N]; c (optional, aliased to the output)
+// has the output's dtype and shape.
+#pragma once
+
+#include <cstdint>
+#include <climits>
+#include <initializer_list>
+#include <string>
+
+namespace jax_tmem {
+
+enum class Activation : int32_t { kNone = 0, kRelu = 1, kGelu = 2, kGeluTanh = 3, kSilu = 4 };
+
+// Element types as jax_tmem numbers them (the same numbers are used by the Python side).
+enum class DType : int32_t { kF32 = 0, kBF16 = 1, kF16 = 2, kE4M3 = 3, kE5M2 = 4, kInvalid = -1 };
+
+inline int dtype_bytes(DType t) {
+  switch (t) {
+    case DType::kF32: return 4;
+    case DType::kBF16: case DType::kF16: return 2;
+    case DType::kE4M3: case DType::kE5M2: return 1;
+    default: return 0;
+  }
+}
+
+inline const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::kF32: return "float32";
+    case DType::kBF16: return "bfloat16";
+    case DType::kF16: return "float16";
+    case DType::kE4M3: return "float8_e4m3fn";
+    case DType::kE5M2: return "float8_e5m2";
+    default: return "invalid";
+  }
+}
+
+struct GemmProblem {
+  int64_t batch = 1, m = 1, n = 1, k = 1;
+  bool a_mn_major = false, b_mn_major = false;
+  int64_t lda = 0, ldb = 0;            // row pitch, elements
+  int64_t stride_a = 0, stride_b = 0;  // batch stride, elements (0 = broadcast)
+  DType a_type = DType::kInvalid, b_type = DType::kInvalid, out_type = DType::kInvalid;
+  Activation activation = Activation::kNone;
+  float alpha = 1.0f;
+  bool has_bias = false, has_c = false;
+  int32_t config = -1;                 // index into the arch's kernel menu; -1 = heuristic
+
+  // Number of rows and columns of each operand's 2-D view.
+  int64_t a_rows() const { return a_mn_major ? k : m; }
+  int64_t a_cols() const { return a_mn_major ? m : k; }
+  int64_t b_rows() const { return b_mn_major ? k : n; }
+  int64_t b_cols() const { return b_mn_major ? n : k; }
+};
+
+// Checks the problem against the buffers XLA handed us. Returns an empty string when consistent,
+// else a message naming what is wrong. Every handler calls this before touching memory.
+inline std::string validate(const GemmProblem& p, int64_t a_count, int64_t b_count,
+                            int64_t out_count, int64_t bias_count, int64_t c_count) {
+  auto s = [](int64_t v) { return std::to_string(v); };
+  if (p.batch < 1 || p.m < 1 || p.n < 1 || p.k < 1)
+    return "batch, m, n, k must be >= 1 (got " + s(p.batch) + ", " + s(p.m) + ", " + s(p.n) + ", " + s(p.k) + ")";
+  if (p.a_type == DType::kInvalid || p.b_type == DType::kInvalid)
+    return "unsupported operand dtype";
+  if (p.out_type != DType::kF32 && p.out_type != DType::kBF16 && p.out_type != DType::kF16)
+    return "output dtype must be float32, bfloat16 or float16";
+  if (p.lda < p.a_cols() && p.a_rows() > 1) return "lda " + s(p.lda) + " < row length " + s(p.a_cols());
+  if (p.ldb < p.b_cols() && p.b_rows() > 1) return "ldb " + s(p.ldb) + " < row length " + s(p.b_cols());
+  if (p.stride_a < 0 || p.stride_b < 0 || p.lda < 0 || p.ldb < 0) return "negative stride";
+  // Every size and stride below 2^40 elements keeps the extent arithmetic far from int64 overflow.
+  const int64_t kMax = int64_t(1) << 40;
+  for (int64_t v : {p.batch, p.m, p.n, p.k, p.lda, p.ldb, p.stride_a, p.stride_b})
+    if (v >= kMax) return "a size or stride is >= 2^40 elements";
+  if (p.batch * p.m >= kMax || p.batch * p.n >= kMax || p.m * p.n >= kMax)
+    return "the output has >= 2^40 elements";
+  // Extents in 128-bit arithmetic: products of two values < 2^40 cannot wrap.
+  auto extent = [](int64_t batch, int64_t stride, int64_t rows, int64_t ld, int64_t cols) {
+    return static_cast<__int128>(batch - 1) * stride + static_cast<__int128>(rows - 1) * ld + cols;
+  };
+  auto s128 = [&](__int128 v) { return v > INT64_MAX ? std::string(">= 2^63") : s(static_cast<int64_t>(v)); };
+  const __int128 ea = extent(p.batch, p.stride_a, p.a_rows(), p.lda, p.a_cols());
+  const __int128 eb = extent(p.batch, p.stride_b, p.b_rows(), p.ldb, p.b_cols());
+  if (ea > a_count) return "operand a: view needs " + s128(ea) + " elements, buffer has " + s(a_count);
+  if (eb > b_count) return "operand b: view needs " + s128(eb) + " elements, buffer has " + s(b_count);
+  if (out_count != p.batch * p.m * p.n)
+    return "output has " + s(out_count) + " elements, expected batch*m*n = " + s(p.batch * p.m * p.n);
+  if (p.has_bias && bias_count != p.n) return "bias has " + s(bias_count) + " elements, expected n = " + s(p.n);
+  if (p.has_c && c_count != out_count) return "c has " + s(c_count) + " elements, expected " + s(out_count);
+  int act = static_cast<int>(p.activation);
+  if (act < 0 || act > 4) return "unknown activation code " + s(act);
+  return "";
+}
+
+}  // namespace jax_tmem

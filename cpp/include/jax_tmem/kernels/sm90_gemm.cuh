@@ -1,0 +1,282 @@
+// jax_tmem: the sm_90a GEMM kernel. Persistent and warp-specialised:
+//   warpgroup 0      : producer. One thread issues TMA loads of A and B tiles into a kStages-deep
+//                      shared-memory ring (full/empty mbarriers); setmaxnreg gives its registers away.
+//   warpgroups 1, 2  : consumers. Each issues wgmma.mma_async for 64 of the tile's 128 rows with the
+//                      f32 accumulator in registers, releases ring slots as soon as the MMAs that read
+//                      them retire (wait_group 1), then runs the fused epilogue and stores the tile
+//                      while the producer is already loading the next tile's slots.
+// Operands: 128B-swizzled tiles whose rows are 128 bytes (BLOCK_K = 128 / element size along K for a
+// K-major operand; 64-element chunks along M/N for an MN-major 16-bit operand, read with wgmma's
+// transpose bit). Tails: TMA zero-fills out-of-bounds elements; the epilogue masks its stores.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "jax_tmem/desc_sm90.h"
+#include "jax_tmem/epilogue.cuh"
+#include "jax_tmem/pipeline.cuh"
+#include "jax_tmem/ptx/mbarrier.cuh"
+#include "jax_tmem/ptx/tma.cuh"
+#include "jax_tmem/ptx/wgmma.cuh"
+#include "jax_tmem/scheduler.cuh"
+
+namespace jax_tmem::sm90 {
+
+enum class Kind : int { kBF16, kF16, kTF32, kE4M3E4M3, kE4M3E5M2, kE5M2E4M3, kE5M2E5M2 };
+
+constexpr int kind_elem_bytes(Kind k) {
+  return k == Kind::kTF32 ? 4 : (k == Kind::kBF16 || k == Kind::kF16) ? 2 : 1;
+}
+
+template <Kind kKind_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_>
+struct Config {
+  static constexpr Kind kKind = kKind_;
+  static constexpr int BLOCK_M = 128;
+  static constexpr int BLOCK_N = BLOCK_N_;
+  static constexpr int kStages = kStages_;
+  static constexpr bool kAMN = kAMN_, kBMN = kBMN_;
+  static constexpr int ELEM_BYTES = kind_elem_bytes(kKind);
+  static constexpr int BLOCK_K = 128 / ELEM_BYTES;     // one 128-byte swizzle row along K
+  static constexpr int INSTR_K = 32 / ELEM_BYTES;      // K of one wgmma (16 for 16-bit types)
+  static constexpr int A_BYTES = BLOCK_M * 128;
+  static constexpr int B_BYTES = BLOCK_N * 128;
+  static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
+  static constexpr int SMEM_BYTES = kStages * STAGE_BYTES + 1024 + 2 * kStages * 8;
+  static constexpr int NUM_THREADS = 384;
+  static constexpr int kGroupM = 8;
+  static constexpr int ACC_REGS = BLOCK_N / 2;         // f32 accumulators per consumer thread
+
+  static_assert(BLOCK_N == 64 || BLOCK_N == 128 || BLOCK_N == 256, "wgmma N must be 64, 128 or 256 here");
+  static_assert(!(kAMN || kBMN) || ELEM_BYTES == 2, "wgmma reads MN-major operands for 16-bit types only");
+  static_assert(SMEM_BYTES <= 232448, "shared memory per CTA exceeds 227 KB");
+  static_assert(STAGE_BYTES % 1024 == 0, "128B-swizzle tiles must stay 1024-byte aligned");
+};
+
+struct Params {
+  int m, n, k, batch;
+  int a_batched, b_batched;
+  epilogue::Args epi;
+};
+
+// One K step (INSTR_K deep) of the 64 x BLOCK_N x INSTR_K warpgroup MMA.
+template <class C>
+__device__ __forceinline__ void mma_step(float (&acc)[C::ACC_REGS], uint64_t da, uint64_t db, uint32_t scale_d) {
+  using namespace jax_tmem::ptx;
+  constexpr int N = C::BLOCK_N;
+  constexpr int TA = C::kAMN ? 1 : 0, TB = C::kBMN ? 1 : 0;
+  if constexpr (C::kKind == Kind::kBF16) {
+    if constexpr (N == 256) wgmma_m64n256k16_bf16<TA, TB>(acc, da, db, scale_d);
+    else if constexpr (N == 128) wgmma_m64n128k16_bf16<TA, TB>(acc, da, db, scale_d);
+    else wgmma_m64n64k16_bf16<TA, TB>(acc, da, db, scale_d);
+  } else if constexpr (C::kKind == Kind::kF16) {
+    if constexpr (N == 256) wgmma_m64n256k16_f16<TA, TB>(acc, da, db, scale_d);
+    else if constexpr (N == 128) wgmma_m64n128k16_f16<TA, TB>(acc, da, db, scale_d);
+    else wgmma_m64n64k16_f16<TA, TB>(acc, da, db, scale_d);
+  } else if constexpr (C::kKind == Kind::kTF32) {
+    if constexpr (N == 256) wgmma_m64n256k8_tf32(acc, da, db, scale_d);
+    else if constexpr (N == 128) wgmma_m64n128k8_tf32(acc, da, db, scale_d);
+    else wgmma_m64n64k8_tf32(acc, da, db, scale_d);
+  } else if constexpr (C::kKind == Kind::kE4M3E4M3) {
+    if constexpr (N == 256) wgmma_m64n256k32_e4m3_e4m3(acc, da, db, scale_d);
+    else if constexpr (N == 128) wgmma_m64n128k32_e4m3_e4m3(acc, da, db, scale_d);
+    else wgmma_m64n64k32_e4m3_e4m3(acc, da, db, scale_d);
+  } else if constexpr (C::kKind == Kind::kE4M3E5M2) {
+    if constexpr (N == 256) wgmma_m64n256k32_e4m3_e5m2(acc, da, db, scale_d);
+    else if constexpr (N == 128) wgmma_m64n128k32_e4m3_e5m2(acc, da, db, scale_d);
+    else wgmma_m64n64k32_e4m3_e5m2(acc, da, db, scale_d);
+  } else if constexpr (C::kKind == Kind::kE5M2E4M3) {
+    if constexpr (N == 256) wgmma_m64n256k32_e5m2_e4m3(acc, da, db, scale_d);
+    else if constexpr (N == 128) wgmma_m64n128k32_e5m2_e4m3(acc, da, db, scale_d);
+    else wgmma_m64n64k32_e5m2_e4m3(acc, da, db, scale_d);
+  } else {
+    if constexpr (N == 256) wgmma_m64n256k32_e5m2_e5m2(acc, da, db, scale_d);
+    else if constexpr (N == 128) wgmma_m64n128k32_e5m2_e5m2(acc, da, db, scale_d);
+    else wgmma_m64n64k32_e5m2_e5m2(acc, da, db, scale_d);
+  }
+}
+
+// The fused epilogue on the accumulator fragment: y = act(alpha * acc + bias) + c, cast, masked store.
+// Each step is one uniform branch per tile around a straight unrolled loop (small i-cache footprint).
+template <class C>
+__device__ __forceinline__ void epilogue_store(float (&acc)[C::ACC_REGS], const Params& p, int batch, int row0,
+                                               int col0) {
+  const epilogue::Args& e = p.epi;
+  constexpr int J = C::BLOCK_N / 8;  // 8-column groups; acc[4j + 2h + {0,1}] is (row0 + 8h, col0 + 8j + {0,1})
+  if (e.alpha != 1.0f) {
+#pragma unroll
+    for (int i = 0; i < C::ACC_REGS; ++i) acc[i] *= e.alpha;
+  }
+  if (e.bias != nullptr) {
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      const int col = col0 + 8 * j;
+      const float b0 = col < p.n ? e.bias[col] : 0.f;
+      const float b1 = col + 1 < p.n ? e.bias[col + 1] : 0.f;
+      acc[4 * j] += b0; acc[4 * j + 2] += b0;
+      acc[4 * j + 1] += b1; acc[4 * j + 3] += b1;
+    }
+  }
+  epilogue::activate(acc, e.activation);
+  const int64_t base = static_cast<int64_t>(batch) * p.m;
+  const bool vec_ok = (p.n % 2) == 0;  // then (row * n + even col) is even: pairs are aligned
+  if (e.c != nullptr) {
+#pragma unroll
+    for (int j = 0; j < J; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = row0 + 8 * h, col = col0 + 8 * j;
+        if (row < p.m && col < p.n) {
+          const int64_t idx = (base + row) * p.n + col;
+          acc[4 * j + 2 * h] += epilogue::load_out(e.c, e.out_type, idx);
+          if (col + 1 < p.n) acc[4 * j + 2 * h + 1] += epilogue::load_out(e.c, e.out_type, idx + 1);
+        }
+      }
+  }
+  auto store_all = [&](auto tag) {
+    using T = decltype(tag);
+#pragma unroll
+    for (int j = 0; j < J; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = row0 + 8 * h, col = col0 + 8 * j;
+        if (row >= p.m || col >= p.n) continue;
+        const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+        T* o = static_cast<T*>(e.out) + (base + row) * p.n + col;
+        if (vec_ok && col + 1 < p.n) {
+          if constexpr (sizeof(T) == 4) *reinterpret_cast<float2*>(o) = make_float2(v0, v1);
+          else *reinterpret_cast<uint32_t*>(o) = epilogue::pack2<T>(v0, v1);
+        } else {
+          if constexpr (sizeof(T) == 4) { o[0] = v0; if (col + 1 < p.n) o[1] = v1; }
+          else {
+            const uint32_t w = epilogue::pack2<T>(v0, v1);
+            o[0] = *reinterpret_cast<const T*>(&w);
+            if (col + 1 < p.n) o[1] = *(reinterpret_cast<const T*>(&w) + 1);
+          }
+        }
+      }
+  };
+  if (e.out_type == static_cast<int32_t>(DType::kF32)) store_all(float{});
+  else if (e.out_type == static_cast<int32_t>(DType::kBF16)) store_all(__nv_bfloat16{});
+  else store_all(__half{});
+}
+
+template <class C>
+__global__ void __launch_bounds__(C::NUM_THREADS, 1)
+    sm90_gemm_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b,
+                     const Params p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using namespace jax_tmem::ptx;
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  // NOTE: the 128B swizzle pattern is a function of address bits [4, 10): tiles must be 1024-aligned.
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + C::kStages * C::STAGE_BYTES);
+  uint64_t* empty = full + C::kStages;
+
+  const int warpgroup = threadIdx.x / 128;
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+
+  // Initialise barriers: full[s] completes on one arrive + the TMA bytes; empty[s] on one arrive from
+  // each of the 8 consumer warps.
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < C::kStages; ++s) {
+      mbarrier_init(&full[s], 1);
+      mbarrier_init(&empty[s], 8);
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+
+  const sched::PersistentScheduler<C::kGroupM> scheduler{(p.m + C::BLOCK_M - 1) / C::BLOCK_M,
+                                                         (p.n + C::BLOCK_N - 1) / C::BLOCK_N, p.batch};
+  const int num_tiles = scheduler.num_tiles();
+  const int k_blocks = (p.k + C::BLOCK_K - 1) / C::BLOCK_K;
+
+  if (warpgroup == 0) {
+    // ---------------- producer ----------------
+    setmaxnreg_dec<40>();
+    if (threadIdx.x == 0) {
+      prefetch_tensormap(&tma_a);
+      prefetch_tensormap(&tma_b);
+      PipelineState<C::kStages> st;
+      for (int t = blockIdx.x; t < num_tiles; t += gridDim.x) {
+        const sched::TileCoord tc = scheduler.coord(t);
+        const int m0 = tc.m_blk * C::BLOCK_M, n0 = tc.n_blk * C::BLOCK_N;
+        const int ab = p.a_batched ? tc.batch : 0, bb = p.b_batched ? tc.batch : 0;
+        for (int kb = 0; kb < k_blocks; ++kb) {
+          mbarrier_wait(&empty[st.stage], st.phase ^ 1u);
+          uint8_t* sa = smem + st.stage * C::STAGE_BYTES;
+          uint8_t* sb = sa + C::A_BYTES;
+          mbarrier_arrive_expect_tx(&full[st.stage], C::STAGE_BYTES);
+          const int k0 = kb * C::BLOCK_K;
+          if constexpr (C::kAMN) {
+#pragma unroll
+            for (int j = 0; j < C::BLOCK_M / 64; ++j)
+              tma_load_3d(sa + j * 8192, &tma_a, &full[st.stage], m0 + 64 * j, k0, ab);
+          } else {
+            tma_load_3d(sa, &tma_a, &full[st.stage], k0, m0, ab);
+          }
+          if constexpr (C::kBMN) {
+#pragma unroll
+            for (int j = 0; j < C::BLOCK_N / 64; ++j)
+              tma_load_3d(sb + j * 8192, &tma_b, &full[st.stage], n0 + 64 * j, k0, bb);
+          } else {
+            tma_load_3d(sb, &tma_b, &full[st.stage], k0, n0, bb);
+          }
+          st.advance();
+        }
+      }
+    }
+  } else {
+    // ---------------- consumers ----------------
+    setmaxnreg_inc<232>();
+    const int cw = warpgroup - 1;  // rows [64 * cw, 64 * cw + 64) of the tile
+    float acc[C::ACC_REGS];
+    PipelineState<C::kStages> st;
+    // Descriptor constants (bytes). K-major: SBO = 8 rows x 128 B. MN-major: LBO = the 8 KB between
+    // 64-element chunks along M/N, SBO = 8 K-rows x 128 B.
+    constexpr uint32_t A_LBO = C::kAMN ? 8192 : 16, B_LBO = C::kBMN ? 8192 : 16;
+    constexpr uint32_t K_STEP_A = C::kAMN ? C::INSTR_K * 128 : 32;  // bytes per wgmma K step
+    constexpr uint32_t K_STEP_B = C::kBMN ? C::INSTR_K * 128 : 32;
+    for (int t = blockIdx.x; t < num_tiles; t += gridDim.x) {
+      const sched::TileCoord tc = scheduler.coord(t);
+      int prev_stage = -1;
+      for (int kb = 0; kb < k_blocks; ++kb) {
+        mbarrier_wait(&full[st.stage], st.phase);
+        const uint32_t a_base = smem_addr(smem + st.stage * C::STAGE_BYTES) + cw * 8192;
+        const uint32_t b_base = smem_addr(smem + st.stage * C::STAGE_BYTES + C::A_BYTES);
+        fence_operands(acc);
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < C::BLOCK_K / C::INSTR_K; ++ks) {
+          const uint64_t da = desc::sm90_smem_desc(a_base + ks * K_STEP_A, A_LBO, 1024, desc::Sm90Swizzle::k128B);
+          const uint64_t db = desc::sm90_smem_desc(b_base + ks * K_STEP_B, B_LBO, 1024, desc::Sm90Swizzle::k128B);
+          mma_step<C>(acc, da, db, (kb > 0 || ks > 0) ? 1u : 0u);
+        }
+        wgmma_commit();
+        fence_operands(acc);
+        // The MMAs of the previous k-block have retired once at most one group is pending:
+        // hand its slot back to the producer.
+        wgmma_wait<1>();
+        fence_operands(acc);
+        if (prev_stage >= 0 && lane == 0) mbarrier_arrive(&empty[prev_stage]);
+        prev_stage = st.stage;
+        st.advance();
+      }
+      wgmma_wait<0>();
+      fence_operands(acc);
+      if (prev_stage >= 0 && lane == 0) mbarrier_arrive(&empty[prev_stage]);
+
+      // ---------------- epilogue: registers -> global ----------------
+      // wgmma D fragment: acc[i] holds row 16*w + lane/4 + 8*((i/2)%2), col 8*(i/4) + 2*(lane%4) + i%2.
+      const int row0 = tc.m_blk * C::BLOCK_M + cw * 64 + 16 * (warp % 4) + lane / 4;
+      const int col0 = tc.n_blk * C::BLOCK_N + 2 * (lane % 4);
+      epilogue_store<C>(acc, p, tc.batch, row0, col0);
+    }
+  }
+#endif
+}
+
+}  // namespace jax_tmem::sm90

@@ -1,0 +1,29 @@
+// jax_tmem: what the FFI handler hands an arch's launcher (host code, no CUDA device code).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "jax_tmem/gemm_problem.h"
+
+namespace jax_tmem {
+
+struct GemmLaunch {
+  GemmProblem p;
+  const void* a;
+  const void* b;
+  const float* bias;  // may be null
+  const void* c;      // may be null (aliases out)
+  void* out;
+  int num_sms;
+  cudaStream_t stream;
+};
+
+// Each returns "" on success, else a message (nothing was launched). Defined per arch library.
+std::string sm90_gemm_launch(const GemmLaunch& launch);
+
+// The config the sm_90a heuristic picks for a problem (for logs and tests); defined in sm90_gemm.cu.
+std::string sm90_describe_config(const GemmProblem& p, int num_sms);
+
+}  // namespace jax_tmem

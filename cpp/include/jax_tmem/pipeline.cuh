@@ -1,0 +1,27 @@
+// jax_tmem: pipeline state for mbarrier rings (shared by sm_90a and sm_100a kernels).
+//
+// A ring of kStages slots, each with a "full" barrier (data landed, signalled by TMA complete_tx) and
+// an "empty" barrier (consumers are done with the slot). Producer and consumers each hold a
+// PipelineState and advance it in lockstep over the same (tile, k-block) sequence.
+// Phase convention: consumers wait full[s] with parity `phase`; the producer waits empty[s] with
+// parity `phase ^ 1`, which passes immediately on a fresh barrier (ring starts empty).
+#pragma once
+
+#include <cstdint>
+
+namespace jax_tmem {
+
+template <int kStages>
+struct PipelineState {
+  int stage = 0;
+  uint32_t phase = 0;
+
+  __device__ __forceinline__ void advance() {
+    if (++stage == kStages) {
+      stage = 0;
+      phase ^= 1u;
+    }
+  }
+};
+
+}  // namespace jax_tmem

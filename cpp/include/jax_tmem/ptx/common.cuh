@@ -1,0 +1,28 @@
+// jax_tmem: small PTX helpers shared by every arch. The only places with inline asm are ptx/*.cuh.
+#pragma once
+
+#include <cstdint>
+
+namespace jax_tmem::ptx {
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// One elected lane of the calling warp (PTX ISA: elect.sync, sm_90+).
+__device__ __forceinline__ bool elect_one() {
+  uint32_t pred = 0;
+  asm volatile(
+      "{\n.reg .b32 %%rx;\n.reg .pred %%px;\n"
+      "elect.sync %%rx|%%px, %1;\n@%%px mov.s32 %0, 1;\n}\n"
+      : "+r"(pred)
+      : "r"(0xffffffffu));
+  return pred != 0;
+}
+
+// Orders generic-proxy shared-memory writes before later async-proxy (TMA/tensor core) reads.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+}  // namespace jax_tmem::ptx

@@ -1,0 +1,86 @@
+// jax_tmem: the CUDA FFI handler of the canonical GEMM. It decodes and validates the attributes
+// against the buffers (shared with the CPU handler), dispatches on the device's compute capability to
+// the arch's launcher, and returns ffi::Error for anything it cannot run; it never aborts, allocates or
+// synchronises, and launches the same kernel for the same attributes (command-buffer compatible).
+#include <cuda_runtime.h>
+
+#include <mutex>
+#include <string>
+
+#include "jax_tmem/ffi_attrs.h"
+#include "jax_tmem/handlers.h"
+#include "jax_tmem/launch.h"
+
+namespace jax_tmem {
+namespace {
+
+struct DeviceInfo {
+  int cc = -1;
+  int num_sms = 0;
+};
+
+// Per-device properties, read once per device.
+DeviceInfo device_info(int dev) {
+  static std::mutex mu;
+  static DeviceInfo cache[64];
+  std::lock_guard<std::mutex> lock(mu);
+  if (dev < 0 || dev >= 64) return {};
+  DeviceInfo& d = cache[dev];
+  if (d.cc < 0) {
+    int major = 0, minor = 0, sms = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+      return {};
+    d.cc = major * 10 + minor;
+    d.num_sms = sms;
+  }
+  return d;
+}
+
+ffi::Error cuda_gemm_handler(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::RemainingArgs rest,
+                             ffi::Result<ffi::AnyBuffer> out, JAX_TMEM_GEMM_ATTR_PARAMS) {
+  GemmLaunch L{};
+  const void* bias = nullptr;
+  const void* c = nullptr;
+  ffi::Error err = decode_problem(L.p, a, b, rest, out, batch, m, n, k, a_mn_major, b_mn_major, lda, ldb,
+                                  stride_a, stride_b, activation, alpha, has_bias, has_c, config, &bias, &c);
+  if (err.failure()) return err;
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return ffi::Error::Internal("jax_tmem gemm: cudaGetDevice failed");
+  const DeviceInfo info = device_info(dev);
+  L.a = a.untyped_data();
+  L.b = b.untyped_data();
+  L.bias = static_cast<const float*>(bias);
+  L.c = c;
+  L.out = out->untyped_data();
+  L.num_sms = info.num_sms;
+  L.stream = stream;
+  std::string msg;
+  if (info.cc == 90) {
+#if JAX_TMEM_HAS_SM90
+    msg = sm90_gemm_launch(L);
+#else
+    msg = "this build of jax_tmem has no sm_90a kernels";
+#endif
+  } else {
+    msg = "no jax_tmem kernel for compute capability " + std::to_string(info.cc);
+  }
+  if (!msg.empty()) return ffi::Error(ffi::ErrorCode::kInvalidArgument, "jax_tmem gemm: " + msg);
+  return ffi::Error::Success();
+}
+
+}  // namespace
+
+int cuda_device_cc() {
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return -static_cast<int>(e);
+  return device_info(dev).cc;
+}
+
+}  // namespace jax_tmem
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxTmemCudaGemm, jax_tmem::cuda_gemm_handler,
+                              JAX_TMEM_GEMM_BINDING(.Ctx<::xla::ffi::PlatformStream<cudaStream_t>>()),
+                              {::xla::ffi::Traits::kCmdBufferCompatible});

@@ -1,0 +1,14 @@
+"""jax_tmem: fast matmuls for JAX on NVIDIA Hopper (wgmma) and Blackwell (tcgen05 / TMEM).
+
+``jax_tmem.matmul`` and ``jax_tmem.dot_general`` are ordinary jit/vmap/grad-compatible JAX functions. On
+a supported GPU they run jax_tmem's CUDA kernels through XLA FFI custom calls; everywhere else they run
+the same semantics through XLA. ``python -m jax_tmem`` reports which path each dtype takes and why.
+"""
+
+from jax_tmem._config import Decision, clear_decisions, current_path, decisions, use_path
+from jax_tmem.ops import SUPPORTED_DTYPES, dot_general, matmul
+
+__version__ = "0.1.0"
+
+__all__ = ["matmul", "dot_general", "use_path", "current_path", "decisions", "clear_decisions", "Decision",
+           "SUPPORTED_DTYPES", "__version__"]

@@ -1,0 +1,5 @@
+import sys
+
+from jax_tmem.report import main
+
+sys.exit(main())

@@ -1,0 +1,82 @@
+"""Loading the C++ extension and registering its FFI targets, once per platform.
+
+The extension may be missing (a source checkout that was never built), built without CUDA (no nvcc at
+build time), or built against XLA FFI headers newer than the running jaxlib (XLA would then report
+"No FFI handler registered" at run time). Each case disables the affected path with a reason in plain
+words, which ``python -m jax_tmem`` and ``JAX_TMEM_LOG=1`` show.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any
+
+import jax
+
+_lock = threading.Lock()
+_registered: set[str] = set()
+
+
+@functools.lru_cache(maxsize=None)
+def load() -> tuple[Any, str]:
+    """Returns (module or None, reason it is unusable or "")."""
+    try:
+        from jax_tmem import _jax_tmem  # type: ignore[attr-defined]
+    except ImportError as e:  # pragma: no cover - exercised only on unbuilt checkouts
+        return None, (f"the C++ extension is not built ({e}); install with the README command "
+                      "(pip install --no-build-isolation .)")
+    info = _jax_tmem.build_info()
+    built = _version_tuple(info["jaxlib_version"])
+    running = _version_tuple(_running_jaxlib())
+    if built > running:
+        return None, (f"the extension was compiled against jaxlib {info['jaxlib_version']} (XLA FFI API "
+                      f"{info['ffi_api_version'][0]}.{info['ffi_api_version'][1]}) but jaxlib "
+                      f"{_running_jaxlib()} is running; XLA would not find its handlers. Rebuild against "
+                      "the running jaxlib: pip install --no-build-isolation --force-reinstall .")
+    return _jax_tmem, ""
+
+
+def _running_jaxlib() -> str:
+    import jaxlib.version
+    return jaxlib.version.__version__
+
+
+def _version_tuple(v: str) -> tuple[int, ...]:
+    out = []
+    for part in v.split(".")[:3]:
+        digits = "".join(ch for ch in part if ch.isdigit())
+        out.append(int(digits) if digits else 0)
+    return tuple(out)
+
+
+def build_info() -> dict:
+    mod, _ = load()
+    return dict(mod.build_info()) if mod is not None else {}
+
+
+def cuda_built() -> tuple[bool, str]:
+    mod, why = load()
+    if mod is None:
+        return False, why
+    info = mod.build_info()
+    if not info["cuda"]:
+        return False, info["cuda_reason"]
+    return True, ""
+
+
+def ensure_registered(platform: str) -> tuple[bool, str]:
+    """Registers the handlers for ``platform`` ("cpu" or "cuda") once. Returns (ok, reason)."""
+    mod, why = load()
+    if mod is None:
+        return False, why
+    with _lock:
+        if platform in _registered:
+            return True, ""
+        targets = mod.registrations().get(platform, {})
+        if not targets:
+            return False, f"the extension has no {platform} handlers ({mod.build_info()['cuda_reason'] or 'not built'})"
+        for name, capsule in targets.items():
+            jax.ffi.register_ffi_target(name, capsule, platform=platform.upper() if platform == "cuda" else platform)
+        _registered.add(platform)
+    return True, ""

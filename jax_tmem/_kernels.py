@@ -1,0 +1,74 @@
+"""What the CUDA kernels can take, per architecture (mirrors cpp/src/gpu_gemm.cc's checks).
+
+The C++ handler re-validates everything (and returns an ffi::Error instead of crashing); this module
+exists so that unsupported problems are routed to XLA at trace time, with a reason, before lowering.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import numpy as np
+
+from jax_tmem import _canon, _ext
+
+BF16, F16, F32 = np.dtype("bfloat16"), np.dtype("float16"), np.dtype("float32")
+E4M3, E5M2 = np.dtype("float8_e4m3fn"), np.dtype("float8_e5m2")
+FP8 = (E4M3, E5M2)
+OUT_TYPES = (F32, BF16, F16)
+
+
+@functools.lru_cache(maxsize=None)
+def device_cc() -> tuple[int, str]:
+    """Compute capability of the first CUDA device as (major*10+minor, reason if unusable)."""
+    try:
+        devs = [d for d in jax.devices() if d.platform == "gpu"]
+    except RuntimeError as e:  # pragma: no cover
+        return -1, str(e)
+    if not devs:
+        return -1, "no GPU device"
+    cc = getattr(devs[0], "compute_capability", None)
+    if cc is None:
+        return -1, f"device {devs[0].device_kind} reports no compute capability (not CUDA?)"
+    major, minor = (int(x) for x in str(cc).split("."))
+    return major * 10 + minor, ""
+
+
+def arch_target(cc: int) -> tuple[str, str]:
+    """(target name, reason if none) for a compute capability."""
+    built = _ext.build_info().get("cuda_archs", "")
+    if cc == 90:
+        return ("sm_90a", "") if "sm_90a" in built else ("", "the package was built without sm_90a")
+    if cc in (100, 103):
+        return "", (f"compute capability {cc // 10}.{cc % 10} (Blackwell): the tcgen05 kernels are not "
+                    "built yet, so XLA runs this GEMM")
+    return "", f"no jax_tmem kernels for compute capability {cc // 10}.{cc % 10} (sm_90a and sm_100a/sm_103a only)"
+
+
+def check_sm90(canon: _canon.Canon, a_dtype, b_dtype, out_dtype, allow_tf32: bool) -> str:
+    """Empty string if the sm_90a kernels take the problem, else why not."""
+    a_dtype, b_dtype, out_dtype = np.dtype(a_dtype), np.dtype(b_dtype), np.dtype(out_dtype)
+    if out_dtype not in OUT_TYPES:
+        return f"output dtype {out_dtype} (kernels write float32/bfloat16/float16)"
+    if a_dtype in FP8 and b_dtype in FP8:
+        if canon.a_mn_major or canon.b_mn_major:
+            return "an FP8 operand is MN-major (wgmma reads 8-bit operands K-major only)"
+    elif a_dtype != b_dtype or a_dtype not in (BF16, F16, F32):
+        return f"operand dtypes {a_dtype} x {b_dtype} (kernels: bf16 x bf16, f16 x f16, f32 x f32 as tf32, fp8 x fp8)"
+    if a_dtype == F32:
+        if not allow_tf32:
+            return "float32 with precision HIGH/HIGHEST (the kernels would use tf32)"
+        if canon.a_mn_major or canon.b_mn_major:
+            return "a float32 operand is MN-major (wgmma reads tf32 operands K-major only)"
+    for name, dt, mn, ld, stride, rows in (
+            ("lhs", a_dtype, canon.a_mn_major, canon.lda, canon.stride_a, canon.k if canon.a_mn_major else canon.m),
+            ("rhs", b_dtype, canon.b_mn_major, canon.ldb, canon.stride_b, canon.k if canon.b_mn_major else canon.n)):
+        es = dt.itemsize
+        if rows > 1 and (ld * es) % 16:
+            return f"{name} row pitch of {ld * es} bytes is not a multiple of 16 (TMA)"
+        if (stride * es) % 16:
+            return f"{name} batch stride of {stride * es} bytes is not a multiple of 16 (TMA)"
+    if max(canon.m, canon.n, canon.k) >= 2**31 or canon.batch >= 2**31:
+        return "a dimension is >= 2^31"
+    return ""

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The GPU check, in one call: build the package as the README says, report, GPU tests, sanitizers,
+# benchmark. Logs and results go to $1 (default ./out). Used on the device machine (H200).
+set -u
+OUT_DIR=${1:-out}
+mkdir -p "$OUT_DIR"
+export PYTHONUNBUFFERED=1
+status=0
+{
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit,temperature.gpu --format=csv
+  python3 -c "import jax, jaxlib; print('jax', jax.__version__, 'jaxlib', jaxlib.__version__)"
+} > "$OUT_DIR/env.txt" 2>&1
+( time python3 -m pip install --no-build-isolation ${JT_BUILD_ARGS:-} . ) > "$OUT_DIR/build.log" 2>&1 || { echo "BUILD FAILED"; tail -50 "$OUT_DIR/build.log"; exit 1; }
+timeout 300 python3 -P -m jax_tmem > "$OUT_DIR/report.txt" 2>&1 || status=1
+timeout ${JT_TEST_TIMEOUT:-300} python3 -P -m pytest tests -q --maxfail=20 -m gpu -p no:cacheprovider ${JT_PYTEST_ARGS:-} > "$OUT_DIR/gpu_tests.log" 2>&1 || status=1
+tail -5 "$OUT_DIR/gpu_tests.log"
+if [ "${JT_SANITIZE:-1}" = 1 ]; then
+  for tool in memcheck racecheck; do
+    XLA_PYTHON_CLIENT_PREALLOCATE=false timeout ${JT_SAN_TIMEOUT:-120} compute-sanitizer --tool $tool --target-processes all python3 -P scripts/sanitize_case.py > "$OUT_DIR/sanitizer_$tool.log" 2>&1 || status=1
+    grep -E "ERROR SUMMARY|sanitize sweep done|rel err" "$OUT_DIR/sanitizer_$tool.log" | tail -8
+  done
+fi
+timeout ${JT_BENCH_TIMEOUT:-300} python3 -P benchmarks/bench_gemm.py --out "$OUT_DIR" ${JT_BENCH_ARGS:-} > "$OUT_DIR/bench.log" 2>&1 || status=1
+cat "$OUT_DIR/bench.log"
+exit $status

@@ -1,0 +1,29 @@
+"""A small sweep of kernel-path GEMMs for compute-sanitizer (memcheck / racecheck): tails, layouts,
+dtypes, epilogues. References are computed on the host (NumPy) so only our kernels run on the GPU.
+Run with XLA_PYTHON_CLIENT_PREALLOCATE=false (the sanitizer cannot shadow a 75% preallocation)."""
+import jax, jax.numpy as jnp, numpy as np
+import jax_tmem
+
+rng = np.random.default_rng(0)
+cases = [("bfloat16", ("K", "MN"), (200, 136, 96)), ("bfloat16", ("MN", "K"), (136, 264, 80)),
+         ("float16", ("MN", "MN"), (72, 40, 48)), ("float8_e4m3fn", ("K", "K"), (130, 144, 160)),
+         ("float32", ("K", "K"), (72, 40, 48))]
+for dt, lay, (m, n, k) in cases:
+    a = jnp.asarray(rng.standard_normal((m, k) if lay[0] == "K" else (k, m)), dt)
+    b = jnp.asarray(rng.standard_normal((n, k) if lay[1] == "K" else (k, n)), dt)
+    dn = (((1,) if lay[0] == "K" else (0,), (1,) if lay[1] == "K" else (0,)), ((), ()))
+    out = jax.jit(lambda x, y: jax_tmem.dot_general(x, y, dn, preferred_element_type=jnp.float32, path="kernel"))(a, b)
+    a64 = np.asarray(a.astype(jnp.float32), np.float64); b64 = np.asarray(b.astype(jnp.float32), np.float64)
+    a64 = a64 if lay[0] == "K" else a64.T
+    b64 = b64.T if lay[1] == "K" else b64
+    ref = a64 @ b64
+    err = float(np.abs(np.asarray(out, np.float64) - ref).max() / np.abs(ref).max())
+    print(dt, lay, (m, n, k), "rel err", err, flush=True)
+    assert err < 5e-3
+x = jnp.asarray(rng.standard_normal((136, 64)), "bfloat16")
+w = jnp.asarray(rng.standard_normal((64, 200)), "bfloat16")
+bias = jnp.asarray(rng.standard_normal((200,)), "float32")
+c = jnp.asarray(rng.standard_normal((136, 200)), "bfloat16")
+y = jax.jit(lambda x, w, bias, c: jax_tmem.matmul(x, w, bias=bias, activation="gelu", c=c, path="kernel"))(x, w, bias, c)
+print("epilogue case finite:", bool(np.isfinite(np.asarray(y, np.float32)).all()))
+print("sanitize sweep done")

@@ -1,0 +1,225 @@
+"""Shared helpers for the jax_tmem CPU test suite.
+
+* ``rand(seed_or_key, shape, dtype)``: fresh N(0, 1) data in any supported dtype (never zeros).
+* ``ref_dot_general`` / ``ref_matmul`` / ``ref_epilogue``: float64 NumPy references.
+* ``assert_close(out, ref, out_dtype, k)``: per-output-dtype tolerance relative to max|ref|.
+* ``calc_diff(x, y)``: DeepGEMM's similarity check, 1 - 2 sum(xy) / sum(x^2 + y^2).
+* ``run_path(path, fn, *args)``: jits a *fresh* function inside ``use_path(path)`` and checks that every
+  path decision taken while tracing went where it was asked to (so path "kernel" really exercised the
+  C++ CPU handler, and path "xla" really ran lax ops).
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jax_tmem
+
+BF16 = np.dtype(jnp.bfloat16)
+F16 = np.dtype(jnp.float16)
+F32 = np.dtype(jnp.float32)
+E4M3 = np.dtype(jnp.float8_e4m3fn)
+E5M2 = np.dtype(jnp.float8_e5m2)
+FP8 = (E4M3, E5M2)
+IN_DTYPES = (BF16, F16, F32, E4M3, E5M2)
+OUT_DTYPES = (F32, BF16, F16)
+PATHS = ("kernel", "xla")
+ACTIVATIONS = (None, "relu", "gelu", "gelu_tanh", "silu")
+
+# Per output dtype: relative (to max|ref|) error allowed for the output rounding plus f32 accumulation.
+# bf16 rounds to 8 mantissa bits (half-ulp 2^-9 ~ 2e-3), f16 to 11 (2^-12 ~ 2.4e-4), f32 is accumulation only.
+RTOL = {BF16: 1e-2, F16: 2e-3, F32: 1e-4}
+# calc_diff thresholds (a mean-square measure, much tighter than the max-error check above).
+DIFF_TOL = {BF16: 1e-4, F16: 5e-6, F32: 1e-8}
+
+
+# ---- markers / skips ----------------------------------------------------------------------------
+
+def pytest_configure(config):
+    for line in ("gpu: needs a CUDA GPU with the jax_tmem kernels built",
+                 "slow: a longer-running test"):
+        config.addinivalue_line("markers", line)
+
+
+def pytest_collection_modifyitems(config, items):
+    backend = jax.default_backend()
+    if backend == "gpu":
+        return
+    skip = pytest.mark.skip(reason=f"needs a CUDA GPU (jax.default_backend() is {backend!r})")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+# ---- data ---------------------------------------------------------------------------------------
+
+def seed_of(*parts) -> int:
+    """A stable seed from any printable parts (test ids, parameters)."""
+    return zlib.crc32(repr(parts).encode()) & 0x7FFFFFFF
+
+
+@pytest.fixture
+def seed(request) -> int:
+    """A different, reproducible seed for every test (and every parametrization of it)."""
+    return seed_of(request.node.nodeid)
+
+
+def rand(key_or_seed, shape, dtype, scale: float = 1.0):
+    """Fresh random N(0, scale^2) data of ``dtype`` (fp8: N(0,1) cast to fp8, within its range)."""
+    dtype = np.dtype(dtype)
+    shape = tuple(shape)
+    if isinstance(key_or_seed, (int, np.integer)):
+        x = np.random.default_rng(int(key_or_seed)).standard_normal(shape).astype(np.float32) * scale
+        return jnp.asarray(x).astype(dtype)
+    return (jax.random.normal(key_or_seed, shape, jnp.float32) * scale).astype(dtype)
+
+
+def f64(x) -> np.ndarray:
+    return np.asarray(x).astype(np.float64)
+
+
+# ---- float64 references -------------------------------------------------------------------------
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def ref_dot_general(lhs, rhs, dn) -> np.ndarray:
+    """float64 ``lax.dot_general`` with jax_tmem's extension: a batch pair may name None on one side
+    (that operand is broadcast over the batch). Output: batch dims in dn order, lhs free, rhs free."""
+    (lc, rc), (lb, rb) = dn
+    lhs, rhs = f64(lhs), f64(rhs)
+    letters = iter(_LETTERS)
+    ls = [None] * lhs.ndim
+    rs = [None] * rhs.ndim
+    out = []
+    for l, r in zip(lb, rb):
+        ch = next(letters)
+        if l is not None:
+            ls[l] = ch
+        if r is not None:
+            rs[r] = ch
+        out.append(ch)
+    for l, r in zip(lc, rc):
+        ch = next(letters)
+        ls[l] = rs[r] = ch
+    for d in range(lhs.ndim):
+        if ls[d] is None:
+            ls[d] = next(letters)
+            out.append(ls[d])
+    for d in range(rhs.ndim):
+        if rs[d] is None:
+            rs[d] = next(letters)
+            out.append(rs[d])
+    return np.einsum(f"{''.join(ls)},{''.join(rs)}->{''.join(out)}", lhs, rhs)
+
+
+def ref_matmul(a, b) -> np.ndarray:
+    return np.matmul(f64(a), f64(b))
+
+
+def _erf(x):
+    try:
+        from scipy.special import erf
+        return erf(x)
+    except ImportError:  # pragma: no cover
+        return np.vectorize(math.erf)(x)
+
+
+def ref_activation(x, activation):
+    x = np.asarray(x, np.float64)
+    if activation is None:
+        return x
+    if activation == "relu":
+        return np.maximum(x, 0.0)
+    if activation == "gelu":
+        return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+    if activation == "gelu_tanh":
+        return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+    if activation == "silu":
+        return x / (1.0 + np.exp(-x))
+    raise ValueError(activation)
+
+
+def ref_epilogue(y, *, alpha=1.0, bias=None, activation=None, c=None):
+    """out = act(alpha * y + bias) + c in float64 (bias broadcast along the last axis)."""
+    y = alpha * np.asarray(y, np.float64)
+    if bias is not None:
+        y = y + f64(bias)
+    y = ref_activation(y, activation)
+    if c is not None:
+        y = y + f64(c)
+    return y
+
+
+# ---- comparisons --------------------------------------------------------------------------------
+
+def tolerance(out_dtype, k: int, scale: float) -> float:
+    """Absolute tolerance for an output of ``out_dtype`` whose reference has max|ref| = scale, after a
+    K-long f32 accumulation (error ~ sqrt(K) * 2^-24 per unit of magnitude)."""
+    out_dtype = np.dtype(out_dtype)
+    acc = 4.0 * math.sqrt(max(k, 1)) * 2.0 ** -24
+    return (RTOL[out_dtype] + acc) * max(scale, 1e-6)
+
+
+def calc_diff(x, y) -> float:
+    """DeepGEMM's check: 1 - 2 sum(x*y) / sum(x*x + y*y); 0 for identical, ~mean sq. rel. error."""
+    x, y = f64(x).ravel(), f64(y).ravel()
+    denom = np.sum(x * x + y * y)
+    if denom == 0:
+        return 0.0
+    return float(1.0 - 2.0 * np.sum(x * y) / denom)
+
+
+def assert_close(out, ref, out_dtype, k: int, *, check_diff: bool = True, factor: float = 1.0, tol_dtype=None):
+    """Checks dtype, shape, finiteness, max error (relative to max|ref|) and calc_diff.
+
+    ``tol_dtype`` (default ``out_dtype``) picks the tolerance, for outputs that carry another dtype's error."""
+    out_dtype = np.dtype(out_dtype)
+    ref = np.asarray(ref, np.float64)
+    assert np.dtype(out.dtype) == out_dtype, f"dtype {out.dtype}, expected {out_dtype}"
+    out_dtype = np.dtype(tol_dtype) if tol_dtype is not None else out_dtype
+    assert tuple(out.shape) == tuple(ref.shape), f"shape {out.shape}, expected {ref.shape}"
+    o = f64(out)
+    assert np.all(np.isfinite(o)), "non-finite output"
+    scale = float(np.max(np.abs(ref))) if ref.size else 0.0
+    atol = factor * tolerance(out_dtype, k, scale)
+    err = float(np.max(np.abs(o - ref))) if ref.size else 0.0
+    assert err <= atol, (f"max |out - ref| = {err:.3g} > {atol:.3g} (max|ref| = {scale:.3g}, "
+                         f"{out_dtype.name}, K={k})")
+    if check_diff and ref.size and scale > 0:
+        d = calc_diff(o, ref)
+        assert d <= factor * DIFF_TOL[out_dtype], f"calc_diff = {d:.3g} > {DIFF_TOL[out_dtype]:.3g}"
+
+
+# ---- running a function on a given path ---------------------------------------------------------
+
+def run_path(path: str, fn, *args, jit: bool = True, expect=None):
+    """Runs ``fn(*args)`` (jitted fresh, so no cached trace is reused) under ``use_path(path)`` and
+    asserts every decision recorded while tracing took ``expect`` (default: ``path``)."""
+    expect = path if expect is None else expect
+    jax_tmem.clear_decisions()
+    with jax_tmem.use_path(path):
+        # a fresh wrapper: jax.jit(fn) for the same fn would reuse a trace made under another path
+        f = jax.jit(lambda *a: fn(*a)) if jit else fn
+        out = f(*args)
+        out = jax.block_until_ready(out)
+    ds = jax_tmem.decisions()
+    assert ds, "no path decision was recorded"
+    for d in ds:
+        assert d.path == expect, f"expected path {expect!r}, got {d}"
+        if expect == "kernel":
+            assert d.target == "cpu reference handler" or jax.default_backend() != "cpu", str(d)
+    return out
+
+
+@pytest.fixture(autouse=True)
+def _clean_decisions():
+    jax_tmem.clear_decisions()
+    yield
+    jax_tmem.clear_decisions()

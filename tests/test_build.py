@@ -1,0 +1,112 @@
+"""Compile-only checks of the CUDA code (no GPU needed): the installed extension embeds real SASS for
+every arch it was built for, the kernels use the tensor-core instructions they are meant to, and
+ptxas kept every kernel free of spills and local memory.
+
+Runs wherever the package was built with nvcc (CI builds sm_90a, sm_100a and sm_103a); skips with a
+reason when it was built without CUDA. Needs ``cuobjdump`` (CUDA toolkit, or
+``pip install nvidia-cuda-cuobjdump``): with a CUDA build and no cuobjdump the test fails.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from jax_tmem import _ext
+
+pytestmark = pytest.mark.cuda_build
+
+
+def _cuda_info():
+    info = _ext.build_info()
+    if not info:
+        pytest.skip("the extension is not built")
+    if not info["cuda"]:
+        pytest.skip(f"built without CUDA: {info['cuda_reason']}")
+    return info
+
+
+def _extension_path() -> str:
+    from jax_tmem import _jax_tmem
+    return _jax_tmem.__file__
+
+
+def _cuobjdump() -> str:
+    found = shutil.which("cuobjdump")
+    if found:
+        return found
+    for cand in ["/usr/local/cuda/bin/cuobjdump"] + glob.glob("/usr/local/cuda-*/bin/cuobjdump"):
+        if os.path.exists(cand):
+            return cand
+    try:
+        import nvidia  # the pip package nvidia-cuda-cuobjdump installs nvidia/cu*/bin/cuobjdump
+        for base in nvidia.__path__:
+            hits = glob.glob(os.path.join(base, "cu*", "bin", "cuobjdump"))
+            if hits:
+                return hits[0]
+    except ImportError:
+        pass
+    pytest.fail("cuobjdump not found: install the CUDA toolkit or `pip install nvidia-cuda-cuobjdump`")
+
+
+def _run(*args) -> str:
+    return subprocess.run([_cuobjdump(), *args, _extension_path()], check=True, capture_output=True,
+                          text=True).stdout
+
+
+@pytest.fixture(scope="module")
+def sass():
+    _cuda_info()
+    return _run("--dump-sass")
+
+
+@pytest.fixture(scope="module")
+def resources():
+    _cuda_info()
+    return _run("--dump-resource-usage")
+
+
+def _kernels_by_arch(text: str) -> dict[str, str]:
+    """Splits cuobjdump output into per-arch chunks ('sm_90a' -> text)."""
+    chunks, cur = {}, None
+    for line in text.splitlines():
+        m = re.search(r"arch = (sm_\d+a?)", line)
+        if m:
+            cur = m.group(1)
+        if cur:
+            chunks.setdefault(cur, []).append(line)
+    return {k: "\n".join(v) for k, v in chunks.items()}
+
+
+def test_every_built_arch_has_sass(sass):
+    built = [a for a in _ext.build_info()["cuda_archs"].split(",") if a]
+    by_arch = _kernels_by_arch(sass)
+    for arch in built:
+        if arch == "sm_90a":
+            assert arch in by_arch, f"no {arch} SASS in the extension (PTX-only build?)"
+    assert "sm_90a" in built or not built
+
+
+def test_sm90_uses_wgmma(sass):
+    if "sm_90a" not in _ext.build_info()["cuda_archs"]:
+        pytest.skip("sm_90a not built")
+    sm90 = _kernels_by_arch(sass)["sm_90a"]
+    for op in ("HGMMA.64x256x16.F32.BF16", "HGMMA.64x128x16.F32 ", "HGMMA.64x256x8.F32.TF32",
+               "QGMMA.64x256x32.F32.E4M3.E4M3", "QGMMA.64x128x32.F32.E5M2.E4M3"):
+        assert op.strip() in sm90, f"{op.strip()} missing from the sm_90a SASS"
+    assert "UTMALDG" in sm90, "TMA loads (UTMALDG) missing from the sm_90a SASS"
+    assert "SYNCS.PHASECHK" in sm90, "mbarrier waits missing from the sm_90a SASS"
+
+
+def test_no_spills_or_local_memory(resources):
+    entries = re.findall(r"Function (\S+):\s*\n\s*REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", resources)
+    assert entries, "no kernels found in the resource report"
+    for name, reg, stack, shared, local in entries:
+        assert int(stack) == 0 and int(local) == 0, f"{name}: STACK={stack} LOCAL={local} (spills or local arrays)"
+        assert int(reg) <= 255, f"{name}: {reg} registers"
+        assert int(shared) <= 232448, f"{name}: {shared} bytes of static shared memory"
