@@ -7,6 +7,7 @@ exists so that unsupported problems are routed to XLA at trace time, with a reas
 from __future__ import annotations
 
 import functools
+import os
 
 import jax
 import numpy as np
@@ -41,9 +42,34 @@ def arch_target(cc: int) -> tuple[str, str]:
     if cc == 90:
         return ("sm_90a", "") if "sm_90a" in built else ("", "the package was built without sm_90a")
     if cc in (100, 103):
-        return "", (f"compute capability {cc // 10}.{cc % 10} (Blackwell): the tcgen05 kernels are not "
-                    "built yet, so XLA runs this GEMM")
+        arch = "sm_100a" if cc == 100 else "sm_103a"
+        return (arch, "") if arch in built else ("", f"the package was built without {arch}")
     return "", f"no jax_tmem kernels for compute capability {cc // 10}.{cc % 10} (sm_90a and sm_100a/sm_103a only)"
+
+
+def sm100_trusted() -> bool:
+    """The sm_100a/sm_103a kernels have been compiled and checked but never executed on Blackwell
+    hardware, so path "auto" does not pick them unless JAX_TMEM_ENABLE_SM100=1. Path "kernel" (and the
+    GPU tests) always run them."""
+    return os.environ.get("JAX_TMEM_ENABLE_SM100", "0").strip().lower() in ("1", "true", "yes")
+
+
+def k_major_dtypes(cc: int) -> tuple:
+    """Operand dtypes the arch's tensor cores read K-major only (an MN-major one is transposed by XLA)."""
+    if cc == 90:
+        return FP8 + (F32,)  # wgmma: 8-bit and tf32 operands K-major only
+    if cc in (100, 103):
+        return (F32,)        # tcgen05: tf32 MN-major needs the 128B/32B-atom layout (not built)
+    return ()
+
+
+def check_sm100(canon: _canon.Canon, a_dtype, b_dtype, out_dtype, allow_tf32: bool) -> str:
+    """Empty string if the sm_100a/sm_103a kernels take the problem, else why not."""
+    a_dtype, b_dtype = np.dtype(a_dtype), np.dtype(b_dtype)
+    if a_dtype in FP8 and b_dtype in FP8 and (canon.a_mn_major or canon.b_mn_major):
+        # kind::f8f6f4 reads MN-major 8-bit operands; the sm_90 restriction does not apply.
+        canon = _canon.Canon(**{**canon.__dict__, "a_mn_major": False, "b_mn_major": False})
+    return check_sm90(canon, a_dtype, b_dtype, out_dtype, allow_tf32)
 
 
 def check_sm90(canon: _canon.Canon, a_dtype, b_dtype, out_dtype, allow_tf32: bool) -> str:

@@ -107,9 +107,14 @@ def _decide(lhs_shape, rhs_shape, a_dtype, b_dtype, dn, out_dtype, requested: st
             arch, reason = _kernels.arch_target(cc)
             if arch == "sm_90a":
                 reason = _kernels.check_sm90(canon, a_dtype, b_dtype, out_dtype, allow_tf32)
-                if not reason:
-                    ok, reason = _ext.ensure_registered("cuda")
-                    target = f"cuda {arch}" if ok else ""
+            elif arch in ("sm_100a", "sm_103a"):
+                reason = _kernels.check_sm100(canon, a_dtype, b_dtype, out_dtype, allow_tf32)
+                if not reason and requested == "auto" and not _kernels.sm100_trusted():
+                    reason = (f"the {arch} tcgen05 kernels are compiled but have never been executed on Blackwell "
+                              "hardware, so auto uses XLA; path='kernel' or JAX_TMEM_ENABLE_SM100=1 runs them")
+            if arch and not reason:
+                ok, reason = _ext.ensure_registered("cuda")
+                target = f"cuda {arch}" if ok else ""
     else:
         reason = f"no jax_tmem kernels for backend {backend!r}"
     if target:
@@ -129,7 +134,7 @@ def bind_gemm(lhs, rhs, *rest, dimension_numbers, out_dtype, epilogue: Epilogue,
     else XLA without raising: what the backward pass of a forced-kernel call uses for gradient GEMMs
     whose layout no kernel takes)."""
     if requested != "xla":
-        lhs, rhs, dimension_numbers = _k_major_for_gpu(lhs, rhs, dimension_numbers)
+        lhs, rhs, dimension_numbers = _k_major_for_gpu(lhs, rhs, dimension_numbers, requested)
     path, problem = _decide(lhs.shape, rhs.shape, lhs.dtype, rhs.dtype, dimension_numbers, out_dtype,
                             requested, allow_tf32)
     return gemm_p.bind(lhs, rhs, *rest, dimension_numbers=dimension_numbers, out_dtype=np.dtype(out_dtype),
@@ -137,11 +142,18 @@ def bind_gemm(lhs, rhs, *rest, dimension_numbers, out_dtype, epilogue: Epilogue,
                        allow_tf32=allow_tf32, config=int(config))
 
 
-def _k_major_for_gpu(lhs, rhs, dn):
-    """wgmma reads fp8 and tf32 operands K-major only. On sm_90a an MN-major operand of those types is
-    transposed to K-major by XLA first (what XLA's own cuBLASLt fp8 path does); 16-bit operands are
-    always read in place. Returns possibly transposed operands and their new dimension numbers."""
-    if jax.default_backend() != "gpu" or _kernels.device_cc()[0] != 90:
+def _k_major_for_gpu(lhs, rhs, dn, requested):
+    """The tensor cores read some operand types K-major only (wgmma: fp8 and tf32; tcgen05 as built:
+    tf32). An MN-major operand of such a type is transposed to K-major by XLA first (what XLA's own
+    cuBLASLt fp8 path does); 16-bit operands are always read in place. Returns possibly transposed
+    operands and their new dimension numbers."""
+    if jax.default_backend() != "gpu":
+        return lhs, rhs, dn
+    cc = _kernels.device_cc()[0]
+    if cc != 90 and not (requested in ("kernel", "prefer") or _kernels.sm100_trusted()):
+        return lhs, rhs, dn  # the kernels will not run this call: leave the layout to XLA
+    k_major_only = _kernels.k_major_dtypes(cc)
+    if not k_major_only:
         return lhs, rhs, dn
     canon = _canon.canonicalize(lhs.shape, rhs.shape, dn)
     if not isinstance(canon, _canon.Canon):
@@ -153,13 +165,13 @@ def _k_major_for_gpu(lhs, rhs, dn):
         free = [d for d in range(x.ndim) if d not in contract and d not in batch]
         perm = [d for d in batch if d is not None] + free + list(contract)
         _config.record(_config.Decision("gemm", f"{np.dtype(x.dtype).name}{list(x.shape)}", "kernel",
-                                        "cuda sm_90a", f"{name} is MN-major {np.dtype(x.dtype).name}: XLA "
-                                        "transposes it to K-major first (wgmma reads 8-bit/tf32 K-major only)"))
+                                        "cuda", f"{name} is MN-major {np.dtype(x.dtype).name}: XLA transposes "
+                                        "it to K-major first (the tensor cores read it K-major only)"))
         new_pos = {d: i for i, d in enumerate(perm)}
         return (jnp.transpose(x, perm), tuple(new_pos[d] for d in contract),
                 tuple(None if d is None else new_pos[d] for d in batch))
 
-    needs = lambda x: np.dtype(x.dtype) in _kernels.FP8 + (_kernels.F32,)
+    needs = lambda x: np.dtype(x.dtype) in k_major_only
     if canon.a_mn_major and canon.m > 1 and needs(lhs):
         lhs, lc_new, lb = to_k_major(lhs, lb, tuple(l for l, _ in pairs), "lhs")
         rc = tuple(r for _, r in pairs)

@@ -85,11 +85,26 @@ def _kernels_by_arch(text: str) -> dict[str, str]:
 
 def test_every_built_arch_has_sass(sass):
     built = [a for a in _ext.build_info()["cuda_archs"].split(",") if a]
+    assert built, "a CUDA build with no archs"
     by_arch = _kernels_by_arch(sass)
     for arch in built:
-        if arch == "sm_90a":
-            assert arch in by_arch, f"no {arch} SASS in the extension (PTX-only build?)"
-    assert "sm_90a" in built or not built
+        assert arch in by_arch, f"no {arch} SASS in the extension (PTX-only build?)"
+
+
+def test_no_ptx_embedded():
+    _cuda_info()
+    out = subprocess.run([_cuobjdump(), "--list-ptx", _extension_path()], capture_output=True, text=True).stdout
+    assert ".ptx" not in out, f"PTX embedded (only real SASS should be): {out[:500]}"
+
+
+@pytest.mark.parametrize("arch", ["sm_100a", "sm_103a"])
+def test_sm100_uses_tcgen05(sass, arch):
+    if arch not in _ext.build_info()["cuda_archs"]:
+        pytest.skip(f"{arch} not built")
+    code = _kernels_by_arch(sass)[arch]
+    for op in ("UTCHMMA", "UTCQMMA", "UTCBAR", "UTMALDG", "LDTM"):
+        assert op in code, f"{op} missing from the {arch} SASS"
+    assert "HGMMA" not in code and "QGMMA" not in code, "wgmma in a Blackwell cubin"
 
 
 def test_sm90_uses_wgmma(sass):

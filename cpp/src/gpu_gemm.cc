@@ -63,6 +63,12 @@ ffi::Error cuda_gemm_handler(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuff
 #else
     msg = "this build of jax_tmem has no sm_90a kernels";
 #endif
+  } else if (info.cc == 100 || info.cc == 103) {
+#if JAX_TMEM_HAS_SM100
+    msg = sm100_gemm_launch(L);
+#else
+    msg = "this build of jax_tmem has no sm_100a/sm_103a kernels";
+#endif
   } else {
     msg = "no jax_tmem kernel for compute capability " + std::to_string(info.cc);
   }

@@ -4,9 +4,17 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
-#include <type_traits>
+#include <nanobind/stl/vector.h>
 
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "jax_tmem/desc_sm100.h"
+#include "jax_tmem/desc_sm90.h"
 #include "jax_tmem/handlers.h"
+#include "jax_tmem/tmem_plan.h"
 
 namespace nb = nanobind;
 
@@ -19,9 +27,158 @@ nb::capsule encapsulate(T* fn) {
   return nb::capsule(reinterpret_cast<void*>(fn));
 }
 
+// ---- jax_tmem.isa: the kernels' own encoders, with argument checks that raise ValueError ----------
+using jax_tmem::desc::Elem;
+using jax_tmem::desc::MmaKind;
+
+MmaKind parse_kind(const std::string& k) {
+  if (k == "f16") return MmaKind::kF16;
+  if (k == "tf32") return MmaKind::kTF32;
+  if (k == "f8f6f4") return MmaKind::kF8F6F4;
+  if (k == "i8") return MmaKind::kI8;
+  if (k == "mxf8f6f4") return MmaKind::kMXF8F6F4;
+  if (k == "mxf4") return MmaKind::kMXF4;
+  if (k == "mxf4nvf4") return MmaKind::kMXF4NVF4;
+  throw std::invalid_argument("kind must be one of f16, tf32, f8f6f4, i8, mxf8f6f4, mxf4, mxf4nvf4; got '" + k + "'");
+}
+
+Elem parse_elem(const std::string& d) {
+  if (d == "float16") return Elem::kF16;
+  if (d == "bfloat16") return Elem::kBF16;
+  if (d == "float32" || d == "tensorfloat32") return Elem::kTF32;
+  if (d == "float8_e4m3fn") return Elem::kE4M3;
+  if (d == "float8_e5m2") return Elem::kE5M2;
+  if (d == "float6_e2m3fn") return Elem::kE2M3;
+  if (d == "float6_e3m2fn") return Elem::kE3M2;
+  if (d == "float4_e2m1fn") return Elem::kE2M1;
+  if (d == "uint8") return Elem::kU8;
+  if (d == "int8") return Elem::kS8;
+  return Elem::kInvalid;
+}
+
+uint32_t elem_bits(Elem e) {
+  switch (e) {
+    case Elem::kTF32: return 32;
+    case Elem::kF16: case Elem::kBF16: return 16;
+    case Elem::kE2M3: case Elem::kE3M2: return 6;
+    case Elem::kE2M1: return 4;
+    default: return 8;
+  }
+}
+
+bool parse_major(const std::string& s, const char* name) {
+  if (s == "K") return false;
+  if (s == "MN") return true;
+  throw std::invalid_argument(std::string(name) + " must be 'K' or 'MN', got '" + s + "'");
+}
+
+uint32_t instr_desc(const std::string& kind_s, const std::string& a_dtype, const std::string& b_dtype,
+                    const std::string& acc_dtype, uint32_t m, uint32_t n, const std::string& a_major,
+                    const std::string& b_major, uint32_t sfa_id, uint32_t sfb_id, nb::object scale_dtype) {
+  using namespace jax_tmem::desc;
+  const MmaKind kind = parse_kind(kind_s);
+  const Elem a = parse_elem(a_dtype), b = parse_elem(b_dtype);
+  const int32_t fa = format_code(kind, a), fb = format_code(kind, b);
+  if (fa < 0) throw std::invalid_argument("a_dtype " + a_dtype + " is not an operand type of kind::" + kind_s);
+  if (fb < 0) throw std::invalid_argument("b_dtype " + b_dtype + " is not an operand type of kind::" + kind_s);
+  if (kind == MmaKind::kF16 && a != b) throw std::invalid_argument("kind::f16 needs A and B of the same type (both float16 or both bfloat16)");
+  const bool amn = parse_major(a_major, "a_major"), bmn = parse_major(b_major, "b_major");
+  const uint32_t bits = elem_bits(a) < elem_bits(b) ? elem_bits(a) : elem_bits(b);
+  if (const char* err = mma_shape_error(kind, m, n, amn, bmn, bits)) throw std::invalid_argument(err);
+  if (is_block_scaled(kind)) {
+    if (acc_dtype != "float32") throw std::invalid_argument("block-scaled kinds accumulate in float32 only");
+    if (scale_dtype.is_none()) throw std::invalid_argument("block-scaled kinds need scale_dtype (float8_e8m0fnu, or float8_e4m3fn for mxf4nvf4)");
+    const std::string sd = nb::cast<std::string>(scale_dtype);
+    bool ue8m0;
+    if (sd == "float8_e8m0fnu") ue8m0 = true;
+    else if (sd == "float8_e4m3fn" && kind == MmaKind::kMXF4NVF4) ue8m0 = false;
+    else throw std::invalid_argument("scale_dtype " + sd + " is not valid for kind::" + kind_s + " (UE8M0 everywhere; UE4M3 only for mxf4nvf4)");
+    const uint32_t max_id = kind == MmaKind::kMXF8F6F4 ? 3 : 2;
+    for (uint32_t id : {sfa_id, sfb_id}) {
+      if (id > max_id) throw std::invalid_argument("sfa_id/sfb_id must be <= " + std::to_string(max_id) + " for kind::" + kind_s);
+      if (kind != MmaKind::kMXF8F6F4 && (id % 2 != 0)) throw std::invalid_argument("sfa_id/sfb_id must be 0 or 2 for kind::" + kind_s);
+      if (!ue8m0 && id != 0) throw std::invalid_argument("sfa_id/sfb_id must be 0 with UE4M3 scales (scale_vec::4X)");
+    }
+    return sm100_instr_desc_block_scaled(fa, fb, m, n, amn, bmn, ue8m0, sfa_id, sfb_id);
+  }
+  if (!scale_dtype.is_none()) throw std::invalid_argument("scale_dtype is only for block-scaled kinds");
+  if (sfa_id || sfb_id) throw std::invalid_argument("sfa_id/sfb_id are only for block-scaled kinds");
+  DFormat d;
+  if (acc_dtype == "float32") d = DFormat::kF32;
+  else if (acc_dtype == "float16") d = DFormat::kF16;
+  else if (acc_dtype == "int32") d = DFormat::kS32;
+  else throw std::invalid_argument("acc_dtype must be float32, float16 or int32, got " + acc_dtype);
+  if (kind == MmaKind::kI8 ? d != DFormat::kS32 : d == DFormat::kS32)
+    throw std::invalid_argument("kind::i8 accumulates in int32 and only kind::i8 does");
+  if (kind == MmaKind::kTF32 && d != DFormat::kF32) throw std::invalid_argument("kind::tf32 accumulates in float32 only");
+  return sm100_instr_desc(fa, fb, d, m, n, amn, bmn);
+}
+
+uint64_t smem_desc(uint32_t start_addr, uint32_t lbo, uint32_t sbo, uint32_t swizzle_bytes, const std::string& arch,
+                   uint32_t base_offset) {
+  using namespace jax_tmem::desc;
+  for (auto [v, name] : {std::pair{start_addr, "start_addr"}, std::pair{lbo, "lbo"}, std::pair{sbo, "sbo"}}) {
+    if (v % 16) throw std::invalid_argument(std::string(name) + " must be a multiple of 16 bytes");
+    if (v >= (1u << 18)) throw std::invalid_argument(std::string(name) + " must be < 2^18 (shared memory window)");
+  }
+  if (base_offset > 7) throw std::invalid_argument("base_offset must be in [0, 7]");
+  if (arch == "sm100") {
+    Sm100Layout l;
+    switch (swizzle_bytes) {
+      case 0: l = Sm100Layout::kNone; break;
+      case 32: l = Sm100Layout::k32B; break;
+      case 64: l = Sm100Layout::k64B; break;
+      case 128: l = Sm100Layout::k128B; break;
+      default: throw std::invalid_argument("swizzle_bytes must be 0, 32, 64 or 128");
+    }
+    return sm100_smem_desc(start_addr, lbo, sbo, l, base_offset);
+  }
+  if (arch == "sm90") {
+    Sm90Swizzle s;
+    switch (swizzle_bytes) {
+      case 0: s = Sm90Swizzle::kNone; break;
+      case 32: s = Sm90Swizzle::k32B; break;
+      case 64: s = Sm90Swizzle::k64B; break;
+      case 128: s = Sm90Swizzle::k128B; break;
+      default: throw std::invalid_argument("swizzle_bytes must be 0, 32, 64 or 128");
+    }
+    return sm90_smem_desc(start_addr, lbo, sbo, s, base_offset);
+  }
+  throw std::invalid_argument("arch must be 'sm100' or 'sm90', got '" + arch + "'");
+}
+
+nb::dict tmem_plan(uint32_t block_n, uint32_t acc_stages, uint32_t block_m, uint32_t k_tile, uint32_t sf_vec,
+                   uint32_t sf_stages, uint32_t ctas_per_sm) {
+  const jax_tmem::TmemPlan p =
+      jax_tmem::make_tmem_plan(block_n, acc_stages, block_m, k_tile, sf_vec, sf_stages, ctas_per_sm);
+  if (const char* err = p.error()) throw std::invalid_argument(err);
+  nb::dict d;
+  std::vector<uint32_t> acc, sfa, sfb;
+  for (uint32_t s = 0; s < p.acc_stages; ++s) acc.push_back(p.acc_offset(s));
+  for (uint32_t s = 0; s < p.sf_stages; ++s) { sfa.push_back(p.sfa_offset(s)); sfb.push_back(p.sfb_offset(s)); }
+  d["acc_cols"] = p.acc_cols;
+  d["acc_offsets"] = acc;
+  d["sfa_cols"] = p.sfa_cols;
+  d["sfb_cols"] = p.sfb_cols;
+  d["sfa_offsets"] = sfa;
+  d["sfb_offsets"] = sfb;
+  d["used_cols"] = static_cast<uint32_t>(p.used_cols());
+  d["alloc_cols"] = p.alloc_cols();
+  d["ctas_per_sm"] = p.ctas_per_sm;
+  return d;
+}
+
 }  // namespace
 
 NB_MODULE(_jax_tmem, m) {
+  m.def("isa_instr_desc", &instr_desc, nb::arg("kind"), nb::arg("a_dtype"), nb::arg("b_dtype"), nb::arg("acc_dtype"),
+        nb::arg("m"), nb::arg("n"), nb::arg("a_major"), nb::arg("b_major"), nb::arg("sfa_id"), nb::arg("sfb_id"),
+        nb::arg("scale_dtype").none());
+  m.def("isa_smem_desc", &smem_desc, nb::arg("start_addr"), nb::arg("lbo"), nb::arg("sbo"), nb::arg("swizzle_bytes"),
+        nb::arg("arch"), nb::arg("base_offset"));
+  m.def("isa_tmem_plan", &tmem_plan, nb::arg("block_n"), nb::arg("acc_stages"), nb::arg("block_m"),
+        nb::arg("k_tile"), nb::arg("sf_vec"), nb::arg("sf_stages"), nb::arg("ctas_per_sm"));
+
   m.def("registrations", []() {
     nb::dict cpu, cuda, d;
     cpu["jax_tmem_gemm"] = encapsulate(JaxTmemCpuGemm);

@@ -20,6 +20,13 @@ struct Args {
   int32_t out_type;    // DType: kF32, kBF16, kF16
 };
 
+// What every GEMM kernel receives besides its two tensor maps (identical for sm_90a and sm_100a).
+struct KernelParams {
+  int m, n, k, batch;
+  int a_batched, b_batched;  // 0: the operand is broadcast over the batch (tensor-map batch index 0)
+  Args epi;
+};
+
 __device__ __forceinline__ float load_out(const void* base, int32_t t, int64_t idx) {
   if (t == static_cast<int32_t>(DType::kF32)) return static_cast<const float*>(base)[idx];
   if (t == static_cast<int32_t>(DType::kBF16)) return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[idx]);
@@ -64,6 +71,70 @@ template <>
 __device__ __forceinline__ uint32_t pack2<__half>(float a, float b) {
   __half2 h = __floats2half2_rn(a, b);
   return *reinterpret_cast<uint32_t*>(&h);
+}
+
+// Finishes and stores one row segment of kCols consecutive outputs (row, col0 .. col0 + kCols - 1),
+// held by one thread (the tcgen05.ld 32x32b layout: a thread owns a row). 16-byte stores when the whole
+// segment is in bounds and aligned, else masked element stores.
+template <int kCols, typename T>
+__device__ __forceinline__ void store_row_segment(const float (&v)[kCols], T* out_row, int col0, int n, bool vec_ok) {
+  constexpr int kPerVec = 16 / sizeof(T);
+  if (vec_ok && col0 + kCols <= n) {
+#pragma unroll
+    for (int j = 0; j < kCols; j += kPerVec) {
+      uint32_t w[4];
+      if constexpr (sizeof(T) == 4) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) w[q] = __float_as_uint(v[j + q]);
+      } else {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) w[q] = pack2<T>(v[j + 2 * q], v[j + 2 * q + 1]);
+      }
+      *reinterpret_cast<uint4*>(out_row + col0 + j) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) {
+      if (col0 + j < n) {
+        if constexpr (sizeof(T) == 4) out_row[col0 + j] = v[j];
+        else {
+          const uint32_t w = pack2<T>(v[j], 0.f);
+          out_row[col0 + j] = *reinterpret_cast<const T*>(&w);
+        }
+      }
+    }
+  }
+}
+
+// The whole epilogue for a row segment: y = act(alpha * acc + bias) + c, cast, store.
+template <int kCols>
+__device__ __forceinline__ void finish_row_segment(float (&v)[kCols], const Args& e, int64_t row_index, int col0,
+                                                   int n) {
+  if (e.alpha != 1.0f) {
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) v[j] *= e.alpha;
+  }
+  if (e.bias != nullptr) {
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) v[j] += (col0 + j < n) ? e.bias[col0 + j] : 0.f;
+  }
+  activate(v, e.activation);
+  const int64_t base = row_index * n;
+  if (e.c != nullptr) {
+#pragma unroll
+    for (int j = 0; j < kCols; ++j)
+      if (col0 + j < n) v[j] += load_out(e.c, e.out_type, base + col0 + j);
+  }
+  if (e.out_type == static_cast<int32_t>(DType::kF32)) {
+    float* o = static_cast<float*>(e.out) + base;
+    store_row_segment<kCols>(v, o, col0, n, (n % 4) == 0 && (reinterpret_cast<uintptr_t>(e.out) % 16) == 0);
+  } else if (e.out_type == static_cast<int32_t>(DType::kBF16)) {
+    __nv_bfloat16* o = static_cast<__nv_bfloat16*>(e.out) + base;
+    store_row_segment<kCols>(v, o, col0, n, (n % 8) == 0 && (reinterpret_cast<uintptr_t>(e.out) % 16) == 0);
+  } else {
+    __half* o = static_cast<__half*>(e.out) + base;
+    store_row_segment<kCols>(v, o, col0, n, (n % 8) == 0 && (reinterpret_cast<uintptr_t>(e.out) % 16) == 0);
+  }
 }
 
 }  // namespace jax_tmem::epilogue

@@ -54,11 +54,7 @@ struct Config {
   static_assert(STAGE_BYTES % 1024 == 0, "128B-swizzle tiles must stay 1024-byte aligned");
 };
 
-struct Params {
-  int m, n, k, batch;
-  int a_batched, b_batched;
-  epilogue::Args epi;
-};
+using Params = epilogue::KernelParams;
 
 // One K step (INSTR_K deep) of the 64 x BLOCK_N x INSTR_K warpgroup MMA.
 template <class C>

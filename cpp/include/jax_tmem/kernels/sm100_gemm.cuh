@@ -1,0 +1,275 @@
+// jax_tmem: the sm_100a / sm_103a GEMM kernel (tcgen05 + TMEM). Persistent and warp-specialised, one CTA
+// per SM, 256 threads:
+//   warp 0       TMA producer: one elected thread loads A/B tiles into a kStages-deep smem ring
+//                (full/empty mbarriers, the same ring and scheduler as the sm_90a kernel).
+//   warp 1       MMA issuer: one elected thread issues tcgen05.mma (M=128, N=BLOCK_N, K=32 bytes) into a
+//                TMEM accumulator, commits each stage's MMAs to that stage's empty barrier (frees the
+//                smem slot when they retire) and each tile's MMAs to the tmem_full barrier.
+//   warp 2       TMEM allocator: allocates the planned columns, relinquishes the permit, frees at exit.
+//   warps 4..7   epilogue warpgroup: warp w reads TMEM lane quadrant w % 4 with tcgen05.ld 32x32b (one
+//                thread = one output row), applies the fused epilogue, stores, and signals tmem_empty.
+// Two accumulator buffers (tmem_full/tmem_empty ring) let the epilogue of tile i overlap the MMAs of
+// tile i+1. NOTHING IN THIS FILE HAS BEEN EXECUTED ON A BLACKWELL GPU: it is compiled and its SASS and
+// encoders are checked (tests/test_build.py, tests/test_isa.py); the non-tcgen05 machinery is the
+// sm_90a kernel's, which runs on the H200.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "jax_tmem/desc_sm100.h"
+#include "jax_tmem/epilogue.cuh"
+#include "jax_tmem/pipeline.cuh"
+#include "jax_tmem/ptx/mbarrier.cuh"
+#include "jax_tmem/ptx/tcgen05.cuh"
+#include "jax_tmem/ptx/tma.cuh"
+#include "jax_tmem/scheduler.cuh"
+#include "jax_tmem/tmem_plan.h"
+
+namespace jax_tmem::sm100 {
+
+enum class Kind : int { kBF16, kF16, kTF32, kE4M3E4M3, kE4M3E5M2, kE5M2E4M3, kE5M2E5M2 };
+
+constexpr int kind_elem_bytes(Kind k) {
+  return k == Kind::kTF32 ? 4 : (k == Kind::kBF16 || k == Kind::kF16) ? 2 : 1;
+}
+
+// Instruction descriptor of the kind (D = f32, M = 128, cta_group::1).
+// The tcgen05 kind and operand element types of a kernel kind.
+constexpr desc::MmaKind mma_kind(Kind k) {
+  return k == Kind::kTF32 ? desc::MmaKind::kTF32
+       : (k == Kind::kBF16 || k == Kind::kF16) ? desc::MmaKind::kF16 : desc::MmaKind::kF8F6F4;
+}
+constexpr desc::Elem elem_a(Kind k) {
+  using desc::Elem;
+  switch (k) {
+    case Kind::kBF16: return Elem::kBF16;
+    case Kind::kF16: return Elem::kF16;
+    case Kind::kTF32: return Elem::kTF32;
+    case Kind::kE4M3E4M3: case Kind::kE4M3E5M2: return Elem::kE4M3;
+    default: return Elem::kE5M2;
+  }
+}
+constexpr desc::Elem elem_b(Kind k) {
+  using desc::Elem;
+  switch (k) {
+    case Kind::kBF16: return Elem::kBF16;
+    case Kind::kF16: return Elem::kF16;
+    case Kind::kTF32: return Elem::kTF32;
+    case Kind::kE4M3E4M3: case Kind::kE5M2E4M3: return Elem::kE4M3;
+    default: return Elem::kE5M2;
+  }
+}
+
+// Instruction descriptor of the kind (D = f32, M = 128, cta_group::1), from the same encoder and
+// format table that jax_tmem.isa.instr_desc exposes.
+constexpr uint32_t kind_idesc(Kind k, int n, bool a_mn, bool b_mn) {
+  return desc::sm100_instr_desc(static_cast<uint32_t>(desc::format_code(mma_kind(k), elem_a(k))),
+                                static_cast<uint32_t>(desc::format_code(mma_kind(k), elem_b(k))),
+                                desc::DFormat::kF32, 128, static_cast<uint32_t>(n), a_mn, b_mn);
+}
+
+template <Kind kKind_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_>
+struct Config {
+  static constexpr Kind kKind = kKind_;
+  static constexpr int BLOCK_M = 128;
+  static constexpr int BLOCK_N = BLOCK_N_;
+  static constexpr int kStages = kStages_;
+  static constexpr bool kAMN = kAMN_, kBMN = kBMN_;
+  static constexpr int ELEM_BYTES = kind_elem_bytes(kKind);
+  static constexpr int BLOCK_K = 128 / ELEM_BYTES;  // one 128-byte swizzle row along K
+  static constexpr int UMMA_K = 32 / ELEM_BYTES;    // K of one tcgen05.mma (always 32 bytes)
+  static constexpr int MN_CHUNK = 128 / ELEM_BYTES; // elements of one 128B swizzle atom along M/N (MN-major)
+  static constexpr int A_BYTES = BLOCK_M * 128;
+  static constexpr int B_BYTES = BLOCK_N * 128;
+  static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
+  static constexpr int kAccStages = 2;
+  static constexpr TmemPlan kTmem = make_tmem_plan(BLOCK_N, kAccStages);
+  static constexpr uint32_t TMEM_COLS = kTmem.alloc_cols();     // allocated columns (power of two)
+  static constexpr uint32_t ACC_STRIDE = kTmem.acc_offset(1);  // columns between accumulator buffers
+  static constexpr int NUM_THREADS = 256;
+  static constexpr int kGroupM = 8;
+  static constexpr int SMEM_BYTES = kStages * STAGE_BYTES + 1024 + (2 * kStages + 2 * kAccStages) * 8 + 16;
+  static constexpr uint32_t IDESC = kind_idesc(kKind, BLOCK_N, kAMN, kBMN);
+
+  static_assert(desc::mma_shape_error(mma_kind(kKind), BLOCK_M, BLOCK_N, kAMN, kBMN, 8 * ELEM_BYTES) == nullptr,
+                "illegal tcgen05.mma shape/majorness (see desc::mma_shape_error)");
+  static_assert(desc::format_code(mma_kind(kKind), elem_a(kKind)) >= 0 &&
+                desc::format_code(mma_kind(kKind), elem_b(kKind)) >= 0, "operand type not taken by the kind");
+  static_assert(kTmem.valid(), "TMEM plan invalid (see tmem_plan.h)");
+  static_assert(!(kKind == Kind::kTF32 && (kAMN || kBMN)), "tf32 MN-major needs the 128B/32B-atom layout (not built)");
+  static_assert(SMEM_BYTES <= 232448, "shared memory per CTA exceeds 227 KB");
+  static_assert(STAGE_BYTES % 1024 == 0, "128B-swizzle tiles must stay 1024-byte aligned");
+};
+
+using Params = epilogue::KernelParams;
+
+// Shared-memory descriptor of operand X for K step `ks` of a stage whose tile starts at `base`.
+//   K-major : 8-row groups 1024 B apart (SBO), K step = +32 B inside the 128 B swizzle row.
+//   MN-major: atoms of MN_CHUNK elements x BLOCK_K rows (BLOCK_K * 128 B each, LBO) stacked along M/N;
+//             8-deep K groups 1024 B apart (SBO); K step = UMMA_K rows x 128 B.
+template <class C, bool kMN>
+__device__ __forceinline__ uint64_t operand_desc(uint32_t base, int ks) {
+  constexpr uint32_t kAtomBytes = C::BLOCK_K * 128;
+  const uint32_t start = base + (kMN ? ks * C::UMMA_K * 128 : ks * 32);
+  return desc::sm100_smem_desc(start, kMN ? kAtomBytes : 16, 1024, desc::Sm100Layout::k128B);
+}
+
+template <class C>
+__device__ __forceinline__ void issue_mma(uint32_t d_tmem, uint64_t da, uint64_t db, uint32_t accumulate) {
+  using namespace jax_tmem::ptx;
+  if constexpr (C::kKind == Kind::kBF16 || C::kKind == Kind::kF16) tcgen05_mma_f16_cg1(d_tmem, da, db, C::IDESC, accumulate);
+  else if constexpr (C::kKind == Kind::kTF32) tcgen05_mma_tf32_cg1(d_tmem, da, db, C::IDESC, accumulate);
+  else tcgen05_mma_f8f6f4_cg1(d_tmem, da, db, C::IDESC, accumulate);
+}
+
+enum WarpRole : int { kTmaWarp = 0, kMmaWarp = 1, kTmemWarp = 2, kFirstEpilogueWarp = 4 };
+
+template <class C>
+__global__ void __launch_bounds__(C::NUM_THREADS, 1)
+    sm100_gemm_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b,
+                      const Params p) {
+#if defined(__CUDA_ARCH__) && (defined(__CUDA_ARCH_FEAT_SM100_ALL) || defined(__CUDA_ARCH_FEAT_SM103_ALL))
+  using namespace jax_tmem::ptx;
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  // NOTE: 128B swizzle is a function of address bits [4, 10): tiles must be 1024-byte aligned.
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + C::kStages * C::STAGE_BYTES);
+  uint64_t* empty = full + C::kStages;
+  uint64_t* tmem_full = empty + C::kStages;
+  uint64_t* tmem_empty = tmem_full + C::kAccStages;
+  uint32_t* tmem_slot = reinterpret_cast<uint32_t*>(tmem_empty + C::kAccStages);
+
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < C::kStages; ++s) {
+      mbarrier_init(&full[s], 1);   // producer's arrive.expect_tx + TMA bytes
+      mbarrier_init(&empty[s], 1);  // one tcgen05.commit from the MMA thread
+    }
+    for (int s = 0; s < C::kAccStages; ++s) {
+      mbarrier_init(&tmem_full[s], 1);   // one tcgen05.commit after the tile's last MMA
+      mbarrier_init(&tmem_empty[s], 4);  // one arrive per epilogue warp
+    }
+    fence_barrier_init();
+  }
+  if (warp == kTmemWarp) {
+    // One whole warp allocates (the address lands in smem), then gives up the permit so another CTA
+    // may allocate on this SM once we free.
+    tmem_alloc<1>(tmem_slot, C::TMEM_COLS);
+    tmem_relinquish_alloc_permit<1>();
+    tcgen05_fence_before_thread_sync();
+  }
+  __syncthreads();
+  tcgen05_fence_after_thread_sync();
+  const uint32_t tmem_base = *tmem_slot;
+
+  const sched::PersistentScheduler<C::kGroupM> scheduler{(p.m + C::BLOCK_M - 1) / C::BLOCK_M,
+                                                         (p.n + C::BLOCK_N - 1) / C::BLOCK_N, p.batch};
+  const int num_tiles = scheduler.num_tiles();
+  const int k_blocks = (p.k + C::BLOCK_K - 1) / C::BLOCK_K;
+
+  if (warp == kTmaWarp) {
+    // ---------------- TMA producer (the sm_90a kernel's loop) ----------------
+    if (elect_one()) {
+      prefetch_tensormap(&tma_a);
+      prefetch_tensormap(&tma_b);
+      PipelineState<C::kStages> st;
+      for (int t = blockIdx.x; t < num_tiles; t += gridDim.x) {
+        const sched::TileCoord tc = scheduler.coord(t);
+        const int m0 = tc.m_blk * C::BLOCK_M, n0 = tc.n_blk * C::BLOCK_N;
+        const int ab = p.a_batched ? tc.batch : 0, bb = p.b_batched ? tc.batch : 0;
+        for (int kb = 0; kb < k_blocks; ++kb) {
+          mbarrier_wait(&empty[st.stage], st.phase ^ 1u);
+          uint8_t* sa = smem + st.stage * C::STAGE_BYTES;
+          uint8_t* sb = sa + C::A_BYTES;
+          mbarrier_arrive_expect_tx(&full[st.stage], C::STAGE_BYTES);
+          const int k0 = kb * C::BLOCK_K;
+          if constexpr (C::kAMN) {
+#pragma unroll
+            for (int j = 0; j < C::BLOCK_M / C::MN_CHUNK; ++j)
+              tma_load_3d(sa + j * C::BLOCK_K * 128, &tma_a, &full[st.stage], m0 + C::MN_CHUNK * j, k0, ab);
+          } else {
+            tma_load_3d(sa, &tma_a, &full[st.stage], k0, m0, ab);
+          }
+          if constexpr (C::kBMN) {
+#pragma unroll
+            for (int j = 0; j < C::BLOCK_N / C::MN_CHUNK; ++j)
+              tma_load_3d(sb + j * C::BLOCK_K * 128, &tma_b, &full[st.stage], n0 + C::MN_CHUNK * j, k0, bb);
+          } else {
+            tma_load_3d(sb, &tma_b, &full[st.stage], k0, n0, bb);
+          }
+          st.advance();
+        }
+      }
+    }
+    __syncwarp();
+  } else if (warp == kMmaWarp) {
+    // ---------------- MMA issuer: one thread ----------------
+    if (elect_one()) {
+      PipelineState<C::kStages> st;
+      PipelineState<C::kAccStages> acc;
+      for (int t = blockIdx.x; t < num_tiles; t += gridDim.x) {
+        // Wait until the epilogue has drained this accumulator buffer (passes at once the first time).
+        mbarrier_wait(&tmem_empty[acc.stage], acc.phase ^ 1u);
+        tcgen05_fence_after_thread_sync();
+        const uint32_t d_tmem = tmem_base + acc.stage * C::ACC_STRIDE;
+        for (int kb = 0; kb < k_blocks; ++kb) {
+          mbarrier_wait(&full[st.stage], st.phase);
+          tcgen05_fence_after_thread_sync();
+          const uint32_t a_base = smem_addr(smem + st.stage * C::STAGE_BYTES);
+          const uint32_t b_base = a_base + C::A_BYTES;
+#pragma unroll
+          for (int ks = 0; ks < C::BLOCK_K / C::UMMA_K; ++ks)
+            issue_mma<C>(d_tmem, operand_desc<C, C::kAMN>(a_base, ks), operand_desc<C, C::kBMN>(b_base, ks),
+                         (kb > 0 || ks > 0) ? 1u : 0u);
+          // NOTE: commit tracks every prior MMA of this thread; it frees the slot once they retire.
+          tcgen05_commit_cg1(&empty[st.stage]);
+          st.advance();
+        }
+        tcgen05_commit_cg1(&tmem_full[acc.stage]);
+        acc.advance();
+      }
+    }
+    __syncwarp();
+  } else if (warp >= kFirstEpilogueWarp) {
+    // ---------------- epilogue warpgroup: TMEM -> registers -> global ----------------
+    const int quadrant = warp % 4;  // NOTE: a warp may only touch TMEM lanes 32 * (warp % 4) + [0, 32)
+    PipelineState<C::kAccStages> acc;
+    for (int t = blockIdx.x; t < num_tiles; t += gridDim.x) {
+      const sched::TileCoord tc = scheduler.coord(t);
+      mbarrier_wait(&tmem_full[acc.stage], acc.phase);
+      tcgen05_fence_after_thread_sync();
+      const int row = tc.m_blk * C::BLOCK_M + quadrant * 32 + lane;
+      const int64_t row_index = static_cast<int64_t>(tc.batch) * p.m + row;
+      const uint32_t taddr = tmem_base + acc.stage * C::ACC_STRIDE + (static_cast<uint32_t>(quadrant * 32) << 16);
+#pragma unroll 1
+      for (int c = 0; c < C::BLOCK_N / 32; ++c) {
+        uint32_t r[32];
+        tmem_ld_32x32b_x32(taddr + c * 32, r);
+        tcgen05_wait_ld();
+        float v[32];
+#pragma unroll
+        for (int j = 0; j < 32; ++j) v[j] = __uint_as_float(r[j]);
+        const int col0 = tc.n_blk * C::BLOCK_N + c * 32;
+        if (row < p.m && col0 < p.n) epilogue::finish_row_segment<32>(v, p.epi, row_index, col0, p.n);
+      }
+      // All TMEM reads of this buffer are complete (wait::ld): hand it back to the MMA warp.
+      tcgen05_fence_before_thread_sync();
+      __syncwarp();
+      if (lane == 0) mbarrier_arrive(&tmem_empty[acc.stage]);
+      acc.advance();
+    }
+  }
+
+  __syncthreads();
+  if (warp == kTmemWarp) {
+    tcgen05_fence_after_thread_sync();
+    tmem_dealloc<1>(tmem_base, C::TMEM_COLS);
+  }
+#endif
+}
+
+}  // namespace jax_tmem::sm100

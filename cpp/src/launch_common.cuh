@@ -1,0 +1,68 @@
+// jax_tmem: host launch code shared by the sm_90a and sm_100a kernels: TMA tensor maps for A and B in
+// the layout both kernels use (128B-swizzled boxes: BLOCK_K x rows for a K-major operand, MN_CHUNK x
+// BLOCK_K for an MN-major one), kernel parameters, and the persistent launch.
+#pragma once
+
+#include <algorithm>
+#include <string>
+
+#include "jax_tmem/epilogue.cuh"
+#include "jax_tmem/launch.h"
+#include "jax_tmem/tma_desc.h"
+
+namespace jax_tmem {
+
+template <class C>
+std::string encode_ab_maps(const GemmLaunch& L, CUtensorMap* map_a, CUtensorMap* map_b) {
+  const GemmProblem& p = L.p;
+  constexpr int kChunk = 128 / C::ELEM_BYTES;
+  const bool a_batched = p.batch > 1 && p.stride_a != 0, b_batched = p.batch > 1 && p.stride_b != 0;
+  std::string err;
+  if constexpr (C::kAMN)
+    err = tma::encode_operand(map_a, L.a, p.a_type, p.m, p.k, a_batched ? p.batch : 1, p.lda, p.stride_a, kChunk, C::BLOCK_K);
+  else
+    err = tma::encode_operand(map_a, L.a, p.a_type, p.k, p.m, a_batched ? p.batch : 1, p.lda, p.stride_a, C::BLOCK_K, C::BLOCK_M);
+  if (!err.empty()) return "operand a: " + err;
+  if constexpr (C::kBMN)
+    err = tma::encode_operand(map_b, L.b, p.b_type, p.n, p.k, b_batched ? p.batch : 1, p.ldb, p.stride_b, kChunk, C::BLOCK_K);
+  else
+    err = tma::encode_operand(map_b, L.b, p.b_type, p.k, p.n, b_batched ? p.batch : 1, p.ldb, p.stride_b, C::BLOCK_K, C::BLOCK_N);
+  if (!err.empty()) return "operand b: " + err;
+  return "";
+}
+
+inline epilogue::KernelParams kernel_params(const GemmLaunch& L) {
+  const GemmProblem& p = L.p;
+  epilogue::KernelParams prm;
+  prm.m = static_cast<int>(p.m);
+  prm.n = static_cast<int>(p.n);
+  prm.k = static_cast<int>(p.k);
+  prm.batch = static_cast<int>(p.batch);
+  prm.a_batched = p.batch > 1 && p.stride_a != 0;
+  prm.b_batched = p.batch > 1 && p.stride_b != 0;
+  prm.epi = epilogue::Args{L.out, L.c, L.bias, p.alpha, static_cast<int32_t>(p.activation),
+                           static_cast<int32_t>(p.out_type)};
+  return prm;
+}
+
+// Builds the maps and launches `kernel` on a persistent grid of min(#SMs, #tiles) CTAs.
+template <class C, typename Kernel>
+std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
+  CUtensorMap map_a, map_b;
+  std::string err = encode_ab_maps<C>(L, &map_a, &map_b);
+  if (!err.empty()) return err;
+  // Raising the dynamic shared-memory limit is a per-function attribute, not a stream operation, so it
+  // is allowed while XLA captures the call into a command buffer; done once per instantiation.
+  static const cudaError_t attr_err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
+  if (attr_err != cudaSuccess) return std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(attr_err);
+  const GemmProblem& p = L.p;
+  const int64_t tiles = p.batch * ((p.m + C::BLOCK_M - 1) / C::BLOCK_M) * ((p.n + C::BLOCK_N - 1) / C::BLOCK_N);
+  const int grid = static_cast<int>(std::min<int64_t>(tiles, L.num_sms));
+  kernel<<<grid, C::NUM_THREADS, C::SMEM_BYTES, L.stream>>>(map_a, map_b, kernel_params(L));
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return std::string("kernel launch failed: ") + cudaGetErrorString(e);
+  return "";
+}
+
+}  // namespace jax_tmem

@@ -1,0 +1,37 @@
+// jax_tmem: the sm_100a/sm_103a dispatcher and the kind::f16 (bf16, f16; any majorness) and kind::tf32
+// (K-major) instantiations. Compiled and SASS-checked only: never executed on Blackwell hardware.
+#include "sm100_launch.cuh"
+
+namespace jax_tmem {
+namespace sm100 {
+namespace {
+
+// Heuristic: 128 x 256 tiles unless that leaves SMs idle in the only wave; `config` overrides
+// (0 = 128x128, 1 = 128x256), as on sm_90a.
+int choose_block_n(const GemmProblem& p, int num_sms) {
+  if (p.config == 0) return 128;
+  if (p.config == 1) return 256;
+  const int64_t tiles_256 = p.batch * ((p.m + 127) / 128) * ((p.n + 255) / 256);
+  return (tiles_256 >= num_sms || p.n > 4096) ? 256 : 128;
+}
+
+}  // namespace
+}  // namespace sm100
+
+std::string sm100_gemm_launch(const GemmLaunch& L) {
+  using namespace sm100;
+  const GemmProblem& p = L.p;
+  if (p.config < -1 || p.config > 1) return "sm_100a config must be -1 (heuristic), 0 (128x128) or 1 (128x256)";
+  if (p.m >= (int64_t(1) << 31) || p.n >= (int64_t(1) << 31) || p.k >= (int64_t(1) << 31))
+    return "dimensions must be < 2^31";
+  const int block_n = choose_block_n(p, L.num_sms);
+  if (p.a_type == DType::kBF16 && p.b_type == DType::kBF16) return run_majors<Kind::kBF16>(L, block_n);
+  if (p.a_type == DType::kF16 && p.b_type == DType::kF16) return run_majors<Kind::kF16>(L, block_n);
+  if (p.a_type == DType::kF32 && p.b_type == DType::kF32) {
+    if (p.a_mn_major || p.b_mn_major) return "tf32 operands must be K-major (MN-major tf32 is not built)";
+    return run_tile<Kind::kTF32, false, false>(L, block_n);
+  }
+  return run_fp8(L, block_n);
+}
+
+}  // namespace jax_tmem

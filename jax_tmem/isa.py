@@ -1,0 +1,62 @@
+"""The tcgen05 / wgmma encoders the kernels use, exposed for inspection and host-side tests.
+
+Every function calls the C++ ``constexpr`` encoder that the kernels themselves compile
+(``cpp/include/jax_tmem/desc_sm100.h``, ``desc_sm90.h``, ``tmem_plan.h``), not a Python re-implementation.
+Invalid arguments raise ``ValueError`` naming the rule (e.g. "N must be a multiple of 16 for M=256").
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+
+def _ext():
+    from jax_tmem import _ext as ext
+    mod, why = ext.load()
+    if mod is None:
+        raise RuntimeError(f"jax_tmem.isa needs the C++ extension: {why}")
+    return mod
+
+
+def _name(dtype) -> str:
+    if isinstance(dtype, str):
+        return dtype
+    return np.dtype(dtype).name
+
+
+def instr_desc(kind: str, a_dtype, b_dtype, acc_dtype, m: int, n: int, *, a_major: str = "K", b_major: str = "K",
+               sfa_id: int = 0, sfb_id: int = 0, scale_dtype=None) -> int:
+    """The 32-bit tcgen05.mma instruction descriptor (PTX ISA 9.7.16.4.2).
+
+    kind: "f16", "tf32", "f8f6f4", "i8", "mxf8f6f4", "mxf4" or "mxf4nvf4". Dtypes by their jnp names
+    ("bfloat16", "float8_e4m3fn", "float4_e2m1fn", "float8_e8m0fnu", ...). m = 256 means the CTA-pair
+    (cta_group::2) form. Majors "K" or "MN". sfa_id/sfb_id/scale_dtype for block-scaled kinds only.
+    """
+    return int(_ext().isa_instr_desc(kind, _name(a_dtype), _name(b_dtype), _name(acc_dtype), int(m), int(n),
+                                     a_major, b_major, int(sfa_id), int(sfb_id),
+                                     None if scale_dtype is None else _name(scale_dtype)))
+
+
+def smem_desc(start_addr: int, lbo: int, sbo: int, swizzle_bytes: int, *, arch: str = "sm100",
+              base_offset: int = 0) -> int:
+    """The 64-bit shared-memory matrix descriptor: tcgen05 (arch="sm100", with the fixed bit 46 and
+    3-bit layout codes) or wgmma (arch="sm90"). swizzle_bytes in {0, 32, 64, 128}; byte values."""
+    return int(_ext().isa_smem_desc(int(start_addr), int(lbo), int(sbo), int(swizzle_bytes), arch, int(base_offset)))
+
+
+def tmem_plan(block_n: int, acc_stages: int = 2, *, block_m: int = 128, k_tile: int = 0, sf_vec: int = 0,
+              sf_stages: int = 0, ctas_per_sm: int = 1) -> dict:
+    """The TMEM column layout of a kernel config: accumulator buffers (double-buffered by default) and,
+    for block-scaled kinds (sf_vec = 32 for MX, 16 for NVFP4), the scale-factor regions per stage.
+    Returns {acc_cols, acc_offsets, sfa_cols, sfb_cols, sfa_offsets, sfb_offsets, used_cols, alloc_cols,
+    ctas_per_sm}; raises ValueError if the plan breaks a rule (e.g. more than 512 columns)."""
+    return dict(_ext().isa_tmem_plan(int(block_n), int(acc_stages), int(block_m), int(k_tile), int(sf_vec),
+                                     int(sf_stages), int(ctas_per_sm)))
+
+
+# The kernels' fixed menus (mirrors cpp/src/sm90_launch.cuh and sm100_launch.cuh).
+SM100_MENU = ({"block_m": 128, "block_n": 256, "stages": 4, "acc_stages": 2},
+              {"block_m": 128, "block_n": 128, "stages": 6, "acc_stages": 2})
+SM90_MENU = ({"block_m": 128, "block_n": 256, "stages": 4}, {"block_m": 128, "block_n": 128, "stages": 6})

@@ -1,0 +1,740 @@
+"""Host-side (CPU, no GPU) tests of the tcgen05 / wgmma encoders exposed by ``jax_tmem.isa``.
+
+Every expected value is worked out by hand from the PTX ISA tables as summarized in
+/work/shared/reference/blackwell_tcgen05.md (sections 4, 5, 6, 2/3/9.1/13): either a literal hex
+constant with its field breakdown in a comment, or an explicit OR of shifted fields written here.
+No shared encoder is used to compute an expectation.
+
+Instruction descriptor, dense kinds (f16, tf32, f8f6f4, i8), reference §5.1:
+    bits 4-5 D format (F16=0, F32=1, S32=2) | 7-9 A format | 10-12 B format | 15 A major (1 = MN)
+    16 B major (1 = MN) | 17-22 N >> 3 | 24-28 M >> 4
+Instruction descriptor, block-scaled kinds (mxf8f6f4, mxf4, mxf4nvf4), reference §5.2:
+    bits 4-5 SF-B id | 7-9 A format | 10-12 B format | 15/16 majors | 17-22 N >> 3
+    23 scale type (UE8M0 = 1, UE4M3 = 0) | 27-28 M >> 7 | 29-30 SF-A id
+Shared-memory descriptor, reference §6:
+    bits 0-13 start >> 4 | 16-29 LBO >> 4 | 32-45 SBO >> 4 | 46 = 1 (sm100 only) | 49-51 base offset
+    sm100 61-63 layout: none 0, 128B 2, 64B 4, 32B 6;  sm90 62-63: none 0, 128B 1, 64B 2, 32B 3
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from jax_tmem import isa
+
+try:  # the encoders need the C++ extension (a CPU build is enough)
+    isa.instr_desc("f16", "bfloat16", "bfloat16", "float32", 128, 256)
+except RuntimeError as e:  # pragma: no cover - depends on the install
+    pytest.skip(f"jax_tmem C++ extension not available: {e}", allow_module_level=True)
+
+
+def idesc(kind, a, b, acc="float32", m=128, n=256, **kw):
+    return isa.instr_desc(kind, a, b, acc, m, n, **kw)
+
+
+E8M0 = "float8_e8m0fnu"   # UE8M0 scale dtype
+UE4M3 = "float8_e4m3fn"   # UE4M3 scale dtype (NVFP4)
+
+# N=256 -> (256 >> 3) = 32 at bit 17 = 0x00400000; M=128 -> (128 >> 4) = 8 at bit 24 = 0x08000000.
+N256_M128 = (32 << 17) | (8 << 24)
+assert N256_M128 == 0x08400000
+
+
+# ================================ worked examples (reference §5, §6.1) ================================
+
+def test_worked_example_bf16_f32_m128_n256():
+    # D F32 (1 << 4 = 0x10) | A BF16 (1 << 7 = 0x80) | B BF16 (1 << 10 = 0x400)
+    # | N 256 >> 3 = 32 << 17 = 0x00400000 | M 128 >> 4 = 8 << 24 = 0x08000000
+    assert idesc("f16", "bfloat16", "bfloat16", "float32", 128, 256) == 0x08400490
+
+
+def test_worked_example_mxf8f6f4_e4m3_ue8m0_m128_n256():
+    # SF-B id 0 | A E4M3 0 | B E4M3 0 | N 32 << 17 = 0x00400000 | scale UE8M0 1 << 23 = 0x00800000
+    # | M 128 >> 7 = 1 << 27 = 0x08000000 | SF-A id 0
+    assert idesc("mxf8f6f4", "float8_e4m3fn", "float8_e4m3fn", m=128, n=256, scale_dtype=E8M0) == 0x08C00000
+
+
+def test_worked_example_smem_desc_sm100():
+    # start 0x400 >> 4 = 0x40 | LBO 16 >> 4 = 1 << 16 = 0x10000 | SBO 1024 >> 4 = 0x40 << 32
+    # | bit 46 = 0x0000400000000000 | 128B layout code 2 << 61 = 0x4000000000000000
+    assert isa.smem_desc(0x400, 16, 1024, 128, arch="sm100") == 0x4000404000010040
+
+
+def test_worked_example_smem_desc_sm90():
+    # same fields, no bit 46, 128B code 1 << 62 = 0x4000000000000000
+    assert isa.smem_desc(0x400, 16, 1024, 128, arch="sm90") == 0x4000004000010040
+
+
+def test_default_arch_is_sm100_and_results_are_ints():
+    d = isa.smem_desc(0x400, 16, 1024, 128)
+    assert type(d) is int and d == 0x4000404000010040
+    i = idesc("f16", "bfloat16", "bfloat16")
+    assert type(i) is int and i == 0x08400490
+
+
+# ================================ dense kinds: format fields ================================
+
+DENSE_FORMATS = [
+    # kind, A, B, acc, expected (M128 N256 K-major = 0x08400000 | D << 4 | A << 7 | B << 10)
+    ("f16", "float16", "float16", "float32", 0x08400000 | (1 << 4)),                        # 0x08400010
+    ("f16", "float16", "float16", "float16", 0x08400000),                                   # D F16 = 0
+    ("f16", "bfloat16", "bfloat16", "float32", 0x08400000 | (1 << 4) | (1 << 7) | (1 << 10)),  # 0x08400490
+    ("f16", "bfloat16", "bfloat16", "float16", 0x08400000 | (1 << 7) | (1 << 10)),         # 0x08400480
+    ("tf32", "float32", "float32", "float32", 0x08400000 | (1 << 4) | (2 << 7) | (2 << 10)),  # 0x08400910
+    ("tf32", "tensorfloat32", "tensorfloat32", "float32", 0x08400910),
+    ("f8f6f4", "float8_e4m3fn", "float8_e4m3fn", "float32", 0x08400000 | (1 << 4)),        # 0x08400010
+    ("f8f6f4", "float8_e4m3fn", "float8_e5m2", "float32", 0x08400000 | (1 << 4) | (1 << 10)),  # 0x08400410
+    ("f8f6f4", "float8_e5m2", "float8_e4m3fn", "float32", 0x08400000 | (1 << 4) | (1 << 7)),   # 0x08400090
+    ("f8f6f4", "float8_e5m2", "float8_e5m2", "float32", 0x08400490),                       # 0x10|0x80|0x400
+    ("f8f6f4", "float8_e4m3fn", "float8_e4m3fn", "float16", 0x08400000),                   # D F16 = 0
+    ("f8f6f4", "float8_e5m2", "float8_e5m2", "float16", 0x08400000 | (1 << 7) | (1 << 10)),  # 0x08400480
+    ("f8f6f4", "float6_e2m3fn", "float6_e2m3fn", "float32", 0x08400000 | (1 << 4) | (3 << 7) | (3 << 10)),  # 0x08400D90
+    ("f8f6f4", "float6_e3m2fn", "float6_e3m2fn", "float32", 0x08400000 | (1 << 4) | (4 << 7) | (4 << 10)),  # 0x08401210
+    ("f8f6f4", "float4_e2m1fn", "float4_e2m1fn", "float32", 0x08400000 | (1 << 4) | (5 << 7) | (5 << 10)),  # 0x08401690
+    ("f8f6f4", "float8_e4m3fn", "float4_e2m1fn", "float32", 0x08400000 | (1 << 4) | (5 << 10)),             # 0x08401410
+    ("f8f6f4", "float6_e2m3fn", "float8_e5m2", "float32", 0x08400000 | (1 << 4) | (3 << 7) | (1 << 10)),    # 0x08400590
+    ("i8", "uint8", "uint8", "int32", 0x08400000 | (2 << 4)),                               # 0x08400020
+    ("i8", "int8", "int8", "int32", 0x08400000 | (2 << 4) | (1 << 7) | (1 << 10)),        # 0x084004A0
+    ("i8", "int8", "uint8", "int32", 0x08400000 | (2 << 4) | (1 << 7)),                   # 0x084000A0
+    ("i8", "uint8", "int8", "int32", 0x08400000 | (2 << 4) | (1 << 10)),                  # 0x08400420
+]
+
+
+@pytest.mark.parametrize("kind,a,b,acc,expected", DENSE_FORMATS, ids=lambda v: str(v))
+def test_dense_format_fields(kind, a, b, acc, expected):
+    assert idesc(kind, a, b, acc) == expected
+
+
+def test_dense_format_literals():
+    # The same values as literal hex, to pin the hand arithmetic above.
+    assert idesc("f16", "float16", "float16", "float32") == 0x08400010
+    assert idesc("tf32", "float32", "float32", "float32") == 0x08400910
+    assert idesc("f8f6f4", "float6_e2m3fn", "float6_e2m3fn") == 0x08400D90
+    assert idesc("f8f6f4", "float6_e3m2fn", "float6_e3m2fn") == 0x08401210
+    assert idesc("f8f6f4", "float4_e2m1fn", "float4_e2m1fn") == 0x08401690
+    assert idesc("i8", "int8", "int8", "int32") == 0x084004A0
+    # i8: no saturate (bit 3) and no negate bits (13/14)
+    assert idesc("i8", "int8", "int8", "int32") & ((1 << 3) | (1 << 13) | (1 << 14)) == 0
+
+
+def test_dtype_objects_are_accepted():
+    # numpy / ml_dtypes dtype objects go through np.dtype(...).name.
+    assert idesc("f16", ml_dtypes.bfloat16, ml_dtypes.bfloat16, np.float32) == 0x08400490
+    assert idesc("f16", np.float16, np.dtype("float16"), np.float16) == 0x08400000
+    assert idesc("tf32", np.float32, np.float32, np.float32) == 0x08400910
+    assert idesc("f8f6f4", ml_dtypes.float8_e5m2, ml_dtypes.float8_e4m3fn, np.float32) == 0x08400090
+    assert idesc("f8f6f4", ml_dtypes.float4_e2m1fn, ml_dtypes.float4_e2m1fn, np.float32) == 0x08401690
+    assert idesc("i8", np.int8, np.uint8, np.int32) == 0x084000A0
+    assert idesc("mxf8f6f4", ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e4m3fn, np.float32,
+                 scale_dtype=ml_dtypes.float8_e8m0fnu) == 0x08C00000
+    assert idesc("mxf4nvf4", ml_dtypes.float4_e2m1fn, ml_dtypes.float4_e2m1fn, np.float32,
+                 scale_dtype=ml_dtypes.float8_e4m3fn) == 0x08400480
+
+
+# ================================ majors (bits 15 / 16) ================================
+
+MAJOR_BASES = [
+    # kind, A, B, acc, scale, K-major base at M128 N256
+    ("f16", "bfloat16", "bfloat16", "float32", None, 0x08400490),
+    ("f16", "float16", "float16", "float16", None, 0x08400000),
+    ("tf32", "float32", "float32", "float32", None, 0x08400910),
+    ("f8f6f4", "float8_e4m3fn", "float8_e4m3fn", "float32", None, 0x08400010),
+    ("f8f6f4", "float8_e5m2", "float8_e4m3fn", "float32", None, 0x08400090),
+    ("i8", "int8", "int8", "int32", None, 0x084004A0),
+    ("i8", "uint8", "uint8", "int32", None, 0x08400020),
+    ("mxf8f6f4", "float8_e4m3fn", "float8_e4m3fn", "float32", E8M0, 0x08C00000),
+    ("mxf8f6f4", "float8_e5m2", "float8_e5m2", "float32", E8M0, 0x08C00480),
+]
+
+
+@pytest.mark.parametrize("kind,a,b,acc,scale,base", MAJOR_BASES, ids=lambda v: str(v))
+@pytest.mark.parametrize("a_major,b_major", [("K", "K"), ("MN", "K"), ("K", "MN"), ("MN", "MN")])
+def test_major_bits(kind, a, b, acc, scale, base, a_major, b_major):
+    expected = base | ((a_major == "MN") << 15) | ((b_major == "MN") << 16)
+    assert idesc(kind, a, b, acc, a_major=a_major, b_major=b_major, scale_dtype=scale) == expected
+
+
+def test_major_literals():
+    # bf16 worked example with A MN-major: 0x08400490 | 0x8000; B MN-major: | 0x10000; both: | 0x18000
+    assert idesc("f16", "bfloat16", "bfloat16", a_major="MN") == 0x08408490
+    assert idesc("f16", "bfloat16", "bfloat16", b_major="MN") == 0x08410490
+    assert idesc("f16", "bfloat16", "bfloat16", a_major="MN", b_major="MN") == 0x08418490
+    # 8-bit A MN-major has no N restriction (Table 50 restricts transposed B only):
+    # D F32 0x10 | A major 1 << 15 = 0x8000 | N 24 >> 3 = 3 << 17 = 0x60000 | M 8 << 24
+    assert idesc("f8f6f4", "float8_e4m3fn", "float8_e4m3fn", n=24, a_major="MN") == 0x08068010
+    # 8-bit B MN-major with N a multiple of 16 is fine: N 16 -> 2 << 17 = 0x40000, B major 0x10000
+    assert idesc("f8f6f4", "float8_e4m3fn", "float8_e4m3fn", n=16, b_major="MN") == 0x08050010
+    # M=256 pair: 8-bit MN-major B with N 32: 4 << 17 = 0x80000, M 16 << 24 = 0x10000000
+    assert idesc("f8f6f4", "float8_e4m3fn", "float8_e4m3fn", m=256, n=32, b_major="MN") == 0x10090010
+    # mxf8f6f4 MN-major B at N=16: 0x00800000 | 0x10000 | 0x40000 | 1 << 27
+    assert idesc("mxf8f6f4", "float8_e4m3fn", "float8_e4m3fn", n=16, b_major="MN", scale_dtype=E8M0) == 0x08850000
+
+
+# ================================ M / N fields ================================
+
+def _legal_n(m):
+    return range(16, 257, 16) if m == 256 else range(8, 257, 8)
+
+
+@pytest.mark.parametrize("m", [64, 128, 256])
+def test_dense_m_n_fields_all_legal(m):
+    for n in _legal_n(m):
+        expected = (1 << 4) | (1 << 7) | (1 << 10) | ((n >> 3) << 17) | ((m >> 4) << 24)
+        assert idesc("f16", "bfloat16", "bfloat16", "float32", m, n) == expected, (m, n)
+        expected = (1 << 4) | ((n >> 3) << 17) | ((m >> 4) << 24)
+        assert idesc("f8f6f4", "float8_e4m3fn", "float8_e4m3fn", "float32", m, n) == expected, (m, n)
+        expected = (1 << 4) | (2 << 7) | (2 << 10) | ((n >> 3) << 17) | ((m >> 4) << 24)
+        assert idesc("tf32", "float32", "float32", "float32", m, n) == expected, (m, n)
+
+
+def test_dense_m_n_edge_literals():
+    # M64 N8: N 1 << 17 = 0x00020000 | M 4 << 24 = 0x04000000 | 0x490
+    assert idesc("f16", "bfloat16", "bfloat16", m=64, n=8) == 0x04020490
+    # M64 N256: 0x00400000 | 0x04000000 | 0x490
+    assert idesc("f16", "bfloat16", "bfloat16", m=64, n=256) == 0x04400490
+    # M128 N8: 0x00020000 | 0x08000000 | 0x490
+    assert idesc("f16", "bfloat16", "bfloat16", m=128, n=8) == 0x08020490
+    # M128 N248: 31 << 17 = 0x003E0000 | 0x08000000 | 0x490
+    assert idesc("f16", "bfloat16", "bfloat16", m=128, n=248) == 0x083E0490
+    # M256 N16: 2 << 17 = 0x00040000 | 16 << 24 = 0x10000000 | 0x490
+    assert idesc("f16", "bfloat16", "bfloat16", m=256, n=16) == 0x10040490
+    # M256 N256: 0x00400000 | 0x10000000 | 0x490
+    assert idesc("f16", "bfloat16", "bfloat16", m=256, n=256) == 0x10400490
+    # M256 N240: 30 << 17 = 0x003C0000
+    assert idesc("f16", "bfloat16", "bfloat16", m=256, n=240) == 0x103C0490
+    # The two SM100_MENU configs (f32 acc, M128): N256 and N128 (16 << 17 = 0x00200000)
+    assert idesc("f16", "bfloat16", "bfloat16", m=128, n=128) == 0x08200490
+    assert idesc("f8f6f4", "float8_e4m3fn", "float8_e4m3fn", m=128, n=128) == 0x08200010
+
+
+I8_LEGAL_CTA1 = [8, 16, 24, 32] + list(range(48, 257, 16))
+I8_ILLEGAL_CTA1 = [0, 40, 56, 72, 88, 120, 200, 248, 264]
+
+
+@pytest.mark.parametrize("m", [64, 128])
+def test_i8_n_values_cta_group_1(m):
+    for n in I8_LEGAL_CTA1:
+        expected = (2 << 4) | (1 << 7) | (1 << 10) | ((n >> 3) << 17) | ((m >> 4) << 24)
+        assert idesc("i8", "int8", "int8", "int32", m, n) == expected, n
+    for n in I8_ILLEGAL_CTA1:
+        with pytest.raises(ValueError):
+            idesc("i8", "int8", "int8", "int32", m, n)
+
+
+def test_i8_n_values_cta_pair():
+    for n in range(32, 257, 32):
+        expected = (2 << 4) | (1 << 7) | (1 << 10) | ((n >> 3) << 17) | (16 << 24)
+        assert idesc("i8", "int8", "int8", "int32", 256, n) == expected, n
+    for n in (8, 16, 24, 48, 80, 240):
+        with pytest.raises(ValueError, match="multiple of 32"):
+            idesc("i8", "int8", "int8", "int32", 256, n)
+    # literals: M64 N24 u8: 0x20 | 3 << 17 = 0x60000 | 4 << 24 = 0x04000000
+    assert idesc("i8", "uint8", "uint8", "int32", 64, 24) == 0x04060020
+    # M256 N32 s8: 0x4A0 | 4 << 17 = 0x80000 | 0x10000000
+    assert idesc("i8", "int8", "int8", "int32", 256, 32) == 0x100804A0
+
+
+@pytest.mark.parametrize("m", [128, 256])
+def test_block_scaled_m_n_fields_all_legal(m):
+    for n in _legal_n(m):
+        # mxf8f6f4 e4m3: scale UE8M0 bit 23 | N >> 3 at 17 | M >> 7 at 27
+        expected = (1 << 23) | ((n >> 3) << 17) | ((m >> 7) << 27)
+        assert idesc("mxf8f6f4", "float8_e4m3fn", "float8_e4m3fn", "float32", m, n, scale_dtype=E8M0) == expected
+        # M >> 7 at bit 27 == M >> 4 at bit 24 for the legal block-scaled M values
+        assert ((m >> 7) << 27) == ((m >> 4) << 24)
+        # mxf4: E2M1 = 1 at bits 7 and 10
+        expected = (1 << 7) | (1 << 10) | (1 << 23) | ((n >> 3) << 17) | ((m >> 7) << 27)
+        assert idesc("mxf4", "float4_e2m1fn", "float4_e2m1fn", "float32", m, n, scale_dtype=E8M0) == expected
+        # mxf4nvf4 UE4M3: bit 23 = 0
+        expected = (1 << 7) | (1 << 10) | ((n >> 3) << 17) | ((m >> 7) << 27)
+        assert idesc("mxf4nvf4", "float4_e2m1fn", "float4_e2m1fn", "float32", m, n, scale_dtype=UE4M3) == expected
+
+
+def test_block_scaled_m256_literals():
+    # mxf8f6f4 M256 N256: 0x00800000 | 0x00400000 | 256 >> 7 = 2 << 27 = 0x10000000
+    assert idesc("mxf8f6f4", "float8_e4m3fn", "float8_e4m3fn", m=256, n=256, scale_dtype=E8M0) == 0x10C00000
+    # mxf4nvf4 UE4M3 M256 N256: 0x480 | 0x00400000 | 0x10000000
+    assert idesc("mxf4nvf4", "float4_e2m1fn", "float4_e2m1fn", m=256, n=256, scale_dtype=UE4M3) == 0x10400480
+    # mxf8f6f4 M128 N8: 0x00800000 | 1 << 17 = 0x20000 | 0x08000000
+    assert idesc("mxf8f6f4", "float8_e4m3fn", "float8_e4m3fn", m=128, n=8, scale_dtype=E8M0) == 0x08820000
+    # no bits in 24-26 (reserved) for block-scaled
+    assert idesc("mxf8f6f4", "float8_e4m3fn", "float8_e4m3fn", m=256, n=256, scale_dtype=E8M0) & (7 << 24) == 0
+
+
+# ================================ block-scaled kinds ================================
+
+def test_mxf8f6f4_formats():
+    # scale UE8M0 0x00800000 | N256 0x00400000 | M128 0x08000000 = 0x08C00000; formats at 7-9 / 10-12
+    assert idesc("mxf8f6f4", "float8_e5m2", "float8_e4m3fn", scale_dtype=E8M0) == 0x08C00000 | (1 << 7)   # 0x08C00080
+    assert idesc("mxf8f6f4", "float8_e4m3fn", "float8_e5m2", scale_dtype=E8M0) == 0x08C00000 | (1 << 10)  # 0x08C00400
+    assert idesc("mxf8f6f4", "float8_e5m2", "float8_e5m2", scale_dtype=E8M0) == 0x08C00480
+    assert idesc("mxf8f6f4", "float6_e2m3fn", "float6_e2m3fn", scale_dtype=E8M0) == 0x08C00000 | (3 << 7) | (3 << 10)  # 0x08C00D80
+    assert idesc("mxf8f6f4", "float6_e3m2fn", "float6_e3m2fn", scale_dtype=E8M0) == 0x08C00000 | (4 << 7) | (4 << 10)  # 0x08C01200
+    # E2M1 is 5 under mxf8f6f4 (padded 4-bit), not 1
+    assert idesc("mxf8f6f4", "float4_e2m1fn", "float4_e2m1fn", scale_dtype=E8M0) == 0x08C00000 | (5 << 7) | (5 << 10)  # 0x08C01680
+    assert idesc("mxf8f6f4", "float4_e2m1fn", "float4_e2m1fn", scale_dtype=E8M0) == 0x08C01680
+    assert idesc("mxf8f6f4", "float8_e4m3fn", "float6_e3m2fn", scale_dtype=E8M0) == 0x08C01000  # B 4 << 10
+
+
+@pytest.mark.parametrize("sfa", [0, 1, 2, 3])
+@pytest.mark.parametrize("sfb", [0, 1, 2, 3])
+def test_mxf8f6f4_sf_ids(sfa, sfb):
+    expected = 0x08C00000 | (sfa << 29) | (sfb << 4)
+    assert idesc("mxf8f6f4", "float8_e4m3fn", "float8_e4m3fn", sfa_id=sfa, sfb_id=sfb, scale_dtype=E8M0) == expected
+
+
+def test_mxf8f6f4_sf_id_literals():
+    # sfa 3 -> 3 << 29 = 0x60000000; sfb 3 -> 3 << 4 = 0x30
+    assert idesc("mxf8f6f4", "float8_e4m3fn", "float8_e4m3fn", sfa_id=3, sfb_id=3, scale_dtype=E8M0) == 0x68C00030
+    # sfa 1 -> 0x20000000; sfb 2 -> 0x20
+    assert idesc("mxf8f6f4", "float8_e4m3fn", "float8_e4m3fn", sfa_id=1, sfb_id=2, scale_dtype=E8M0) == 0x28C00020
+    # sfa 0, sfb 1 -> 0x10: a dense F32 D-format bit would look exactly like this, so sf 0 must give bit 4 = 0
+    assert idesc("mxf8f6f4", "float8_e4m3fn", "float8_e4m3fn", sfb_id=1, scale_dtype=E8M0) == 0x08C00010
+    assert idesc("mxf8f6f4", "float8_e4m3fn", "float8_e4m3fn", scale_dtype=E8M0) & (3 << 4) == 0
+
+
+@pytest.mark.parametrize("sfa", [0, 2])
+@pytest.mark.parametrize("sfb", [0, 2])
+@pytest.mark.parametrize("kind", ["mxf4", "mxf4nvf4"])
+def test_mxf4_kinds_ue8m0_sf_ids(kind, sfa, sfb):
+    # E2M1 = 1 at 7 and 10 (0x480) | UE8M0 1 << 23 | N256 | M128 | sfa << 29 | sfb << 4
+    expected = (1 << 7) | (1 << 10) | (1 << 23) | (32 << 17) | (1 << 27) | (sfa << 29) | (sfb << 4)
+    assert idesc(kind, "float4_e2m1fn", "float4_e2m1fn", sfa_id=sfa, sfb_id=sfb, scale_dtype=E8M0) == expected
+
+
+def test_mxf4_kinds_literals():
+    # mxf4 UE8M0, ids 0: 0x480 | 0x00800000 | 0x00400000 | 0x08000000
+    assert idesc("mxf4", "float4_e2m1fn", "float4_e2m1fn", scale_dtype=E8M0) == 0x08C00480
+    # ids 2/2: | 2 << 29 = 0x40000000 | 2 << 4 = 0x20
+    assert idesc("mxf4", "float4_e2m1fn", "float4_e2m1fn", sfa_id=2, sfb_id=2, scale_dtype=E8M0) == 0x48C004A0
+    # mxf4nvf4 UE8M0 (2X / block32), ids 0 and 2
+    assert idesc("mxf4nvf4", "float4_e2m1fn", "float4_e2m1fn", scale_dtype=E8M0) == 0x08C00480
+    assert idesc("mxf4nvf4", "float4_e2m1fn", "float4_e2m1fn", sfa_id=2, sfb_id=0, scale_dtype=E8M0) == 0x48C00480
+    assert idesc("mxf4nvf4", "float4_e2m1fn", "float4_e2m1fn", sfa_id=0, sfb_id=2, scale_dtype=E8M0) == 0x08C004A0
+    # mxf4nvf4 UE4M3 (NVFP4, 4X / block16): bit 23 = 0, ids 0 -> 0x480 | 0x00400000 | 0x08000000
+    assert idesc("mxf4nvf4", "float4_e2m1fn", "float4_e2m1fn", scale_dtype=UE4M3) == 0x08400480
+    # mxf4nvf4 UE4M3 M128 N128: 16 << 17 = 0x00200000
+    assert idesc("mxf4nvf4", "float4_e2m1fn", "float4_e2m1fn", n=128, scale_dtype=UE4M3) == 0x08200480
+
+
+# ================================ invalid instruction descriptors ================================
+
+BAD_IDESC = [
+    # (args, kwargs, regex naming the rule)
+    (("f16", "bfloat16", "bfloat16", "float32", 256, 200), {}, "multiple of 16 for M=256"),
+    (("f16", "bfloat16", "bfloat16", "float32", 256, 8), {}, "multiple of 16 for M=256"),
+    (("tf32", "float32", "float32", "float32", 256, 24), {}, "multiple of 16 for M=256"),
+    (("mxf8f6f4", "float8_e4m3fn", "float8_e4m3fn", "float32", 256, 200), {"scale_dtype": E8M0},
+     "multiple of 16 for M=256"),
+    (("f16", "bfloat16", "bfloat16", "float32", 128, 12), {}, "multiple of 8"),
+    (("f16", "bfloat16", "bfloat16", "float32", 128, 0), {}, "multiple of 8"),
+    (("f16", "bfloat16", "bfloat16", "float32", 64, 4), {}, "multiple of 8"),
+    (("f16", "bfloat16", "bfloat16", "float32", 128, 264), {}, "N must be <= 256"),
+    (("f16", "bfloat16", "bfloat16", "float32", 128, 512), {}, "N must be <= 256"),
+    (("f16", "bfloat16", "bfloat16", "float32", 256, 272), {}, "N must be <= 256"),
+    (("f16", "bfloat16", "bfloat16", "float32", 96, 128), {}, "M must be 64 or 128"),
+    (("f16", "bfloat16", "bfloat16", "float32", 32, 128), {}, "M must be 64 or 128"),
+    (("f16", "bfloat16", "bfloat16", "float32", 512, 128), {}, "M must be 64 or 128"),
+    (("mxf8f6f4", "float8_e4m3fn", "float8_e4m3fn", "float32", 64, 128), {"scale_dtype": E8M0},
+     "M must be 128.*block-scaled"),
+    (("mxf4", "float4_e2m1fn", "float4_e2m1fn", "float32", 64, 128), {"scale_dtype": E8M0},
+     "M must be 128.*block-scaled"),
+    (("mxf4nvf4", "float4_e2m1fn", "float4_e2m1fn", "float32", 64, 128), {"scale_dtype": UE4M3},
+     "M must be 128.*block-scaled"),
+    # K-major only
+    (("mxf4", "float4_e2m1fn", "float4_e2m1fn", "float32", 128, 128), {"a_major": "MN", "scale_dtype": E8M0},
+     "K-major A and B only"),
+    (("mxf4", "float4_e2m1fn", "float4_e2m1fn", "float32", 128, 128), {"b_major": "MN", "scale_dtype": E8M0},
+     "K-major A and B only"),
+    (("mxf4nvf4", "float4_e2m1fn", "float4_e2m1fn", "float32", 128, 128), {"a_major": "MN", "scale_dtype": UE4M3},
+     "K-major A and B only"),
+    (("mxf4nvf4", "float4_e2m1fn", "float4_e2m1fn", "float32", 128, 128), {"b_major": "MN", "scale_dtype": E8M0},
+     "K-major A and B only"),
+    (("f8f6f4", "float4_e2m1fn", "float4_e2m1fn", "float32", 128, 128), {"a_major": "MN"}, "must be K-major"),
+    (("f8f6f4", "float4_e2m1fn", "float4_e2m1fn", "float32", 128, 128), {"b_major": "MN"}, "must be K-major"),
+    (("f8f6f4", "float6_e2m3fn", "float6_e2m3fn", "float32", 128, 128), {"a_major": "MN"}, "must be K-major"),
+    (("f8f6f4", "float6_e3m2fn", "float6_e3m2fn", "float32", 128, 128), {"b_major": "MN"}, "must be K-major"),
+    (("f8f6f4", "float8_e4m3fn", "float4_e2m1fn", "float32", 128, 128), {"b_major": "MN"}, "must be K-major"),
+    (("mxf8f6f4", "float4_e2m1fn", "float4_e2m1fn", "float32", 128, 128), {"a_major": "MN", "scale_dtype": E8M0},
+     "must be K-major"),
+    (("mxf8f6f4", "float6_e2m3fn", "float6_e2m3fn", "float32", 128, 128), {"b_major": "MN", "scale_dtype": E8M0},
+     "must be K-major"),
+    # 8-bit MN-major B: N multiple of 16 (cta_group::1) / 32 (pair)
+    (("f8f6f4", "float8_e4m3fn", "float8_e4m3fn", "float32", 128, 24), {"b_major": "MN"},
+     "MN-major 8-bit B needs N a multiple of 16"),
+    (("f8f6f4", "float8_e5m2", "float8_e5m2", "float32", 64, 8), {"b_major": "MN"},
+     "MN-major 8-bit B needs N a multiple of 16"),
+    (("f8f6f4", "float8_e4m3fn", "float8_e4m3fn", "float32", 128, 248), {"b_major": "MN"},
+     "MN-major 8-bit B needs N a multiple of 16"),
+    (("i8", "int8", "int8", "int32", 128, 24), {"b_major": "MN"}, "MN-major 8-bit B needs N a multiple of 16"),
+    (("mxf8f6f4", "float8_e4m3fn", "float8_e4m3fn", "float32", 128, 8), {"b_major": "MN", "scale_dtype": E8M0},
+     "MN-major 8-bit B needs N a multiple of 16"),
+    (("f8f6f4", "float8_e4m3fn", "float8_e4m3fn", "float32", 256, 48), {"b_major": "MN"},
+     "multiple of 32 for M=256"),
+    # kind::i8 N grid
+    (("i8", "int8", "int8", "int32", 128, 40), {}, "8, 16, 24, 32 or a multiple of 16"),
+    (("i8", "uint8", "uint8", "int32", 64, 56), {}, "8, 16, 24, 32 or a multiple of 16"),
+    (("i8", "int8", "int8", "int32", 256, 48), {}, "multiple of 32 in \\[32, 256\\] for kind::i8 with M=256"),
+    # operand types
+    (("f16", "float16", "bfloat16", "float32", 128, 128), {}, "same type"),
+    (("f16", "bfloat16", "float16", "float32", 128, 128), {}, "same type"),
+    (("f16", "float8_e4m3fn", "float8_e4m3fn", "float32", 128, 128), {}, "not an operand type of kind::f16"),
+    (("f16", "bfloat16", "float32", "float32", 128, 128), {}, "b_dtype float32 is not an operand type of kind::f16"),
+    (("tf32", "bfloat16", "bfloat16", "float32", 128, 128), {}, "not an operand type of kind::tf32"),
+    (("i8", "float8_e4m3fn", "int8", "int32", 128, 128), {}, "a_dtype float8_e4m3fn is not an operand type of kind::i8"),
+    (("f8f6f4", "int8", "int8", "float32", 128, 128), {}, "not an operand type of kind::f8f6f4"),
+    (("mxf4", "float8_e4m3fn", "float8_e4m3fn", "float32", 128, 128), {"scale_dtype": E8M0},
+     "not an operand type of kind::mxf4"),
+    (("mxf4nvf4", "float6_e2m3fn", "float6_e2m3fn", "float32", 128, 128), {"scale_dtype": E8M0},
+     "not an operand type of kind::mxf4nvf4"),
+    (("mxf8f6f4", "float8_e8m0fnu", "float8_e4m3fn", "float32", 128, 128), {"scale_dtype": E8M0},
+     "not an operand type of kind::mxf8f6f4"),
+    # accumulator dtype per kind
+    (("tf32", "float32", "float32", "float16", 128, 128), {}, "kind::tf32 accumulates in float32"),
+    (("i8", "int8", "int8", "float32", 128, 128), {}, "kind::i8 accumulates in int32"),
+    (("i8", "uint8", "uint8", "float16", 128, 128), {}, "kind::i8 accumulates in int32"),
+    (("f16", "bfloat16", "bfloat16", "int32", 128, 128), {}, "only kind::i8"),
+    (("f8f6f4", "float8_e4m3fn", "float8_e4m3fn", "int32", 128, 128), {}, "only kind::i8"),
+    (("f16", "bfloat16", "bfloat16", "float64", 128, 128), {}, "acc_dtype must be"),
+    (("f16", "bfloat16", "bfloat16", "bfloat16", 128, 128), {}, "acc_dtype must be"),
+    (("mxf8f6f4", "float8_e4m3fn", "float8_e4m3fn", "float16", 128, 128), {"scale_dtype": E8M0},
+     "block-scaled kinds accumulate in float32"),
+    (("mxf4nvf4", "float4_e2m1fn", "float4_e2m1fn", "bfloat16", 128, 128), {"scale_dtype": UE4M3},
+     "block-scaled kinds accumulate in float32"),
+    # scales
+    (("mxf8f6f4", "float8_e4m3fn", "float8_e4m3fn", "float32", 128, 128), {}, "need scale_dtype"),
+    (("mxf4", "float4_e2m1fn", "float4_e2m1fn", "float32", 128, 128), {}, "need scale_dtype"),
+    (("mxf4nvf4", "float4_e2m1fn", "float4_e2m1fn", "float32", 128, 128), {}, "need scale_dtype"),
+    (("mxf8f6f4", "float8_e4m3fn", "float8_e4m3fn", "float32", 128, 128), {"scale_dtype": UE4M3},
+     "not valid for kind::mxf8f6f4"),
+    (("mxf4", "float4_e2m1fn", "float4_e2m1fn", "float32", 128, 128), {"scale_dtype": UE4M3},
+     "not valid for kind::mxf4"),
+    (("mxf4nvf4", "float4_e2m1fn", "float4_e2m1fn", "float32", 128, 128), {"scale_dtype": "float32"},
+     "not valid for kind::mxf4nvf4"),
+    (("f16", "bfloat16", "bfloat16", "float32", 128, 128), {"scale_dtype": E8M0}, "only for block-scaled"),
+    (("f8f6f4", "float8_e4m3fn", "float8_e4m3fn", "float32", 128, 128), {"sfa_id": 1}, "only for block-scaled"),
+    (("i8", "int8", "int8", "int32", 128, 128), {"sfb_id": 2}, "only for block-scaled"),
+    # sf ids
+    (("mxf8f6f4", "float8_e4m3fn", "float8_e4m3fn", "float32", 128, 128), {"sfa_id": 4, "scale_dtype": E8M0},
+     "must be <= 3"),
+    (("mxf8f6f4", "float8_e4m3fn", "float8_e4m3fn", "float32", 128, 128), {"sfb_id": 7, "scale_dtype": E8M0},
+     "must be <= 3"),
+    (("mxf4", "float4_e2m1fn", "float4_e2m1fn", "float32", 128, 128), {"sfa_id": 1, "scale_dtype": E8M0},
+     "must be 0 or 2"),
+    (("mxf4", "float4_e2m1fn", "float4_e2m1fn", "float32", 128, 128), {"sfb_id": 3, "scale_dtype": E8M0},
+     "must be <= 2"),
+    (("mxf4", "float4_e2m1fn", "float4_e2m1fn", "float32", 128, 128), {"sfa_id": 4, "scale_dtype": E8M0},
+     "must be <= 2"),
+    (("mxf4nvf4", "float4_e2m1fn", "float4_e2m1fn", "float32", 128, 128), {"sfb_id": 1, "scale_dtype": E8M0},
+     "must be 0 or 2"),
+    (("mxf4nvf4", "float4_e2m1fn", "float4_e2m1fn", "float32", 128, 128), {"sfa_id": 2, "scale_dtype": UE4M3},
+     "must be 0 with UE4M3"),
+    (("mxf4nvf4", "float4_e2m1fn", "float4_e2m1fn", "float32", 128, 128), {"sfb_id": 2, "scale_dtype": UE4M3},
+     "must be 0 with UE4M3"),
+    # unknown kind / major
+    (("f64", "float32", "float32", "float32", 128, 128), {}, "kind must be one of"),
+    (("fp8", "float8_e4m3fn", "float8_e4m3fn", "float32", 128, 128), {}, "kind must be one of"),
+    (("F16", "float16", "float16", "float32", 128, 128), {}, "kind must be one of"),
+    (("f16", "bfloat16", "bfloat16", "float32", 128, 128), {"a_major": "k"}, "a_major must be 'K' or 'MN'"),
+    (("f16", "bfloat16", "bfloat16", "float32", 128, 128), {"a_major": "M"}, "a_major must be 'K' or 'MN'"),
+    (("f16", "bfloat16", "bfloat16", "float32", 128, 128), {"b_major": "N"}, "b_major must be 'K' or 'MN'"),
+    (("f16", "bfloat16", "bfloat16", "float32", 128, 128), {"b_major": "T"}, "b_major must be 'K' or 'MN'"),
+]
+
+
+@pytest.mark.parametrize("args,kwargs,rule", BAD_IDESC, ids=[f"{a[0]}-{r[:30]}-{i}" for i, (a, k, r) in enumerate(BAD_IDESC)])
+def test_invalid_instr_desc(args, kwargs, rule):
+    with pytest.raises(ValueError, match=rule):
+        isa.instr_desc(*args, **kwargs)
+
+
+def test_n_over_256_rejected_for_every_kind():
+    with pytest.raises(ValueError, match="N must be <= 256"):
+        idesc("tf32", "float32", "float32", n=264)
+    with pytest.raises(ValueError, match="N must be <= 256"):
+        idesc("f8f6f4", "float8_e4m3fn", "float8_e4m3fn", n=264)
+    with pytest.raises(ValueError, match="N must be <= 256"):
+        idesc("i8", "int8", "int8", "int32", n=272)
+    with pytest.raises(ValueError, match="N must be <= 256"):
+        idesc("mxf4", "float4_e2m1fn", "float4_e2m1fn", n=264, scale_dtype=E8M0)
+    with pytest.raises(ValueError, match="N must be <= 256"):
+        idesc("mxf8f6f4", "float8_e4m3fn", "float8_e4m3fn", m=256, n=512, scale_dtype=E8M0)
+
+
+# ================================ shared-memory descriptors ================================
+
+# start 0x400, LBO 16, SBO 1024: 0x40 | 1 << 16 | 0x40 << 32 = 0x0000004000010040
+FIELDS_400_16_1024 = (0x400 >> 4) | ((16 >> 4) << 16) | ((1024 >> 4) << 32)
+assert FIELDS_400_16_1024 == 0x0000004000010040
+
+SWIZZLES = [
+    # swizzle, sm100 (3-bit code << 61, | bit 46), sm90 (2-bit code << 62)
+    (0, 0x0000404000010040, 0x0000004000010040),      # code 0 / 0
+    (32, 0xC000404000010040, 0xC000004000010040),     # 6 << 61 = 0xC000.. / 3 << 62 = 0xC000..
+    (64, 0x8000404000010040, 0x8000004000010040),     # 4 << 61 = 0x8000.. / 2 << 62 = 0x8000..
+    (128, 0x4000404000010040, 0x4000004000010040),    # 2 << 61 = 0x4000.. / 1 << 62 = 0x4000..
+]
+
+
+@pytest.mark.parametrize("swizzle,sm100,sm90", SWIZZLES)
+def test_smem_desc_every_swizzle(swizzle, sm100, sm90):
+    code100 = {0: 0, 32: 6, 64: 4, 128: 2}[swizzle]
+    code90 = {0: 0, 32: 3, 64: 2, 128: 1}[swizzle]
+    assert sm100 == FIELDS_400_16_1024 | (1 << 46) | (code100 << 61)
+    assert sm90 == FIELDS_400_16_1024 | (code90 << 62)
+    d100 = isa.smem_desc(0x400, 16, 1024, swizzle, arch="sm100")
+    d90 = isa.smem_desc(0x400, 16, 1024, swizzle, arch="sm90")
+    assert d100 == sm100
+    assert d90 == sm90
+    assert (d100 >> 46) & 1 == 1
+    assert (d90 >> 46) & 1 == 0
+    assert (d100 >> 61) == code100
+    assert (d90 >> 62) == code90
+    assert (d90 >> 61) & 1 == 0  # sm90 never sets bit 61 (the sm100 128B_BASE32B code)
+
+
+def test_smem_desc_start_address_field():
+    # start 0x3FFF0 = 2^18 - 16 -> 0x3FFF (all 14 bits), nothing else but the fixed bit 46 on sm100
+    assert isa.smem_desc(0x3FFF0, 0, 0, 0, arch="sm100") == 0x0000400000003FFF
+    assert isa.smem_desc(0x3FFF0, 0, 0, 0, arch="sm90") == 0x0000000000003FFF
+    assert isa.smem_desc(0x10, 0, 0, 0, arch="sm90") == 0x1
+    assert isa.smem_desc(0, 0, 0, 0, arch="sm90") == 0x0
+    assert isa.smem_desc(0, 0, 0, 0, arch="sm100") == 1 << 46
+    # 0x12340 >> 4 = 0x1234
+    assert isa.smem_desc(0x12340, 0, 0, 0, arch="sm90") == 0x1234
+
+
+def test_smem_desc_lbo_sbo_fields():
+    # LBO 2^18 - 16 -> 0x3FFF << 16 = 0x3FFF0000
+    assert isa.smem_desc(0, 0x3FFF0, 0, 0, arch="sm90") == 0x000000003FFF0000
+    # SBO 2^18 - 16 -> 0x3FFF << 32
+    assert isa.smem_desc(0, 0, 0x3FFF0, 0, arch="sm90") == 0x00003FFF00000000
+    # LBO 0x1230 -> 0x123 << 16, SBO 0x4560 -> 0x456 << 32
+    assert isa.smem_desc(0, 0x1230, 0x4560, 0, arch="sm90") == 0x0000045601230000
+    assert isa.smem_desc(0, 0x1230, 0x4560, 0, arch="sm100") == 0x0000445601230000
+
+
+def test_smem_desc_all_fields_saturated_do_not_overlap():
+    # start/LBO/SBO 0x3FFF0 -> 0x3FFF each, base offset 7 -> 7 << 49 = 0x000E000000000000
+    # sm90 128B: 1 << 62 = 0x4000000000000000 -> 0x400E3FFF3FFF3FFF
+    assert isa.smem_desc(0x3FFF0, 0x3FFF0, 0x3FFF0, 128, arch="sm90", base_offset=7) == 0x400E3FFF3FFF3FFF
+    # sm100 128B: + bit 46 (0x0000400000000000) -> 0x400E7FFF3FFF3FFF
+    assert isa.smem_desc(0x3FFF0, 0x3FFF0, 0x3FFF0, 128, arch="sm100", base_offset=7) == 0x400E7FFF3FFF3FFF
+    # sm100 32B: 6 << 61 = 0xC000000000000000 -> 0xC00E7FFF3FFF3FFF
+    assert isa.smem_desc(0x3FFF0, 0x3FFF0, 0x3FFF0, 32, arch="sm100", base_offset=7) == 0xC00E7FFF3FFF3FFF
+
+
+@pytest.mark.parametrize("arch,fixed", [("sm100", (1 << 46) | (2 << 61)), ("sm90", 1 << 62)])
+def test_smem_desc_base_offset(arch, fixed):
+    for bo in range(8):
+        expected = FIELDS_400_16_1024 | fixed | (bo << 49)
+        assert isa.smem_desc(0x400, 16, 1024, 128, arch=arch, base_offset=bo) == expected
+    # literal: base offset 5 -> 5 << 49 = 0x000A000000000000
+    assert isa.smem_desc(0x400, 16, 1024, 128, arch="sm100", base_offset=5) == 0x400A404000010040
+    assert isa.smem_desc(0x400, 16, 1024, 128, arch="sm90", base_offset=1) == 0x4002004000010040
+
+
+@pytest.mark.parametrize("arch", ["sm100", "sm90"])
+@pytest.mark.parametrize("swizzle", [0, 32, 64, 128])
+def test_smem_desc_k_step_advance(arch, swizzle):
+    # K-major: one MMA consumes 32 bytes of each row -> +32 B start = +2 in the low 14-bit field,
+    # every other field unchanged (reference §6.3).
+    for start in (0x400, 0x8000, 0x1C000, 0x3FF00):
+        d0 = isa.smem_desc(start, 16, 1024, swizzle, arch=arch)
+        for j in range(4):
+            assert isa.smem_desc(start + 32 * j, 16, 1024, swizzle, arch=arch) - d0 == 2 * j
+    # literal: bf16 worked example k-step 3: 0x40 + 6 = 0x46
+    if arch == "sm100" and swizzle == 128:
+        assert isa.smem_desc(0x400 + 96, 16, 1024, 128) == 0x4000404000010046
+
+
+def test_smem_desc_mn_major_kernel_values():
+    # 16-bit MN-major (BLOCK_K = 64): atom 64 elements x 64 K-rows -> LBO 64 * 128 = 8192, SBO 1024, 128B.
+    # start 0x8000 >> 4 = 0x800 | 8192 >> 4 = 0x200 << 16 = 0x02000000 | 1024 >> 4 = 0x40 << 32 | bit 46 | 2 << 61
+    assert isa.smem_desc(0x8000, 8192, 1024, 128, arch="sm100") == 0x4000404002000800
+    # 8-bit MN-major (BLOCK_K = 128): LBO 128 * 128 = 16384 -> 0x400 << 16 = 0x04000000
+    assert isa.smem_desc(0x8000, 16384, 1024, 128, arch="sm100") == 0x4000404004000800
+    # Hopper kernels use the same LBO 8192 / SBO 1024 with the 2-bit 128B code
+    assert isa.smem_desc(0x8000, 8192, 1024, 128, arch="sm90") == 0x4000004002000800
+    # MN-major K step: UMMA_K rows x 128 B: 16-bit 16 x 128 = 2048 B -> +0x80; 8-bit 32 x 128 = 4096 B -> +0x100
+    d16 = isa.smem_desc(0x8000, 8192, 1024, 128)
+    d8 = isa.smem_desc(0x8000, 16384, 1024, 128)
+    for j in range(4):
+        assert isa.smem_desc(0x8000 + 2048 * j, 8192, 1024, 128) == d16 + 0x80 * j
+        assert isa.smem_desc(0x8000 + 4096 * j, 16384, 1024, 128) == d8 + 0x100 * j
+    assert isa.smem_desc(0x8000 + 3 * 2048, 8192, 1024, 128) == 0x4000404002000980
+    # K-major kernel operand: LBO 16, SBO 1024 at a 1024-aligned stage base 0x10400 -> 0x1040
+    assert isa.smem_desc(0x10400, 16, 1024, 128) == 0x4000404000011040
+
+
+BAD_SMEM = [
+    ((0x408, 16, 1024, 128), {}, "start_addr must be a multiple of 16"),
+    ((0x401, 16, 1024, 128), {"arch": "sm90"}, "start_addr must be a multiple of 16"),
+    ((0x400, 8, 1024, 128), {}, "lbo must be a multiple of 16"),
+    ((0x400, 16, 1000, 128), {}, "sbo must be a multiple of 16"),
+    ((1 << 18, 16, 1024, 128), {}, "start_addr must be < 2\\^18"),
+    ((0x40400, 16, 1024, 128), {"arch": "sm90"}, "start_addr must be < 2\\^18"),
+    ((0x400, 1 << 18, 1024, 128), {}, "lbo must be < 2\\^18"),
+    ((0x400, 16, 1 << 18, 128), {}, "sbo must be < 2\\^18"),
+    ((0x400, 16, 1024, 128), {"base_offset": 8}, "base_offset must be in \\[0, 7\\]"),
+    ((0x400, 16, 1024, 128), {"base_offset": 8, "arch": "sm90"}, "base_offset must be in \\[0, 7\\]"),
+    ((0x400, 16, 1024, 16), {}, "swizzle_bytes must be 0, 32, 64 or 128"),
+    ((0x400, 16, 1024, 16), {"arch": "sm90"}, "swizzle_bytes must be 0, 32, 64 or 128"),
+    ((0x400, 16, 1024, 256), {}, "swizzle_bytes must be 0, 32, 64 or 128"),
+    ((0x400, 16, 1024, 1), {"arch": "sm90"}, "swizzle_bytes must be 0, 32, 64 or 128"),
+    ((0x400, 16, 1024, 128), {"arch": "sm80"}, "arch must be 'sm100' or 'sm90'"),
+    ((0x400, 16, 1024, 128), {"arch": "sm_100"}, "arch must be 'sm100' or 'sm90'"),
+]
+
+
+@pytest.mark.parametrize("args,kwargs,rule", BAD_SMEM, ids=[f"{r[:24]}-{i}" for i, (a, k, r) in enumerate(BAD_SMEM)])
+def test_invalid_smem_desc(args, kwargs, rule):
+    with pytest.raises(ValueError, match=rule):
+        isa.smem_desc(*args, **kwargs)
+
+
+# ================================ TMEM plan ================================
+
+def test_sm100_menu_contents():
+    assert [(c["block_m"], c["block_n"], c["acc_stages"]) for c in isa.SM100_MENU] == [(128, 256, 2), (128, 128, 2)]
+
+
+@pytest.mark.parametrize("cfg,alloc,offsets", [(isa.SM100_MENU[0], 512, [0, 256]), (isa.SM100_MENU[1], 256, [0, 128])])
+def test_tmem_plan_menu_configs(cfg, alloc, offsets):
+    p = isa.tmem_plan(cfg["block_n"], cfg["acc_stages"], block_m=cfg["block_m"])
+    assert p == {"acc_cols": cfg["block_n"], "acc_offsets": offsets, "sfa_cols": 0, "sfb_cols": 0,
+                 "sfa_offsets": [], "sfb_offsets": [], "used_cols": alloc, "alloc_cols": alloc, "ctas_per_sm": 1}
+
+
+def test_tmem_plan_literal_menu():
+    p = isa.tmem_plan(256)  # default acc_stages = 2
+    assert (p["acc_offsets"], p["used_cols"], p["alloc_cols"]) == ([0, 256], 512, 512)
+    p = isa.tmem_plan(128)
+    assert (p["acc_offsets"], p["used_cols"], p["alloc_cols"]) == ([0, 128], 256, 256)
+    p = isa.tmem_plan(128, 3)
+    assert (p["acc_offsets"], p["used_cols"], p["alloc_cols"]) == ([0, 128, 256], 384, 512)
+
+
+SF_BUDGETS = [
+    # block_n, k_tile, sf_vec, sfa_cols, sfb_cols  (cols = 4 * ceil(K / (4 * VS)) * ceil(rows / 128))
+    (128, 128, 32, 4, 4),     # MXFP8 K=128: 4 * ceil(128 / 128) = 4
+    (128, 256, 32, 8, 8),     # MXFP4 K=256: 4 * ceil(256 / 128) = 8
+    (128, 256, 16, 16, 16),   # NVFP4 K=256, VS 16: 4 * ceil(256 / 64) = 16
+    (256, 128, 32, 4, 8),     # SFB for N=256 = 2 x SFA
+    (256, 256, 32, 8, 16),
+    (256, 256, 16, 16, 32),
+    (192, 128, 32, 4, 8),     # N=192 rounds up to 256 rows of SFB
+    (64, 128, 32, 4, 4),      # N=64 rounds up to 128
+    (128, 64, 32, 4, 4),      # K=64: ceil(64 / 128) = 1 group of 4
+    (128, 512, 32, 16, 16),   # K=512: 4 * 4
+]
+
+
+@pytest.mark.parametrize("block_n,k_tile,sf_vec,sfa,sfb", SF_BUDGETS)
+def test_tmem_plan_scale_factor_budget(block_n, k_tile, sf_vec, sfa, sfb):
+    p = isa.tmem_plan(block_n, 1, block_m=128, k_tile=k_tile, sf_vec=sf_vec, sf_stages=1)
+    assert p["sfa_cols"] == sfa
+    assert p["sfb_cols"] == sfb
+    assert p["acc_offsets"] == [0]
+    assert p["sfa_offsets"] == [block_n]
+    assert p["sfb_offsets"] == [block_n + sfa]
+    assert p["used_cols"] == block_n + sfa + sfb
+
+
+def test_tmem_plan_scale_factor_stages_layout():
+    # MXFP8, block_n 128, 2 acc stages, 2 SF stages: acc [0, 128]; SFA at 256, 260; SFB at 264, 268
+    p = isa.tmem_plan(128, 2, block_m=128, k_tile=128, sf_vec=32, sf_stages=2)
+    assert p["acc_offsets"] == [0, 128]
+    assert p["sfa_offsets"] == [256, 260]
+    assert p["sfb_offsets"] == [264, 268]
+    assert p["used_cols"] == 256 + 2 * (4 + 4)  # 272
+    assert p["alloc_cols"] == 512
+    # NVFP4 block_n 128 K 256, 4 SF stages: 256 + 4 * (16 + 16) = 384 -> alloc 512
+    p = isa.tmem_plan(128, 2, block_m=128, k_tile=256, sf_vec=16, sf_stages=4)
+    assert p["sfa_offsets"] == [256, 272, 288, 304]
+    assert p["sfb_offsets"] == [320, 336, 352, 368]
+    assert (p["used_cols"], p["alloc_cols"]) == (384, 512)
+    # dense plans carry no SF region even if sf_stages is given
+    p = isa.tmem_plan(128, 2, sf_stages=4)
+    assert (p["sfa_cols"], p["sfb_cols"], p["sfa_offsets"], p["sfb_offsets"], p["used_cols"]) == (0, 0, [], [], 256)
+
+
+@pytest.mark.parametrize("block_n,stages,used,alloc", [
+    (8, 1, 8, 32), (8, 4, 32, 32), (16, 2, 32, 32), (24, 2, 48, 64), (40, 1, 40, 64), (64, 1, 64, 64),
+    (64, 2, 128, 128), (72, 2, 144, 256), (136, 1, 136, 256), (256, 1, 256, 256), (192, 2, 384, 512),
+    (128, 4, 512, 512), (248, 2, 496, 512),
+])
+def test_tmem_plan_alloc_rounds_to_power_of_two(block_n, stages, used, alloc):
+    p = isa.tmem_plan(block_n, stages)
+    assert p["used_cols"] == used
+    assert p["alloc_cols"] == alloc
+    assert p["acc_offsets"] == [block_n * s for s in range(stages)]
+
+
+def test_tmem_plan_ctas_per_sm():
+    # 2 CTAs x 256 allocated columns = 512: fits
+    p = isa.tmem_plan(128, 2, ctas_per_sm=2)
+    assert (p["alloc_cols"], p["ctas_per_sm"]) == (256, 2)
+    # 136 columns round to 256: 2 x 256 = 512 still fits; 4 x 128 = 512 fits
+    assert isa.tmem_plan(136, 1, ctas_per_sm=2)["alloc_cols"] == 256
+    assert isa.tmem_plan(128, 1, ctas_per_sm=4)["alloc_cols"] == 128
+    # 2 x 512 would deadlock in tcgen05.alloc
+    with pytest.raises(ValueError, match="exceeds 512"):
+        isa.tmem_plan(256, 2, ctas_per_sm=2)
+    with pytest.raises(ValueError, match="block in tcgen05.alloc"):
+        isa.tmem_plan(256, 1, ctas_per_sm=3)
+    # 3 x 256 (used 136 rounds to 256) > 512
+    with pytest.raises(ValueError, match="exceeds 512"):
+        isa.tmem_plan(136, 1, ctas_per_sm=3)
+    with pytest.raises(ValueError, match="ctas_per_sm must be >= 1"):
+        isa.tmem_plan(128, 1, ctas_per_sm=0)
+
+
+def test_tmem_plan_invalid():
+    # 2 x 256 accumulators + MXFP8 scale factors (4 + 8) = 524 > 512
+    with pytest.raises(ValueError, match="exceed the 512 TMEM columns"):
+        isa.tmem_plan(256, 2, block_m=128, k_tile=128, sf_vec=32, sf_stages=1)
+    # 3 x 256 = 768
+    with pytest.raises(ValueError, match="exceed the 512 TMEM columns"):
+        isa.tmem_plan(256, 3)
+    # 2 x 264 = 528
+    with pytest.raises(ValueError, match="exceed the 512 TMEM columns"):
+        isa.tmem_plan(264, 2)
+    # 128 x 2 + NVFP4 K=256 x 8 SF stages: 256 + 8 * 32 = 512 fits exactly; 9 stages do not
+    assert isa.tmem_plan(128, 2, k_tile=256, sf_vec=16, sf_stages=8)["used_cols"] == 512
+    with pytest.raises(ValueError, match="exceed the 512 TMEM columns"):
+        isa.tmem_plan(128, 2, k_tile=256, sf_vec=16, sf_stages=9)
+    with pytest.raises(ValueError, match="multiple of 8"):
+        isa.tmem_plan(12, 2)
+    with pytest.raises(ValueError, match="multiple of 8"):
+        isa.tmem_plan(100, 1)
+    with pytest.raises(ValueError, match="no accumulator"):
+        isa.tmem_plan(128, 0)
+    with pytest.raises(ValueError, match="no accumulator"):
+        isa.tmem_plan(0, 2)
+
+
+# ============ overflow guards (found by these tests: 32-bit wrap-around in the planner) ============
+
+def test_tmem_plan_rejects_uint32_overflow():
+    # 2 x 2^31 accumulator columns are far more than the 512 TMEM columns of an SM.
+    with pytest.raises(ValueError, match="512"):
+        isa.tmem_plan(2 ** 31, 2)
+
+
+def test_tmem_plan_huge_sf_vec_does_not_crash():
+    # In a subprocess: the old bug (4 * vec_size wrapping to 0) killed the interpreter with SIGFPE.
+    code = ("from jax_tmem import isa\n"
+            "try:\n"
+            "    isa.tmem_plan(128, 2, k_tile=128, sf_vec=2 ** 30, sf_stages=1)\n"
+            "    print('accepted')\n"
+            "except ValueError as e:\n"
+            "    print('ValueError', e)\n")
+    r = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, (r.returncode, r.stderr[-500:])
+    assert r.stdout.startswith("ValueError")
