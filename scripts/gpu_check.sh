@@ -17,7 +17,7 @@ tail -5 "$OUT_DIR/gpu_tests.log"
 if [ "${JT_SANITIZE:-1}" = 1 ]; then
   for tool in memcheck racecheck; do
     XLA_PYTHON_CLIENT_PREALLOCATE=false timeout ${JT_SAN_TIMEOUT:-120} compute-sanitizer --tool $tool --target-processes all python3 -P scripts/sanitize_case.py > "$OUT_DIR/sanitizer_$tool.log" 2>&1 || status=1
-    grep -E "ERROR SUMMARY|sanitize sweep done|rel err" "$OUT_DIR/sanitizer_$tool.log" | tail -8
+    grep -E "SUMMARY|sanitize sweep done|Error" "$OUT_DIR/sanitizer_$tool.log" | tail -8
   done
 fi
 timeout ${JT_BENCH_TIMEOUT:-300} python3 -P benchmarks/bench_gemm.py --out "$OUT_DIR" ${JT_BENCH_ARGS:-} > "$OUT_DIR/bench.log" 2>&1 || status=1

@@ -6,13 +6,9 @@ namespace jax_tmem {
 namespace sm100 {
 namespace {
 
-// Heuristic: 128 x 256 tiles unless that leaves SMs idle in the only wave; `config` overrides
-// (0 = 128x128, 1 = 128x256), as on sm_90a.
 int choose_block_n(const GemmProblem& p, int num_sms) {
-  if (p.config == 0) return 128;
-  if (p.config == 1) return 256;
-  const int64_t tiles_256 = p.batch * ((p.m + 127) / 128) * ((p.n + 255) / 256);
-  return (tiles_256 >= num_sms || p.n > 4096) ? 256 : 128;
+  static constexpr int kMenu[] = {256, 128};
+  return choose_tile_n(p, num_sms, kMenu, 2);
 }
 
 }  // namespace
@@ -21,7 +17,8 @@ int choose_block_n(const GemmProblem& p, int num_sms) {
 std::string sm100_gemm_launch(const GemmLaunch& L) {
   using namespace sm100;
   const GemmProblem& p = L.p;
-  if (p.config < -1 || p.config > 1) return "sm_100a config must be -1 (heuristic), 0 (128x128) or 1 (128x256)";
+  if (p.config < -1 || p.config > 1)
+    return "sm_100a config must be -1 (heuristic), 0 (128x128) or 1 (128x256)";
   if (p.m >= (int64_t(1) << 31) || p.n >= (int64_t(1) << 31) || p.k >= (int64_t(1) << 31))
     return "dimensions must be < 2^31";
   const int block_n = choose_block_n(p, L.num_sms);

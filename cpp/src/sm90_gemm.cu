@@ -15,13 +15,9 @@ std::string run_16bit(const GemmLaunch& L, int block_n) {
   return run_tile<K, true, true>(L, block_n);
 }
 
-// Heuristic: 128 x 256 tiles (the highest MMA:load ratio that fits) unless that leaves SMs idle in
-// the only wave, then 128 x 128. Deterministic; `config` overrides (0 = 128x128, 1 = 128x256).
 int choose_block_n(const GemmProblem& p, int num_sms) {
-  if (p.config == 0) return 128;
-  if (p.config == 1) return 256;
-  const int64_t tiles_256 = p.batch * ((p.m + 127) / 128) * ((p.n + 255) / 256);
-  return (tiles_256 >= num_sms || p.n > 4096) ? 256 : 128;
+  static constexpr int kMenu[] = {256, 128, 64};
+  return choose_tile_n(p, num_sms, kMenu, 3);
 }
 
 }  // namespace
@@ -29,13 +25,14 @@ int choose_block_n(const GemmProblem& p, int num_sms) {
 
 std::string sm90_describe_config(const GemmProblem& p, int num_sms) {
   const int bn = sm90::choose_block_n(p, num_sms);
-  return "sm90 tile 128x" + std::to_string(bn) + ", " + std::to_string(bn == 256 ? 4 : 6) + " stages";
+  return "sm90 tile 128x" + std::to_string(bn) + ", " + std::to_string(bn == 256 ? 4 : bn == 128 ? 6 : 8) + " stages";
 }
 
 std::string sm90_gemm_launch(const GemmLaunch& L) {
   using namespace sm90;
   const GemmProblem& p = L.p;
-  if (p.config < -1 || p.config > 1) return "sm_90a config must be -1 (heuristic), 0 (128x128) or 1 (128x256)";
+  if (p.config < -1 || p.config > 2)
+    return "sm_90a config must be -1 (heuristic), 0 (128x128), 1 (128x256) or 2 (128x64)";
   if (p.m >= (int64_t(1) << 31) || p.n >= (int64_t(1) << 31) || p.k >= (int64_t(1) << 31))
     return "dimensions must be < 2^31";
   const int block_n = choose_block_n(p, L.num_sms);

@@ -15,10 +15,12 @@ std::string run(const GemmLaunch& L) {
   return launch_persistent<C>(sm90_gemm_kernel<C>, L);
 }
 
-// The fixed menu: BLOCK_N 256 (4 stages) or 128 (6 stages), 128-row tiles, 192 KB of ring.
+// The fixed menu: 128-row tiles with BLOCK_N 256 (4 stages), 128 (6 stages) or 64 (8 stages, for
+// problems with too few tiles to fill the GPU, e.g. decode); about 192 KB of ring each.
 template <Kind K, bool AMN, bool BMN>
 std::string run_tile(const GemmLaunch& L, int block_n) {
   if (block_n == 256) return run<Config<K, 256, 4, AMN, BMN>>(L);
+  if (block_n == 64) return run<Config<K, 64, 8, AMN, BMN>>(L);
   return run<Config<K, 128, 6, AMN, BMN>>(L);
 }
 
