@@ -89,7 +89,7 @@ def pallas_candidates():
     return cfgs, ""
 
 
-def bench_shape(m, n, k, dtype, pallas):
+def bench_shape(m, n, k, dtype, pallas, configs=()):
     dt = jnp.dtype(dtype)
     bytes_b = k * n * dt.itemsize
     r = int(max(2, min(16, (2 << 30) // max(bytes_b, 1))))
@@ -113,6 +113,14 @@ def bench_shape(m, n, k, dtype, pallas):
         jax.jit(lambda x, y: jax_tmem.matmul(x, y, out_dtype=jnp.float32, path="kernel"))(a[0], b[0]))
     o2 = np.asarray(jax.jit(lambda x, y: jnp.dot(x, y, preferred_element_type=jnp.float32))(a[0], b[0]))
     res["max_rel_diff_vs_xla"] = float(np.abs(o1 - o2).max() / max(np.abs(o2).max(), 1e-30))
+    if configs and m >= 2048:
+        # The sm_90a menu entries side by side (1 = 128x256 cooperative, 3 = 128x128 ping-pong, ...).
+        from jax_tmem import ops, _primitive
+        dn = (((1,), (0,)), ((), ()))
+        for cfg in configs:
+            f = many(lambda x, y, cfg=cfg: ops._gemm(x, y, None, None, dn, jnp.dtype(out_dt), _primitive.Epilogue(),
+                                                    "kernel", True, cfg))
+            res[f"cfg{cfg}_tflops"] = flops / (_time(f, (a, b)) / r) / 1e12
     best = None
     if dtype == "bfloat16" and pallas and m >= 128:
         for name, pf in pallas:
@@ -160,6 +168,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=".")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--configs", default="", help="comma-separated kernel configs to time side by side (e.g. 1,3)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     pallas, why = pallas_candidates()
@@ -170,14 +179,15 @@ def main():
     shapes = SHAPES[:2] if args.quick else SHAPES
     for m, n, k, dt in shapes:
         try:
-            r = bench_shape(m, n, k, dt, pallas)
+            r = bench_shape(m, n, k, dt, pallas, [int(c) for c in args.configs.split(",") if c])
         except Exception as e:
             r = dict(m=m, n=n, k=k, dtype=dt, error=f"{type(e).__name__}: {e}"[:500])
         if "jax_tmem_tflops" in r:
             r["pct_copy_bw"] = 100 * r["jax_tmem_tbps"] / info["copy_tbps"]
             print(f"{m}x{n}x{k} {dt}: jax_tmem {r['jax_tmem_tflops']:.1f} TF ({r['jax_tmem_tbps']:.2f} TB/s) | "
                   f"xla {r['xla_tflops']:.1f} | pallas {r.get('pallas_tflops', float('nan')):.1f} | "
-                  f"ratio vs best peer {r['ratio_vs_best_peer']:.3f} | diff {r['max_rel_diff_vs_xla']:.1e}", flush=True)
+                  f"ratio vs best peer {r['ratio_vs_best_peer']:.3f} | diff {r['max_rel_diff_vs_xla']:.1e}"
+                  + "".join(f" | {k[:-7]} {v:.1f}" for k, v in r.items() if k.startswith("cfg")), flush=True)
         else:
             print(f"{m}x{n}x{k} {dt}: {r.get('error')}", flush=True)
         results.append(r)

@@ -164,8 +164,8 @@ def _k_major_for_gpu(lhs, rhs, dn, requested):
     def to_k_major(x, batch, contract, name):
         free = [d for d in range(x.ndim) if d not in contract and d not in batch]
         perm = [d for d in batch if d is not None] + free + list(contract)
-        _config.record(_config.Decision("gemm", f"{np.dtype(x.dtype).name}{list(x.shape)}", "kernel",
-                                        "cuda", f"{name} is MN-major {np.dtype(x.dtype).name}: XLA transposes "
+        _config.record(_config.Decision("layout", f"{np.dtype(x.dtype).name}{list(x.shape)}", "kernel",
+                                        "xla transpose", f"{name} is MN-major {np.dtype(x.dtype).name}: XLA transposes "
                                         "it to K-major first (the tensor cores read it K-major only)"))
         new_pos = {d: i for i, d in enumerate(perm)}
         return (jnp.transpose(x, perm), tuple(new_pos[d] for d in contract),

@@ -247,3 +247,26 @@ def test_unaligned_pitch_falls_back_with_reason():
     np.testing.assert_allclose(np.asarray(out), ref, atol=1e-4 * np.abs(ref).max())
     with pytest.raises(ValueError, match="not a multiple of 16"):
         jax.jit(lambda x, y: jax_tmem.matmul(x, y, path="kernel"))(a, b)
+
+
+@pytest.mark.parametrize("config", [0, 1, 2, 3], ids=["128x128", "128x256", "128x64", "128x128_pingpong"])
+@pytest.mark.parametrize("dtypes,layout", [((BF16, BF16), ("K", "MN")), ((BF16, BF16), ("MN", "K")),
+                                           ((F16, F16), ("MN", "MN")), ((E4M3, E5M2), ("K", "K")),
+                                           ((F32, F32), ("K", "K"))], ids=lambda v: str(v))
+def test_every_menu_config(config, dtypes, layout):
+    """Each entry of the kernel menu (the heuristic only picks some per shape), forced through `config`,
+    on shapes with tails and several tiles per CTA (so the persistent / ping-pong tile walk is exercised)."""
+    arch = _require_kernels()
+    if arch != "sm_90a" and config > 1:
+        pytest.skip(f"config {config} is an sm_90a menu entry")
+    from jax_tmem import _primitive, ops
+    for m, n, k in [(1000, 776, 1008), (264, 136, 48), (2056, 1040, 304)]:
+        s = seed_of("cfg", config, dtypes, layout, m, n, k)
+        a, b, dn = _layout_operands(s, dtypes[0], dtypes[1], m, n, k, *layout)
+        fn = lambda x, y: ops._gemm(x, y, None, None, dn, np.dtype(F32), _primitive.Epilogue(), "kernel", True, config)
+        o1, o2 = _run_poisoned(fn, (m, n), F32, a, b)
+        ref = _ref(a, b, dn)
+        assert not np.isnan(o1).any(), "kernel left unwritten (NaN-poisoned) outputs"
+        err = np.abs(o1 - ref).max() / np.abs(ref).max()
+        assert err < _tol(dtypes[0], F32), f"config {config} {m}x{n}x{k}: rel err {err:.3e}"
+        np.testing.assert_array_equal(o1, o2)

@@ -19,6 +19,7 @@ std::string run(const GemmLaunch& L) {
 // problems with too few tiles to fill the GPU, e.g. decode); about 192 KB of ring each.
 template <Kind K, bool AMN, bool BMN>
 std::string run_tile(const GemmLaunch& L, int block_n) {
+  if (block_n == -128) return run<Config<K, 128, 6, AMN, BMN, /*kPingPong=*/true>>(L);  // config 3
   if (block_n == 256) return run<Config<K, 256, 4, AMN, BMN>>(L);
   if (block_n == 64) return run<Config<K, 64, 8, AMN, BMN>>(L);
   return run<Config<K, 128, 6, AMN, BMN>>(L);

@@ -25,7 +25,4 @@ std::string sm90_gemm_launch(const GemmLaunch& launch);
 
 std::string sm100_gemm_launch(const GemmLaunch& launch);  // sm_100a / sm_103a (never executed yet)
 
-// The config the sm_90a heuristic picks for a problem (for logs and tests); defined in sm90_gemm.cu.
-std::string sm90_describe_config(const GemmProblem& p, int num_sms);
-
 }  // namespace jax_tmem

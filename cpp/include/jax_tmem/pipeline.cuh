@@ -22,6 +22,13 @@ struct PipelineState {
       phase ^= 1u;
     }
   }
+
+  // Skips n slots (another consumer's k-blocks in a ping-pong schedule).
+  __device__ __forceinline__ void advance_by(int n) {
+    const int next = stage + n;
+    phase ^= static_cast<uint32_t>((next / kStages) & 1);
+    stage = next % kStages;
+  }
 };
 
 }  // namespace jax_tmem

@@ -30,9 +30,15 @@ constexpr int kind_elem_bytes(Kind k) {
   return k == Kind::kTF32 ? 4 : (k == Kind::kBF16 || k == Kind::kF16) ? 2 : 1;
 }
 
-template <Kind kKind_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_>
+// kPingPong = false: "cooperative" - both consumer warpgroups work on one 128-row tile (64 rows each)
+//   and run the epilogue together while the tensor cores idle.
+// kPingPong = true: each consumer warpgroup owns whole 128-row tiles (two m64 wgmmas per K step) and
+//   the two alternate over the CTA's tiles: the ring delivers tile j+1's data as tile j's is consumed,
+//   so one warpgroup's epilogue overlaps the other's MMAs.
+template <Kind kKind_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_, bool kPingPong_ = false>
 struct Config {
   static constexpr Kind kKind = kKind_;
+  static constexpr bool kPingPong = kPingPong_;
   static constexpr int BLOCK_M = 128;
   static constexpr int BLOCK_N = BLOCK_N_;
   static constexpr int kStages = kStages_;
@@ -43,12 +49,13 @@ struct Config {
   static constexpr int A_BYTES = BLOCK_M * 128;
   static constexpr int B_BYTES = BLOCK_N * 128;
   static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
-  static constexpr int SMEM_BYTES = kStages * STAGE_BYTES + 1024 + 2 * kStages * 8;
+  static constexpr int SMEM_BYTES = kStages * STAGE_BYTES + 1024 + (2 * kStages + 2) * 8;
   static constexpr int NUM_THREADS = 384;
   static constexpr int kGroupM = 8;
   static constexpr int ACC_REGS = BLOCK_N / 2;         // f32 accumulators per consumer thread
 
   static_assert(BLOCK_N == 64 || BLOCK_N == 128 || BLOCK_N == 256, "wgmma N must be 64, 128 or 256 here");
+  static_assert(!kPingPong || BLOCK_N <= 128, "ping-pong keeps 2 x BLOCK_N / 2 accumulators per thread: N <= 128");
   static_assert(!(kAMN || kBMN) || ELEM_BYTES == 2, "wgmma reads MN-major operands for 16-bit types only");
   static_assert(SMEM_BYTES <= 232448, "shared memory per CTA exceeds 227 KB");
   static_assert(STAGE_BYTES % 1024 == 0, "128B-swizzle tiles must stay 1024-byte aligned");
@@ -169,18 +176,21 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + C::kStages * C::STAGE_BYTES);
   uint64_t* empty = full + C::kStages;
+  uint64_t* order = empty + C::kStages;  // ping-pong only: order[w] = "warpgroup w may run its mainloop"
 
   const int warpgroup = threadIdx.x / 128;
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
 
   // Initialise barriers: full[s] completes on one arrive + the TMA bytes; empty[s] on one arrive from
-  // each of the 8 consumer warps.
+  // each consumer warp that reads the slot (8 cooperative, 4 ping-pong).
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::kStages; ++s) {
       mbarrier_init(&full[s], 1);
-      mbarrier_init(&empty[s], 8);
+      mbarrier_init(&empty[s], C::kPingPong ? 4 : 8);
     }
+    mbarrier_init(&order[0], 4);  // one arrive per warp of the other consumer warpgroup
+    mbarrier_init(&order[1], 4);
     fence_barrier_init();
   }
   __syncthreads();
@@ -225,8 +235,74 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
         }
       }
     }
+  } else if constexpr (C::kPingPong) {
+    // ---------------- consumers, ping-pong: warpgroup cw takes every other tile ----------------
+    setmaxnreg_inc<232>();
+    const int cw = warpgroup - 1;
+    float acc0[C::ACC_REGS], acc1[C::ACC_REGS];  // rows [0, 64) and [64, 128) of the tile
+    PipelineState<C::kStages> st;
+    constexpr uint32_t A_LBO = C::kAMN ? 8192 : 16, B_LBO = C::kBMN ? 8192 : 16;
+    constexpr uint32_t K_STEP_A = C::kAMN ? C::INSTR_K * 128 : 32;
+    constexpr uint32_t K_STEP_B = C::kBMN ? C::INSTR_K * 128 : 32;
+    uint32_t order_phase = 0;
+    int j = 0;
+    for (int t = blockIdx.x; t < num_tiles; t += gridDim.x, ++j) {
+      if ((j & 1) != cw) {  // the other warpgroup's tile: skip its ring slots
+        st.advance_by(k_blocks);
+        continue;
+      }
+      // NOTE: mbarrier parity waits only tell phases apart within one lap of the ring. Skipping the
+      // other warpgroup's k-blocks puts this one up to k_blocks slots ahead, so it may only wait on
+      // the ring once the other warpgroup has passed every wait of the previous tile (order barrier).
+      // This is also what makes the mainloops alternate: our MMAs start as the other's epilogue does.
+      if (j > 0) {
+        mbarrier_wait(&order[cw], order_phase);
+        order_phase ^= 1u;
+      }
+      const sched::TileCoord tc = scheduler.coord(t);
+      int prev_stage = -1;
+      for (int kb = 0; kb < k_blocks; ++kb) {
+        mbarrier_wait(&full[st.stage], st.phase);
+        const uint32_t a_base = smem_addr(smem + st.stage * C::STAGE_BYTES);
+        const uint32_t b_base = a_base + C::A_BYTES;
+        fence_operands(acc0);
+        fence_operands(acc1);
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < C::BLOCK_K / C::INSTR_K; ++ks) {
+          const uint64_t db = desc::sm90_smem_desc(b_base + ks * K_STEP_B, B_LBO, 1024, desc::Sm90Swizzle::k128B);
+          const uint32_t scale_d = (kb > 0 || ks > 0) ? 1u : 0u;
+          // NOTE: rows 64..127 of A start 8 KB later in both layouts (64 rows x 128 B, or the second
+          // 64-element MN chunk of BLOCK_K x 128 B).
+          mma_step<C>(acc0, desc::sm90_smem_desc(a_base + ks * K_STEP_A, A_LBO, 1024, desc::Sm90Swizzle::k128B), db,
+                      scale_d);
+          mma_step<C>(acc1, desc::sm90_smem_desc(a_base + 8192 + ks * K_STEP_A, A_LBO, 1024, desc::Sm90Swizzle::k128B),
+                      db, scale_d);
+        }
+        wgmma_commit();
+        fence_operands(acc0);
+        fence_operands(acc1);
+        wgmma_wait<1>();
+        fence_operands(acc0);
+        fence_operands(acc1);
+        if (prev_stage >= 0 && lane == 0) mbarrier_arrive(&empty[prev_stage]);
+        prev_stage = st.stage;
+        st.advance();
+      }
+      // Every full-barrier wait of this tile is behind us: the other warpgroup may start its tile.
+      __syncwarp();
+      if (lane == 0) mbarrier_arrive(&order[cw ^ 1]);
+      wgmma_wait<0>();
+      fence_operands(acc0);
+      fence_operands(acc1);
+      if (prev_stage >= 0 && lane == 0) mbarrier_arrive(&empty[prev_stage]);
+      const int row0 = tc.m_blk * C::BLOCK_M + 16 * (warp % 4) + lane / 4;
+      const int col0 = tc.n_blk * C::BLOCK_N + 2 * (lane % 4);
+      epilogue_store<C>(acc0, p, tc.batch, row0, col0);
+      epilogue_store<C>(acc1, p, tc.batch, row0 + 64, col0);
+    }
   } else {
-    // ---------------- consumers ----------------
+    // ---------------- consumers, cooperative ----------------
     setmaxnreg_inc<232>();
     const int cw = warpgroup - 1;  // rows [64 * cw, 64 * cw + 64) of the tile
     float acc[C::ACC_REGS];
