@@ -26,15 +26,21 @@ def load() -> tuple[Any, str]:
     except ImportError as e:  # pragma: no cover - exercised only on unbuilt checkouts
         return None, (f"the C++ extension is not built ({e}); install with the README command "
                       "(pip install --no-build-isolation .)")
-    info = _jax_tmem.build_info()
-    built = _version_tuple(info["jaxlib_version"])
-    running = _version_tuple(_running_jaxlib())
-    if built > running:
-        return None, (f"the extension was compiled against jaxlib {info['jaxlib_version']} (XLA FFI API "
-                      f"{info['ffi_api_version'][0]}.{info['ffi_api_version'][1]}) but jaxlib "
-                      f"{_running_jaxlib()} is running; XLA would not find its handlers. Rebuild against "
-                      "the running jaxlib: pip install --no-build-isolation --force-reinstall .")
-    return _jax_tmem, ""
+    why = version_mismatch(_jax_tmem.build_info(), _running_jaxlib())
+    return (None, why) if why else (_jax_tmem, "")
+
+
+def version_mismatch(info: dict, running_jaxlib: str) -> str:
+    """Why handlers built as `info` describes cannot run under `running_jaxlib` ("" if they can).
+
+    XLA runs an FFI handler only if the FFI API version it was compiled against is not newer than the
+    runtime's; a newer one registers without complaint and is then "not found" at run time."""
+    if _version_tuple(info["jaxlib_version"]) > _version_tuple(running_jaxlib):
+        major, minor = info["ffi_api_version"]
+        return (f"the extension was compiled against jaxlib {info['jaxlib_version']} (XLA FFI API {major}.{minor}) "
+                f"but jaxlib {running_jaxlib} is running; XLA would not find its handlers. Rebuild against the "
+                "running jaxlib: pip install --no-build-isolation --force-reinstall .")
+    return ""
 
 
 def _running_jaxlib() -> str:

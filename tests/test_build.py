@@ -102,7 +102,9 @@ def test_sm100_uses_tcgen05(sass, arch):
     if arch not in _ext.build_info()["cuda_archs"]:
         pytest.skip(f"{arch} not built")
     code = _kernels_by_arch(sass)[arch]
-    for op in ("UTCHMMA", "UTCQMMA", "UTCBAR", "UTMALDG", "LDTM"):
+    for op in ("UTCHMMA", "UTCQMMA", "UTCBAR", "UTMALDG", "LDTM",
+               # the CTA-pair kernel: 2-SM MMA, multicast commit, pair TMA
+               "UTCHMMA.2CTA", "UTCQMMA.2CTA", "UTCBAR.2CTA.MULTICAST", "UTMALDG.3D.2CTA"):
         assert op in code, f"{op} missing from the {arch} SASS"
     assert "HGMMA" not in code and "QGMMA" not in code, "wgmma in a Blackwell cubin"
 

@@ -249,7 +249,12 @@ def test_unaligned_pitch_falls_back_with_reason():
         jax.jit(lambda x, y: jax_tmem.matmul(x, y, path="kernel"))(a, b)
 
 
-@pytest.mark.parametrize("config", [0, 1, 2, 3], ids=["128x128", "128x256", "128x64", "128x128_pingpong"])
+SM90_MENU = (0, 1, 2, 3)   # 128x128, 128x256, 128x64, 128x128 ping-pong
+SM100_MENU = (0, 1, 4)     # 128x128, 128x256, 256x256 CTA pair
+
+
+@pytest.mark.parametrize("config", [0, 1, 2, 3, 4],
+                         ids=["128x128", "128x256", "128x64", "128x128_pingpong", "256x256_pair"])
 @pytest.mark.parametrize("dtypes,layout", [((BF16, BF16), ("K", "MN")), ((BF16, BF16), ("MN", "K")),
                                            ((F16, F16), ("MN", "MN")), ((E4M3, E5M2), ("K", "K")),
                                            ((F32, F32), ("K", "K"))], ids=lambda v: str(v))
@@ -257,8 +262,9 @@ def test_every_menu_config(config, dtypes, layout):
     """Each entry of the kernel menu (the heuristic only picks some per shape), forced through `config`,
     on shapes with tails and several tiles per CTA (so the persistent / ping-pong tile walk is exercised)."""
     arch = _require_kernels()
-    if arch != "sm_90a" and config > 1:
-        pytest.skip(f"config {config} is an sm_90a menu entry")
+    menu = SM90_MENU if arch == "sm_90a" else SM100_MENU
+    if config not in menu:
+        pytest.skip(f"config {config} is not in the {arch} menu")
     from jax_tmem import _primitive, ops
     for m, n, k in [(1000, 776, 1008), (264, 136, 48), (2056, 1040, 304)]:
         s = seed_of("cfg", config, dtypes, layout, m, n, k)

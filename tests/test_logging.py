@@ -262,3 +262,13 @@ def test_jit_cache_keeps_the_traced_path(abw):
         out = f(a, b)
     assert [d.path for d in jax_tmem.decisions()] == ["xla"]
     assert_close(out, ref_matmul(a, b), F32, K)
+
+
+def test_handler_jaxlib_mismatch_is_explained():
+    """Handlers compiled against a newer jaxlib than the running one are reported in plain words."""
+    from jax_tmem import _ext
+    info = {"jaxlib_version": "0.11.2", "ffi_api_version": (0, 4)}
+    why = _ext.version_mismatch(info, "0.10.2")
+    assert "compiled against jaxlib 0.11.2" in why and "0.10.2 is running" in why and "--no-build-isolation" in why
+    assert _ext.version_mismatch(info, "0.11.2") == ""
+    assert _ext.version_mismatch({"jaxlib_version": "0.10.2", "ffi_api_version": (0, 3)}, "0.11.2") == ""

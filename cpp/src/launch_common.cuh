@@ -21,12 +21,12 @@ std::string encode_ab_maps(const GemmLaunch& L, CUtensorMap* map_a, CUtensorMap*
   if constexpr (C::kAMN)
     err = tma::encode_operand(map_a, L.a, p.a_type, p.m, p.k, a_batched ? p.batch : 1, p.lda, p.stride_a, kChunk, C::BLOCK_K);
   else
-    err = tma::encode_operand(map_a, L.a, p.a_type, p.k, p.m, a_batched ? p.batch : 1, p.lda, p.stride_a, C::BLOCK_K, C::BLOCK_M);
+    err = tma::encode_operand(map_a, L.a, p.a_type, p.k, p.m, a_batched ? p.batch : 1, p.lda, p.stride_a, C::BLOCK_K, C::BOX_M);
   if (!err.empty()) return "operand a: " + err;
   if constexpr (C::kBMN)
     err = tma::encode_operand(map_b, L.b, p.b_type, p.n, p.k, b_batched ? p.batch : 1, p.ldb, p.stride_b, kChunk, C::BLOCK_K);
   else
-    err = tma::encode_operand(map_b, L.b, p.b_type, p.k, p.n, b_batched ? p.batch : 1, p.ldb, p.stride_b, C::BLOCK_K, C::BLOCK_N);
+    err = tma::encode_operand(map_b, L.b, p.b_type, p.k, p.n, b_batched ? p.batch : 1, p.ldb, p.stride_b, C::BLOCK_K, C::BOX_N);
   if (!err.empty()) return "operand b: " + err;
   return "";
 }
@@ -60,7 +60,8 @@ inline epilogue::KernelParams kernel_params(const GemmLaunch& L) {
   return prm;
 }
 
-// Builds the maps and launches `kernel` on a persistent grid of min(#SMs, #tiles) CTAs.
+// Builds the maps and launches `kernel` on a persistent grid of min(#SMs, #tiles x CTAs per tile) CTAs
+// (CTA-pair kernels: whole pairs; their (2,1,1) cluster shape is compiled into the kernel).
 template <class C, typename Kernel>
 std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
   CUtensorMap map_a, map_b;
@@ -73,7 +74,7 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
   if (attr_err != cudaSuccess) return std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(attr_err);
   const GemmProblem& p = L.p;
   const int64_t tiles = p.batch * ((p.m + C::BLOCK_M - 1) / C::BLOCK_M) * ((p.n + C::BLOCK_N - 1) / C::BLOCK_N);
-  const int grid = static_cast<int>(std::min<int64_t>(tiles, L.num_sms));
+  const int grid = C::CTAS_PER_TILE * static_cast<int>(std::min<int64_t>(tiles, L.num_sms / C::CTAS_PER_TILE));
   kernel<<<grid, C::NUM_THREADS, C::SMEM_BYTES, L.stream>>>(map_a, map_b, kernel_params(L));
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return std::string("kernel launch failed: ") + cudaGetErrorString(e);

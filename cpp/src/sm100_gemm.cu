@@ -6,7 +6,14 @@ namespace jax_tmem {
 namespace sm100 {
 namespace {
 
+// CTA-pair 256x256 tiles when there are enough of them to give every pair of SMs one; else the 1-CTA
+// menu. `config` 4 forces the pair kernel.
 int choose_block_n(const GemmProblem& p, int num_sms) {
+  if (p.config == 4) return kPairTile;
+  if (p.config < 0) {
+    const int64_t pair_tiles = p.batch * ((p.m + 255) / 256) * ((p.n + 255) / 256);
+    if (pair_tiles >= num_sms / 2) return kPairTile;
+  }
   static constexpr int kMenu[] = {256, 128};
   return choose_tile_n(p, num_sms, kMenu, 2);
 }
@@ -17,8 +24,8 @@ int choose_block_n(const GemmProblem& p, int num_sms) {
 std::string sm100_gemm_launch(const GemmLaunch& L) {
   using namespace sm100;
   const GemmProblem& p = L.p;
-  if (p.config < -1 || p.config > 1)
-    return "sm_100a config must be -1 (heuristic), 0 (128x128) or 1 (128x256)";
+  if (p.config < -1 || (p.config > 1 && p.config != 4))
+    return "sm_100a config must be -1 (heuristic), 0 (128x128), 1 (128x256) or 4 (256x256 CTA pair)";
   if (p.m >= (int64_t(1) << 31) || p.n >= (int64_t(1) << 31) || p.k >= (int64_t(1) << 31))
     return "dimensions must be < 2^31";
   const int block_n = choose_block_n(p, L.num_sms);

@@ -4,9 +4,13 @@
 #include <string>
 
 #include "jax_tmem/kernels/sm100_gemm.cuh"
+#include "jax_tmem/kernels/sm100_gemm_2cta.cuh"
 #include "launch_common.cuh"
 
 namespace jax_tmem::sm100 {
+
+// The heuristic's code for the CTA-pair 256 x 256 tile (menu config 4).
+constexpr int kPairTile = -256;
 
 template <class C>
 std::string run(const GemmLaunch& L) {
@@ -15,8 +19,15 @@ std::string run(const GemmLaunch& L) {
 
 // The fixed menu: 128 x 256 tiles (4 stages, 512 TMEM columns = two 256-column accumulators) or
 // 128 x 128 (6 stages, 256 columns).
+// The CTA-pair kernel: 256 x 256 tiles over a (2,1,1) cluster, 6 stages of 32 KB per CTA.
+template <class C>
+std::string run_2cta(const GemmLaunch& L) {
+  return launch_persistent<C>(sm100_gemm_2cta_kernel<C>, L);
+}
+
 template <Kind K, bool AMN, bool BMN>
 std::string run_tile(const GemmLaunch& L, int block_n) {
+  if (block_n == kPairTile) return run_2cta<Config2Cta<K, 256, 6, AMN, BMN>>(L);
   if (block_n == 256) return run<Config<K, 256, 4, AMN, BMN>>(L);
   return run<Config<K, 128, 6, AMN, BMN>>(L);
 }

@@ -75,6 +75,8 @@ struct Config {
   static constexpr Kind kKind = kKind_;
   static constexpr int BLOCK_M = 128;
   static constexpr int BLOCK_N = BLOCK_N_;
+  static constexpr int BOX_M = BLOCK_M, BOX_N = BLOCK_N;  // rows of A / B one CTA loads per tile
+  static constexpr int CTAS_PER_TILE = 1;
   static constexpr int kStages = kStages_;
   static constexpr bool kAMN = kAMN_, kBMN = kBMN_;
   static constexpr int ELEM_BYTES = kind_elem_bytes(kKind);

@@ -1,0 +1,216 @@
+// jax_tmem: the sm_100a / sm_103a CTA-pair GEMM (tcgen05 cta_group::2, "2-SM" UMMA). A (2,1,1) cluster
+// computes 256 x BLOCK_N tiles: CTA rank r of the pair loads rows [128 r, 128 r + 128) of A and columns
+// [BLOCK_N/2 r, BLOCK_N/2 (r + 1)) of B into the same shared-memory offsets; the leader (rank 0) issues
+// one M=256 tcgen05.mma per K step that reads both CTAs' tiles, and each CTA's TMEM receives its own
+// 128 rows x the full BLOCK_N columns (reference §12). Roles per CTA as in the 1-CTA kernel:
+//   warp 0  TMA: both CTAs load their halves with the .cta_group::2 TMA form, whose bytes complete the
+//           LEADER's full barrier (peer bit masked); only the leader's producer arms it (expect_tx of
+//           both halves). Each producer waits its own empty barrier.
+//   warp 1  MMA (leader only): waits the leader's full barrier, issues the MMAs, commits with
+//           .multicast::cluster to both CTAs' empty[s] and, per tile, to both CTAs' tmem_full[a].
+//   warp 2  TMEM: tcgen05.alloc/dealloc .cta_group::2, with a cluster barrier before each (pitfall 3).
+//   warps 4-7 epilogue: its own 128 rows; tmem_empty lives in the leader and counts the 8 epilogue
+//           warps of the pair (remote arrive from the peer).
+// NOTHING IN THIS FILE HAS BEEN EXECUTED ON A BLACKWELL GPU (compiled and SASS-checked only).
+#pragma once
+
+#include "jax_tmem/kernels/sm100_gemm.cuh"
+#include "jax_tmem/ptx/cluster.cuh"
+
+namespace jax_tmem::sm100 {
+
+template <Kind kKind_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_>
+struct Config2Cta {
+  static constexpr Kind kKind = kKind_;
+  static constexpr int BLOCK_M = 256;               // rows per pair tile (128 per CTA)
+  static constexpr int BLOCK_N = BLOCK_N_;          // columns per pair tile = UMMA N
+  static constexpr int kStages = kStages_;
+  static constexpr bool kAMN = kAMN_, kBMN = kBMN_;
+  static constexpr int ELEM_BYTES = kind_elem_bytes(kKind);
+  static constexpr int BLOCK_K = 128 / ELEM_BYTES;
+  static constexpr int UMMA_K = 32 / ELEM_BYTES;
+  static constexpr int MN_CHUNK = 128 / ELEM_BYTES;
+  static constexpr int CTA_M = BLOCK_M / 2, CTA_N = BLOCK_N / 2;  // this CTA's share of A rows / B columns
+  static constexpr int BOX_M = CTA_M, BOX_N = CTA_N;
+  static constexpr int CTAS_PER_TILE = 2;
+  static constexpr int A_BYTES = CTA_M * 128;
+  static constexpr int B_BYTES = CTA_N * 128;
+  static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
+  static constexpr int kAccStages = 2;
+  static constexpr TmemPlan kTmem = make_tmem_plan(BLOCK_N, kAccStages);  // per CTA: 128 lanes x N
+  static constexpr uint32_t TMEM_COLS = kTmem.alloc_cols();
+  static constexpr uint32_t ACC_STRIDE = kTmem.acc_offset(1);
+  static constexpr int NUM_THREADS = 256;
+  static constexpr int kGroupM = 4;
+  static constexpr int SMEM_BYTES = kStages * STAGE_BYTES + 1024 + (2 * kStages + 2 * kAccStages) * 8 + 16;
+  static constexpr uint32_t IDESC =
+      desc::sm100_instr_desc(static_cast<uint32_t>(desc::format_code(mma_kind(kKind), elem_a(kKind))),
+                             static_cast<uint32_t>(desc::format_code(mma_kind(kKind), elem_b(kKind))),
+                             desc::DFormat::kF32, BLOCK_M, BLOCK_N, kAMN, kBMN);
+
+  static_assert(desc::mma_shape_error(mma_kind(kKind), BLOCK_M, BLOCK_N, kAMN, kBMN, 8 * ELEM_BYTES) == nullptr,
+                "illegal CTA-pair tcgen05.mma shape/majorness");
+  static_assert(kTmem.valid(), "TMEM plan invalid");
+  static_assert(!kBMN || CTA_N % MN_CHUNK == 0, "an MN-major B half must be whole 128-byte atoms");
+  static_assert(!(kKind == Kind::kTF32 && (kAMN || kBMN)), "tf32 MN-major needs the 128B/32B-atom layout");
+  static_assert(SMEM_BYTES <= 232448, "shared memory per CTA exceeds 227 KB");
+  static_assert(STAGE_BYTES % 1024 == 0, "128B-swizzle tiles must stay 1024-byte aligned");
+};
+
+template <class C>
+__device__ __forceinline__ void issue_mma_2cta(uint32_t d_tmem, uint64_t da, uint64_t db, uint32_t accumulate) {
+  using namespace jax_tmem::ptx;
+  if constexpr (C::kKind == Kind::kBF16 || C::kKind == Kind::kF16) tcgen05_mma_f16_cg2(d_tmem, da, db, C::IDESC, accumulate);
+  else if constexpr (C::kKind == Kind::kTF32) tcgen05_mma_tf32_cg2(d_tmem, da, db, C::IDESC, accumulate);
+  else tcgen05_mma_f8f6f4_cg2(d_tmem, da, db, C::IDESC, accumulate);
+}
+
+template <class C>
+__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(C::NUM_THREADS, 1)
+    sm100_gemm_2cta_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b,
+                           const Params p) {
+#if defined(__CUDA_ARCH__) && (defined(__CUDA_ARCH_FEAT_SM100_ALL) || defined(__CUDA_ARCH_FEAT_SM103_ALL))
+  using namespace jax_tmem::ptx;
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  // NOTE: both CTAs must use identical shared-memory offsets: the leader's descriptors address the
+  // peer's tiles, and the commit multicast / peer-masked TMA barrier address are offsets too.
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + C::kStages * C::STAGE_BYTES);
+  uint64_t* empty = full + C::kStages;
+  uint64_t* tmem_full = empty + C::kStages;
+  uint64_t* tmem_empty = tmem_full + C::kAccStages;
+  uint32_t* tmem_slot = reinterpret_cast<uint32_t*>(tmem_empty + C::kAccStages);
+
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const uint32_t rank = cluster_ctarank();  // 0 = leader
+  const bool leader = rank == 0;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < C::kStages; ++s) {
+      mbarrier_init(&full[s], 1);   // leader: its producer's expect_tx (both halves' bytes land here)
+      mbarrier_init(&empty[s], 1);  // the leader's multicast commit
+    }
+    for (int s = 0; s < C::kAccStages; ++s) {
+      mbarrier_init(&tmem_full[s], 1);   // the leader's multicast commit
+      mbarrier_init(&tmem_empty[s], 8);  // leader: 4 epilogue warps of each CTA
+    }
+    fence_barrier_init();
+  }
+  // NOTE: the peer must have launched and initialised its barriers before anyone allocates TMEM as a
+  // pair, sends it TMA bytes or commits to it (reference §13.3).
+  cluster_sync();
+  if (warp == kTmemWarp) {
+    tmem_alloc<2>(tmem_slot, C::TMEM_COLS);
+    tmem_relinquish_alloc_permit<2>();
+    tcgen05_fence_before_thread_sync();
+  }
+  __syncthreads();
+  tcgen05_fence_after_thread_sync();
+  const uint32_t tmem_base = *tmem_slot;
+
+  const sched::PersistentScheduler<C::kGroupM> scheduler{(p.m + C::BLOCK_M - 1) / C::BLOCK_M,
+                                                         (p.n + C::BLOCK_N - 1) / C::BLOCK_N, p.batch};
+  const int num_tiles = scheduler.num_tiles();
+  const int k_blocks = (p.k + C::BLOCK_K - 1) / C::BLOCK_K;
+  const int pair = blockIdx.x / 2, num_pairs = gridDim.x / 2;
+
+  if (warp == kTmaWarp) {
+    if (elect_one()) {
+      prefetch_tensormap(&tma_a);
+      prefetch_tensormap(&tma_b);
+      PipelineState<C::kStages> st;
+      for (int t = pair; t < num_tiles; t += num_pairs) {
+        const sched::TileCoord tc = scheduler.coord(t);
+        const int m0 = tc.m_blk * C::BLOCK_M + rank * C::CTA_M, n0 = tc.n_blk * C::BLOCK_N + rank * C::CTA_N;
+        const int ab = p.a_batched ? tc.batch : 0, bb = p.b_batched ? tc.batch : 0;
+        for (int kb = 0; kb < k_blocks; ++kb) {
+          mbarrier_wait(&empty[st.stage], st.phase ^ 1u);
+          uint8_t* sa = smem + st.stage * C::STAGE_BYTES;
+          uint8_t* sb = sa + C::A_BYTES;
+          if (leader) mbarrier_arrive_expect_tx(&full[st.stage], 2 * C::STAGE_BYTES);
+          const int k0 = kb * C::BLOCK_K;
+          if constexpr (C::kAMN) {
+#pragma unroll
+            for (int j = 0; j < C::CTA_M / C::MN_CHUNK; ++j)
+              tma_load_3d_cg2(sa + j * C::BLOCK_K * 128, &tma_a, &full[st.stage], m0 + C::MN_CHUNK * j, k0, ab);
+          } else {
+            tma_load_3d_cg2(sa, &tma_a, &full[st.stage], k0, m0, ab);
+          }
+          if constexpr (C::kBMN) {
+#pragma unroll
+            for (int j = 0; j < C::CTA_N / C::MN_CHUNK; ++j)
+              tma_load_3d_cg2(sb + j * C::BLOCK_K * 128, &tma_b, &full[st.stage], n0 + C::MN_CHUNK * j, k0, bb);
+          } else {
+            tma_load_3d_cg2(sb, &tma_b, &full[st.stage], k0, n0, bb);
+          }
+          st.advance();
+        }
+      }
+    }
+    __syncwarp();
+  } else if (warp == kMmaWarp) {
+    if (leader && elect_one()) {
+      PipelineState<C::kStages> st;
+      PipelineState<C::kAccStages> acc;
+      for (int t = pair; t < num_tiles; t += num_pairs) {
+        mbarrier_wait(&tmem_empty[acc.stage], acc.phase ^ 1u);
+        tcgen05_fence_after_thread_sync();
+        const uint32_t d_tmem = tmem_base + acc.stage * C::ACC_STRIDE;
+        for (int kb = 0; kb < k_blocks; ++kb) {
+          mbarrier_wait(&full[st.stage], st.phase);
+          tcgen05_fence_after_thread_sync();
+          const uint32_t a_base = smem_addr(smem + st.stage * C::STAGE_BYTES);
+          const uint32_t b_base = a_base + C::A_BYTES;
+#pragma unroll
+          for (int ks = 0; ks < C::BLOCK_K / C::UMMA_K; ++ks)
+            issue_mma_2cta<C>(d_tmem, operand_desc<C, C::kAMN>(a_base, ks), operand_desc<C, C::kBMN>(b_base, ks),
+                              (kb > 0 || ks > 0) ? 1u : 0u);
+          tcgen05_commit_cg2_multicast(&empty[st.stage], 0x3);
+          st.advance();
+        }
+        tcgen05_commit_cg2_multicast(&tmem_full[acc.stage], 0x3);
+        acc.advance();
+      }
+    }
+    __syncwarp();
+  } else if (warp >= kFirstEpilogueWarp) {
+    const int quadrant = warp % 4;
+    const uint32_t leader_tmem_empty = mapa_shared(smem_addr(tmem_empty), 0);
+    PipelineState<C::kAccStages> acc;
+    for (int t = pair; t < num_tiles; t += num_pairs) {
+      const sched::TileCoord tc = scheduler.coord(t);
+      mbarrier_wait(&tmem_full[acc.stage], acc.phase);
+      tcgen05_fence_after_thread_sync();
+      const int row = tc.m_blk * C::BLOCK_M + rank * C::CTA_M + quadrant * 32 + lane;
+      const int64_t row_index = static_cast<int64_t>(tc.batch) * p.m + row;
+      const uint32_t taddr = tmem_base + acc.stage * C::ACC_STRIDE + (static_cast<uint32_t>(quadrant * 32) << 16);
+#pragma unroll 1
+      for (int c = 0; c < C::BLOCK_N / 32; ++c) {
+        uint32_t r[32];
+        tmem_ld_32x32b_x32(taddr + c * 32, r);
+        tcgen05_wait_ld();
+        float v[32];
+#pragma unroll
+        for (int j = 0; j < 32; ++j) v[j] = __uint_as_float(r[j]);
+        const int col0 = tc.n_blk * C::BLOCK_N + c * 32;
+        if (row < p.m && col0 < p.n) epilogue::finish_row_segment<32>(v, p.epi, row_index, col0, p.n);
+      }
+      tcgen05_fence_before_thread_sync();
+      __syncwarp();
+      if (lane == 0) mbarrier_arrive_cluster(leader_tmem_empty + acc.stage * 8);
+      acc.advance();
+    }
+  }
+
+  __syncthreads();
+  // NOTE: neither CTA may free the pair's TMEM while the other may still use it (reference §13.3).
+  cluster_sync();
+  if (warp == kTmemWarp) {
+    tcgen05_fence_after_thread_sync();
+    tmem_dealloc<2>(tmem_base, C::TMEM_COLS);
+  }
+#endif
+}
+
+}  // namespace jax_tmem::sm100
