@@ -128,6 +128,45 @@ __device__ __forceinline__ void issue_mma(uint32_t d_tmem, uint64_t da, uint64_t
 
 enum WarpRole : int { kTmaWarp = 0, kMmaWarp = 1, kTmemWarp = 2, kFirstEpilogueWarp = 4 };
 
+// Loads this CTA's A (BOX_M rows) and B (BOX_N rows) boxes of one k-block into a stage, with `load`
+// = ptx::tma_load_3d (1-CTA) or ptx::tma_load_3d_cg2 (CTA pair). K-major: one BLOCK_K x rows box.
+// MN-major: MN_CHUNK x BLOCK_K boxes of BLOCK_K * 128 bytes stacked along M/N.
+template <class C, typename Load>
+__device__ __forceinline__ void load_stage(Load load, uint8_t* sa, uint8_t* sb, const CUtensorMap* tma_a,
+                                           const CUtensorMap* tma_b, uint64_t* bar, int m0, int n0, int k0, int ab,
+                                           int bb) {
+  if constexpr (C::kAMN) {
+#pragma unroll
+    for (int j = 0; j < C::BOX_M / C::MN_CHUNK; ++j) load(sa + j * C::BLOCK_K * 128, tma_a, bar, m0 + C::MN_CHUNK * j, k0, ab);
+  } else {
+    load(sa, tma_a, bar, k0, m0, ab);
+  }
+  if constexpr (C::kBMN) {
+#pragma unroll
+    for (int j = 0; j < C::BOX_N / C::MN_CHUNK; ++j) load(sb + j * C::BLOCK_K * 128, tma_b, bar, n0 + C::MN_CHUNK * j, k0, bb);
+  } else {
+    load(sb, tma_b, bar, k0, n0, bb);
+  }
+}
+
+// The epilogue of one tile for one warp: TMEM lanes of the warp's quadrant (one thread = one row) ->
+// registers (tcgen05.ld 32x32b.x32, 32 columns at a time) -> fused epilogue -> global.
+template <class C>
+__device__ __forceinline__ void epilogue_tile(uint32_t taddr, int row, int64_t row_index, int n_blk, const Params& p) {
+  using namespace jax_tmem::ptx;
+#pragma unroll 1
+  for (int c = 0; c < C::BLOCK_N / 32; ++c) {
+    uint32_t r[32];
+    tmem_ld_32x32b_x32(taddr + c * 32, r);
+    tcgen05_wait_ld();
+    float v[32];
+#pragma unroll
+    for (int j = 0; j < 32; ++j) v[j] = __uint_as_float(r[j]);
+    const int col0 = n_blk * C::BLOCK_N + c * 32;
+    if (row < p.m && col0 < p.n) epilogue::finish_row_segment<32>(v, p.epi, row_index, col0, p.n);
+  }
+}
+
 template <class C>
 __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     sm100_gemm_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b,
@@ -188,21 +227,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
           uint8_t* sa = smem + st.stage * C::STAGE_BYTES;
           uint8_t* sb = sa + C::A_BYTES;
           mbarrier_arrive_expect_tx(&full[st.stage], C::STAGE_BYTES);
-          const int k0 = kb * C::BLOCK_K;
-          if constexpr (C::kAMN) {
-#pragma unroll
-            for (int j = 0; j < C::BLOCK_M / C::MN_CHUNK; ++j)
-              tma_load_3d(sa + j * C::BLOCK_K * 128, &tma_a, &full[st.stage], m0 + C::MN_CHUNK * j, k0, ab);
-          } else {
-            tma_load_3d(sa, &tma_a, &full[st.stage], k0, m0, ab);
-          }
-          if constexpr (C::kBMN) {
-#pragma unroll
-            for (int j = 0; j < C::BLOCK_N / C::MN_CHUNK; ++j)
-              tma_load_3d(sb + j * C::BLOCK_K * 128, &tma_b, &full[st.stage], n0 + C::MN_CHUNK * j, k0, bb);
-          } else {
-            tma_load_3d(sb, &tma_b, &full[st.stage], k0, n0, bb);
-          }
+          load_stage<C>(tma_load_3d, sa, sb, &tma_a, &tma_b, &full[st.stage], m0, n0, kb * C::BLOCK_K, ab, bb);
           st.advance();
         }
       }
@@ -247,17 +272,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
       const int row = tc.m_blk * C::BLOCK_M + quadrant * 32 + lane;
       const int64_t row_index = static_cast<int64_t>(tc.batch) * p.m + row;
       const uint32_t taddr = tmem_base + acc.stage * C::ACC_STRIDE + (static_cast<uint32_t>(quadrant * 32) << 16);
-#pragma unroll 1
-      for (int c = 0; c < C::BLOCK_N / 32; ++c) {
-        uint32_t r[32];
-        tmem_ld_32x32b_x32(taddr + c * 32, r);
-        tcgen05_wait_ld();
-        float v[32];
-#pragma unroll
-        for (int j = 0; j < 32; ++j) v[j] = __uint_as_float(r[j]);
-        const int col0 = tc.n_blk * C::BLOCK_N + c * 32;
-        if (row < p.m && col0 < p.n) epilogue::finish_row_segment<32>(v, p.epi, row_index, col0, p.n);
-      }
+      epilogue_tile<C>(taddr, row, row_index, tc.n_blk, p);
       // All TMEM reads of this buffer are complete (wait::ld): hand it back to the MMA warp.
       tcgen05_fence_before_thread_sync();
       __syncwarp();

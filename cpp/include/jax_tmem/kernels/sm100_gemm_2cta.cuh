@@ -129,21 +129,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(C::NUM_THREADS, 1)
           uint8_t* sa = smem + st.stage * C::STAGE_BYTES;
           uint8_t* sb = sa + C::A_BYTES;
           if (leader) mbarrier_arrive_expect_tx(&full[st.stage], 2 * C::STAGE_BYTES);
-          const int k0 = kb * C::BLOCK_K;
-          if constexpr (C::kAMN) {
-#pragma unroll
-            for (int j = 0; j < C::CTA_M / C::MN_CHUNK; ++j)
-              tma_load_3d_cg2(sa + j * C::BLOCK_K * 128, &tma_a, &full[st.stage], m0 + C::MN_CHUNK * j, k0, ab);
-          } else {
-            tma_load_3d_cg2(sa, &tma_a, &full[st.stage], k0, m0, ab);
-          }
-          if constexpr (C::kBMN) {
-#pragma unroll
-            for (int j = 0; j < C::CTA_N / C::MN_CHUNK; ++j)
-              tma_load_3d_cg2(sb + j * C::BLOCK_K * 128, &tma_b, &full[st.stage], n0 + C::MN_CHUNK * j, k0, bb);
-          } else {
-            tma_load_3d_cg2(sb, &tma_b, &full[st.stage], k0, n0, bb);
-          }
+          load_stage<C>(tma_load_3d_cg2, sa, sb, &tma_a, &tma_b, &full[st.stage], m0, n0, kb * C::BLOCK_K, ab, bb);
           st.advance();
         }
       }
@@ -185,17 +171,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(C::NUM_THREADS, 1)
       const int row = tc.m_blk * C::BLOCK_M + rank * C::CTA_M + quadrant * 32 + lane;
       const int64_t row_index = static_cast<int64_t>(tc.batch) * p.m + row;
       const uint32_t taddr = tmem_base + acc.stage * C::ACC_STRIDE + (static_cast<uint32_t>(quadrant * 32) << 16);
-#pragma unroll 1
-      for (int c = 0; c < C::BLOCK_N / 32; ++c) {
-        uint32_t r[32];
-        tmem_ld_32x32b_x32(taddr + c * 32, r);
-        tcgen05_wait_ld();
-        float v[32];
-#pragma unroll
-        for (int j = 0; j < 32; ++j) v[j] = __uint_as_float(r[j]);
-        const int col0 = tc.n_blk * C::BLOCK_N + c * 32;
-        if (row < p.m && col0 < p.n) epilogue::finish_row_segment<32>(v, p.epi, row_index, col0, p.n);
-      }
+      epilogue_tile<C>(taddr, row, row_index, tc.n_blk, p);
       tcgen05_fence_before_thread_sync();
       __syncwarp();
       if (lane == 0) mbarrier_arrive_cluster(leader_tmem_empty + acc.stage * 8);
