@@ -20,6 +20,7 @@ std::string run(const GemmLaunch& L) {
 template <Kind K, bool AMN, bool BMN>
 std::string run_tile(const GemmLaunch& L, int block_n) {
   if (block_n == -128) return run<Config<K, 128, 6, AMN, BMN, /*kPingPong=*/true>>(L);  // config 3
+  if (block_n == -256) return run<Config<K, 256, 4, AMN, BMN, false, /*kSmemEpilogue=*/true>>(L);  // config 5
   if (block_n == 256) return run<Config<K, 256, 4, AMN, BMN>>(L);
   if (block_n == 64) return run<Config<K, 64, 8, AMN, BMN>>(L);
   return run<Config<K, 128, 6, AMN, BMN>>(L);

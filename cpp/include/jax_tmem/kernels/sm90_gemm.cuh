@@ -35,10 +35,17 @@ constexpr int kind_elem_bytes(Kind k) {
 // kPingPong = true: each consumer warpgroup owns whole 128-row tiles (two m64 wgmmas per K step) and
 //   the two alternate over the CTA's tiles: the ring delivers tile j+1's data as tile j's is consumed,
 //   so one warpgroup's epilogue overlaps the other's MMAs.
-template <Kind kKind_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_, bool kPingPong_ = false>
+// kSmemEpilogue: the cooperative epilogue goes registers -> shared memory (32-column chunks) -> one
+//   thread per half row -> epilogue::finish_row_segment, the same row-segment epilogue and 16-byte
+//   stores as the sm_100a kernels (which read TMEM one row per thread). Menu config 5.
+template <Kind kKind_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_, bool kPingPong_ = false,
+          bool kSmemEpilogue_ = false>
 struct Config {
   static constexpr Kind kKind = kKind_;
   static constexpr bool kPingPong = kPingPong_;
+  static constexpr bool kSmemEpilogue = kSmemEpilogue_;
+  static constexpr int EPI_COLS = 32, EPI_STRIDE = 40;  // staged chunk: 64 rows x 32 f32, row pitch 160 B
+  static constexpr int EPI_BYTES = kSmemEpilogue ? 2 * 64 * EPI_STRIDE * 4 : 0;  // one buffer per warpgroup
   static constexpr int BLOCK_M = 128;
   static constexpr int BLOCK_N = BLOCK_N_;
   static constexpr int BOX_M = BLOCK_M, BOX_N = BLOCK_N;  // rows of A / B one CTA loads per tile
@@ -51,13 +58,14 @@ struct Config {
   static constexpr int A_BYTES = BLOCK_M * 128;
   static constexpr int B_BYTES = BLOCK_N * 128;
   static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
-  static constexpr int SMEM_BYTES = kStages * STAGE_BYTES + 1024 + (2 * kStages + 2) * 8;
+  static constexpr int SMEM_BYTES = kStages * STAGE_BYTES + EPI_BYTES + 1024 + (2 * kStages + 2) * 8;
   static constexpr int NUM_THREADS = 384;
   static constexpr int kGroupM = 8;
   static constexpr int ACC_REGS = BLOCK_N / 2;         // f32 accumulators per consumer thread
 
   static_assert(BLOCK_N == 64 || BLOCK_N == 128 || BLOCK_N == 256, "wgmma N must be 64, 128 or 256 here");
   static_assert(!kPingPong || BLOCK_N <= 128, "ping-pong keeps 2 x BLOCK_N / 2 accumulators per thread: N <= 128");
+  static_assert(!(kPingPong && kSmemEpilogue), "the staged epilogue is built for the cooperative schedule");
   static_assert(!(kAMN || kBMN) || ELEM_BYTES == 2, "wgmma reads MN-major operands for 16-bit types only");
   static_assert(SMEM_BYTES <= 232448, "shared memory per CTA exceeds 227 KB");
   static_assert(STAGE_BYTES % 1024 == 0, "128B-swizzle tiles must stay 1024-byte aligned");
@@ -167,6 +175,42 @@ __device__ __forceinline__ void epilogue_store(float (&acc)[C::ACC_REGS], const 
   else store_all(__half{});
 }
 
+// The staged epilogue of one consumer warpgroup (64 rows of the tile): per 32-column chunk, every
+// thread writes its wgmma fragment to shared memory, the warpgroup syncs on its named barrier, then
+// thread t finishes columns [16 (t % 2), 16 (t % 2) + 16) of row t / 2 with the row-segment epilogue
+// shared with sm_100a, and the warpgroup syncs again before the buffer is reused.
+template <class C>
+__device__ __forceinline__ void epilogue_store_staged(float (&acc)[C::ACC_REGS], const Params& p,
+                                                      const sched::TileCoord& tc, int cw, float* buf) {
+  const int t = threadIdx.x % 128, warp_q = t / 32, lane = t % 32;
+  const int frag_row = 16 * warp_q + lane / 4, frag_col = 2 * (lane % 4);
+  const int my_row = t / 2, my_half = t % 2;
+  const int row = tc.m_blk * C::BLOCK_M + cw * 64 + my_row;
+  const int64_t row_index = static_cast<int64_t>(tc.batch) * p.m + row;
+  const uint32_t barrier_id = 1 + cw;  // 0 is __syncthreads
+#pragma unroll
+  for (int c = 0; c < C::BLOCK_N / C::EPI_COLS; ++c) {
+#pragma unroll
+    for (int jj = 0; jj < C::EPI_COLS / 8; ++jj) {
+      const int j = c * (C::EPI_COLS / 8) + jj;  // 8-column group of the fragment
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        *reinterpret_cast<float2*>(&buf[(frag_row + 8 * h) * C::EPI_STRIDE + 8 * jj + frag_col]) =
+            make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+    }
+    ptx::named_barrier_sync(barrier_id, 128);
+    float v[16];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const float4 f = *reinterpret_cast<const float4*>(&buf[my_row * C::EPI_STRIDE + 16 * my_half + 4 * q]);
+      v[4 * q] = f.x; v[4 * q + 1] = f.y; v[4 * q + 2] = f.z; v[4 * q + 3] = f.w;
+    }
+    ptx::named_barrier_sync(barrier_id, 128);
+    const int col0 = tc.n_blk * C::BLOCK_N + c * C::EPI_COLS + 16 * my_half;
+    if (row < p.m && col0 < p.n) epilogue::finish_row_segment<16>(v, p.epi, row_index, col0, p.n);
+  }
+}
+
 template <class C>
 __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     sm90_gemm_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b,
@@ -179,6 +223,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + C::kStages * C::STAGE_BYTES);
   uint64_t* empty = full + C::kStages;
   uint64_t* order = empty + C::kStages;  // ping-pong only: order[w] = "warpgroup w may run its mainloop"
+  float* epi_stage = reinterpret_cast<float*>(order + 2);  // kSmemEpilogue only (EPI_BYTES)
 
   const int warpgroup = threadIdx.x / 128;
   const int warp = threadIdx.x / 32;
@@ -345,6 +390,10 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
 
       // ---------------- epilogue: registers -> global ----------------
       // wgmma D fragment: acc[i] holds row 16*w + lane/4 + 8*((i/2)%2), col 8*(i/4) + 2*(lane%4) + i%2.
+      if constexpr (C::kSmemEpilogue) {
+        epilogue_store_staged<C>(acc, p, tc, cw, epi_stage + cw * 64 * C::EPI_STRIDE);
+        continue;
+      }
       const int row0 = tc.m_blk * C::BLOCK_M + cw * 64 + 16 * (warp % 4) + lane / 4;
       const int col0 = tc.n_blk * C::BLOCK_N + 2 * (lane % 4);
       epilogue_store<C>(acc, p, tc.batch, row0, col0);
