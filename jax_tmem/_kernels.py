@@ -16,6 +16,7 @@ from jax_tmem import _canon, _ext
 
 BF16, F16, F32 = np.dtype("bfloat16"), np.dtype("float16"), np.dtype("float32")
 E4M3, E5M2 = np.dtype("float8_e4m3fn"), np.dtype("float8_e5m2")
+I8 = np.dtype("int8")
 FP8 = (E4M3, E5M2)
 OUT_TYPES = (F32, BF16, F16)
 
@@ -63,24 +64,36 @@ def k_major_dtypes(cc: int) -> tuple:
     return ()
 
 
-def check_sm100(canon: _canon.Canon, a_dtype, b_dtype, out_dtype, allow_tf32: bool) -> str:
+def check_sm100(canon: _canon.Canon, a_dtype, b_dtype, out_dtype, allow_tf32: bool, cc: int = 100) -> str:
     """Empty string if the sm_100a/sm_103a kernels take the problem, else why not."""
     a_dtype, b_dtype = np.dtype(a_dtype), np.dtype(b_dtype)
+    if a_dtype == I8 and b_dtype == I8:
+        if cc != 100:
+            return "int8 x int8: tcgen05 kind::i8 exists on sm_100a only (not sm_103a)"
+        return _check_common(canon, I8, I8, out_dtype, allow_tf32)
+    if a_dtype == I8 or b_dtype == I8:
+        return f"operand dtypes {a_dtype} x {b_dtype} (int8 multiplies int8 only)"
     if a_dtype in FP8 and b_dtype in FP8 and (canon.a_mn_major or canon.b_mn_major):
         # kind::f8f6f4 reads MN-major 8-bit operands; the sm_90 restriction does not apply.
         canon = _canon.Canon(**{**canon.__dict__, "a_mn_major": False, "b_mn_major": False})
-    return check_sm90(canon, a_dtype, b_dtype, out_dtype, allow_tf32)
+    return _check_common(canon, a_dtype, b_dtype, out_dtype, allow_tf32)
 
 
 def check_sm90(canon: _canon.Canon, a_dtype, b_dtype, out_dtype, allow_tf32: bool) -> str:
     """Empty string if the sm_90a kernels take the problem, else why not."""
+    if np.dtype(a_dtype) == I8 or np.dtype(b_dtype) == I8:
+        return "int8: no sm_90a integer (IGMMA) kernel yet"
+    return _check_common(canon, a_dtype, b_dtype, out_dtype, allow_tf32)
+
+
+def _check_common(canon: _canon.Canon, a_dtype, b_dtype, out_dtype, allow_tf32: bool) -> str:
     a_dtype, b_dtype, out_dtype = np.dtype(a_dtype), np.dtype(b_dtype), np.dtype(out_dtype)
     if out_dtype not in OUT_TYPES:
         return f"output dtype {out_dtype} (kernels write float32/bfloat16/float16)"
     if a_dtype in FP8 and b_dtype in FP8:
         if canon.a_mn_major or canon.b_mn_major:
             return "an FP8 operand is MN-major (wgmma reads 8-bit operands K-major only)"
-    elif a_dtype != b_dtype or a_dtype not in (BF16, F16, F32):
+    elif a_dtype != b_dtype or a_dtype not in (BF16, F16, F32, I8):
         return f"operand dtypes {a_dtype} x {b_dtype} (kernels: bf16 x bf16, f16 x f16, f32 x f32 as tf32, fp8 x fp8)"
     if a_dtype == F32:
         if not allow_tf32:

@@ -19,7 +19,8 @@ from jax import lax
 from jax_tmem import _canon, _config, _ext, _kernels
 from jax_tmem._primitive import ACTIVATIONS, Epilogue, apply_activation, gemm_p
 
-SUPPORTED_DTYPES = tuple(np.dtype(d) for d in ("bfloat16", "float16", "float32", "float8_e4m3fn", "float8_e5m2"))
+SUPPORTED_DTYPES = tuple(np.dtype(d) for d in ("bfloat16", "float16", "float32", "float8_e4m3fn", "float8_e5m2",
+                                                "int8"))
 _SUPPORTED_NAMES = ", ".join(d.name for d in SUPPORTED_DTYPES)
 _OUT_NAMES = "float32, bfloat16, float16"
 
@@ -108,7 +109,7 @@ def _decide(lhs_shape, rhs_shape, a_dtype, b_dtype, dn, out_dtype, requested: st
             if arch == "sm_90a":
                 reason = _kernels.check_sm90(canon, a_dtype, b_dtype, out_dtype, allow_tf32)
             elif arch in ("sm_100a", "sm_103a"):
-                reason = _kernels.check_sm100(canon, a_dtype, b_dtype, out_dtype, allow_tf32)
+                reason = _kernels.check_sm100(canon, a_dtype, b_dtype, out_dtype, allow_tf32, cc)
                 if not reason and requested == "auto" and not _kernels.sm100_trusted():
                     reason = (f"the {arch} tcgen05 kernels are compiled but have never been executed on Blackwell "
                               "hardware, so auto uses XLA; path='kernel' or JAX_TMEM_ENABLE_SM100=1 runs them")
@@ -261,8 +262,13 @@ def _gemm_bwd(dn, out_dtype, epilogue, requested, allow_tf32, config, res, g):
             x, y = x.astype(common), y.astype(common)
         return _gemm(x, y, None, None, dims, _grad_out_dtype(out_dt), grad_epi, requested, allow_tf32, config)
 
-    dlhs = jnp.transpose(grad_gemm(gz, rhs, dn_l, lhs.dtype), perm_l).astype(lhs.dtype)
-    drhs = jnp.transpose(grad_gemm(lhs, gz, dn_r, rhs.dtype), perm_r).astype(rhs.dtype)
+    def cotangent(x, compute):  # integer operands have no gradient (float0 cotangents)
+        if jnp.issubdtype(x.dtype, jnp.integer):
+            return np.zeros(x.shape, dtype=jax.dtypes.float0)
+        return compute().astype(x.dtype)
+
+    dlhs = cotangent(lhs, lambda: jnp.transpose(grad_gemm(gz, rhs, dn_l, lhs.dtype), perm_l))
+    drhs = cotangent(rhs, lambda: jnp.transpose(grad_gemm(lhs, gz, dn_r, rhs.dtype), perm_r))
     return dlhs, drhs, dbias, dc
 
 
@@ -307,6 +313,13 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
             _config.record(_config.Decision("dot_general", f"{lhs.dtype} x {rhs.dtype}", "xla",
                                             "lax.dot_general", f"{out_dtype} output (kernels write {_OUT_NAMES})"))
             return lax.dot_general(lhs, rhs, dimension_numbers, precision=precision)
+    elif (jnp.issubdtype(lhs.dtype, jnp.integer) and jnp.issubdtype(rhs.dtype, jnp.integer)
+          and jnp.issubdtype(preferred_element_type, jnp.integer)):
+        # e.g. int8 x int8 -> int32: the kernels write float outputs only.
+        _config.record(_config.Decision("dot_general", f"{lhs.dtype} x {rhs.dtype}", "xla", "lax.dot_general",
+                                        f"{np.dtype(preferred_element_type).name} output (kernels write {_OUT_NAMES})"))
+        return lax.dot_general(lhs, rhs, dimension_numbers, precision=precision,
+                               preferred_element_type=preferred_element_type)
     else:
         out_dtype = _check_out_dtype(preferred_element_type, "preferred_element_type")
     lhs, rhs = _promote_pair(lhs, rhs)
@@ -347,8 +360,10 @@ def _common_dtype(a, b) -> np.dtype:
     """jnp promotion, except that fp8 (which JAX refuses to promote implicitly) joins the wider type,
     and an fp8 x fp8 mix computes in bfloat16 (exact for the products)."""
     a, b = np.dtype(a), np.dtype(b)
+    if a == b:
+        return a
     if a in _kernels.FP8 and b in _kernels.FP8:
-        return np.dtype("bfloat16") if a != b else a
+        return np.dtype("bfloat16")
     if a in _kernels.FP8:
         return b
     if b in _kernels.FP8:
@@ -365,10 +380,12 @@ def matmul(a, b, *, bias=None, activation: Optional[str] = None, out_dtype=None,
 
     Args:
       a, b: arrays of bfloat16, float16, float32 (tf32 tensor cores where ``precision`` allows),
-        float8_e4m3fn or float8_e5m2 (any fp8 mix).
+        float8_e4m3fn or float8_e5m2 (any fp8 mix), or int8 x int8 (exact int32 accumulation; the
+        epilogue converts it to float).
       bias: optional ``(N,)`` array, added before the activation.
       activation: None, "relu", "gelu", "gelu_tanh" or "silu".
-      out_dtype: float32, bfloat16 or float16. Default: the input dtype (bfloat16 for fp8 inputs).
+      out_dtype: float32, bfloat16 or float16. Default: the input dtype (bfloat16 for fp8 inputs,
+        float32 for int8).
       alpha: a Python float scaling the product (e.g. the product of per-tensor fp8 scales).
       c: optional array of the output's shape and dtype, added last (accumulate into an existing output).
       precision: as in ``jnp.matmul``; float32 runs as tf32 only for DEFAULT precision.
@@ -406,7 +423,8 @@ def matmul(a, b, *, bias=None, activation: Optional[str] = None, out_dtype=None,
     n = b.shape[-1]
     if out_dtype is None:
         dt = _common_dtype(a.dtype, b.dtype)
-        out_dtype = dt if dt in _kernels.OUT_TYPES else np.dtype("bfloat16")
+        # fp8 -> bfloat16 and int8 (int32 accumulation) -> float32: the kernels do not write 8-bit outputs.
+        out_dtype = dt if dt in _kernels.OUT_TYPES else np.dtype("float32" if dt == _kernels.I8 else "bfloat16")
     out_dtype = _check_out_dtype(out_dtype, "out_dtype")
     if bias is not None:
         bias = _check_array(bias, "bias")

@@ -16,7 +16,7 @@ import jax_tmem
 from jax_tmem import _config, _ext, _kernels
 
 DTYPES = [("bfloat16", "bfloat16"), ("float16", "float16"), ("float32", "float32"),
-          ("float8_e4m3fn", "float8_e4m3fn"), ("float8_e5m2", "float8_e4m3fn")]
+          ("float8_e4m3fn", "float8_e4m3fn"), ("float8_e5m2", "float8_e4m3fn"), ("int8", "int8")]
 TOL = {"bfloat16": 1e-2, "float16": 2e-3, "float32": 5e-3}
 
 
@@ -28,12 +28,17 @@ def _paths_to_check():
     return ["kernel", "xla"] if jax.default_backend() in ("cpu", "gpu") else ["xla"]
 
 
+def _out_dtype(at):
+    return "float32" if at in ("float32", "int8") else ("bfloat16" if "float8" in at else at)
+
+
 def _check(at, bt, path, m, n, k):
     rng = np.random.default_rng(abs(hash((at, bt, path, m, n, k))) % 2**32)
-    a = jnp.asarray(rng.standard_normal((m, k)), at)
-    b = jnp.asarray(rng.standard_normal((k, n)), bt)
+    draw = (lambda s: rng.integers(-128, 128, s)) if at == "int8" else rng.standard_normal
+    a = jnp.asarray(draw((m, k)), at)
+    b = jnp.asarray(draw((k, n)), bt)
     bias = jnp.asarray(rng.standard_normal((n,)), jnp.float32)
-    out_dt = "float32" if at == "float32" else ("bfloat16" if "float8" in at else at)
+    out_dt = _out_dtype(at)
     _config.clear_decisions()
     f = jax.jit(lambda x, y, z: jax_tmem.matmul(x, y, bias=z, activation="relu", out_dtype=out_dt, path=path))
     try:
@@ -104,7 +109,7 @@ def main() -> int:
             if err is None:
                 _line(f"  {at:>14} x {bt:<14} {path:6}: n/a ({skip})")
                 continue
-            tol = TOL["float32" if at == "float32" else ("bfloat16" if "float8" in at else at)]
+            tol = TOL[_out_dtype(at)]
             ok = err < tol
             failures += not ok
             _line(f"  {at:>14} x {bt:<14} {path:6}: max rel err {err:.2e} (tol {tol:.0e}) "

@@ -107,6 +107,8 @@ def test_sm100_uses_tcgen05(sass, arch):
                "UTCHMMA.2CTA", "UTCQMMA.2CTA", "UTCBAR.2CTA.MULTICAST", "UTMALDG.3D.2CTA"):
         assert op in code, f"{op} missing from the {arch} SASS"
     assert "HGMMA" not in code and "QGMMA" not in code, "wgmma in a Blackwell cubin"
+    # kind::i8 exists on sm_100a only (ptxas rejects it for sm_103a, where the kernel traps instead)
+    assert ("UTCIMMA" in code) == (arch == "sm_100a"), f"UTCIMMA presence wrong for {arch}"
 
 
 def test_sm90_uses_wgmma(sass):

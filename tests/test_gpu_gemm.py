@@ -276,3 +276,28 @@ def test_every_menu_config(config, dtypes, layout):
         err = np.abs(o1 - ref).max() / np.abs(ref).max()
         assert err < _tol(dtypes[0], F32), f"config {config} {m}x{n}x{k}: rel err {err:.3e}"
         np.testing.assert_array_equal(o1, o2)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda l: f"A{l[0]}_B{l[1]}")
+def test_int8(layout):
+    """int8 x int8: exact s32 accumulation on sm_100a (kind::i8); elsewhere XLA, with the reason."""
+    arch = _require_kernels()
+    m, n, k = 264, 520, 304
+    rng = np.random.default_rng(seed_of("int8", layout))
+    a = jnp.asarray(rng.integers(-128, 128, (m, k) if layout[0] == "K" else (k, m)), jnp.int8)
+    b = jnp.asarray(rng.integers(-128, 128, (n, k) if layout[1] == "K" else (k, n)), jnp.int8)
+    lc = (1,) if layout[0] == "K" else (0,)
+    rc = (1,) if layout[1] == "K" else (0,)
+    dn = ((lc, rc), ((), ()))
+    ref = np.asarray(jax.lax.dot_general(a, b, dn, preferred_element_type=jnp.int32), np.float64)
+    fn = lambda x, y: jax_tmem.dot_general(x, y, dn, preferred_element_type=jnp.float32)
+    if arch != "sm_100a":
+        jax_tmem.clear_decisions()
+        out = jax.jit(fn)(a, b)
+        assert jax_tmem.decisions()[-1].path == "xla" and "int8" in jax_tmem.decisions()[-1].reason
+        np.testing.assert_array_equal(np.asarray(out, np.float64), ref)
+        return
+    with jax_tmem.use_path("kernel"):
+        o1, o2 = _run_poisoned(fn, (m, n), F32, a, b)
+    np.testing.assert_array_equal(o1.astype(np.float64), ref)  # |sums| < 2^24: exact in f32
+    np.testing.assert_array_equal(o1, o2)

@@ -276,3 +276,48 @@ def test_activation_curve_exact(path, activation):
     other = {"gelu": "gelu_tanh", "gelu_tanh": "gelu", "silu": "gelu", "relu": "silu"}[activation]
     wrong = ref_epilogue(f64(z) @ f64(b), alpha=0.75, bias=bias, activation=other)
     assert np.max(np.abs(f64(out) - wrong)) > 5e-5
+
+
+# ---- int8 x int8 (exact int32 accumulation, float epilogue) -------------------------------------
+
+def _int8(seed, shape):
+    return jnp.asarray(np.random.default_rng(seed).integers(-128, 128, shape), jnp.int8)
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("shape", [(17, 33, 29), (64, 4096, 8), (3, 2, 2048)], ids=str)
+def test_int8_matmul_exact(path, shape, seed):
+    m, k, n = shape
+    a, b = _int8(seed, (m, k)), _int8(seed + 1, (k, n))
+    out = run_path(path, lambda a, b: jax_tmem.matmul(a, b, alpha=0.5), a, b)
+    assert out.dtype == jnp.float32  # int8 defaults to a float32 output
+    ref = 0.5 * (np.asarray(a, np.int64) @ np.asarray(b, np.int64))
+    # |sums| <= K * 128^2 < 2^24 here, so float32 holds them exactly
+    np.testing.assert_array_equal(np.asarray(out, np.float64), ref)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_int8_epilogue_and_dot_general(path, seed):
+    a, b = _int8(seed, (2, 9, 40)), _int8(seed + 1, (2, 40, 12))
+    bias = rand(seed + 2, (12,), F32)
+    out = run_path(path, lambda a, b, bias: jax_tmem.matmul(a, b, bias=bias, activation="relu",
+                                                            out_dtype=jnp.bfloat16), a, b, bias)
+    ref = np.maximum(np.asarray(a, np.int64) @ np.asarray(b, np.int64) + np.asarray(bias, np.float64), 0)
+    assert_close(out, ref, BF16, 40)
+    dn = (((2,), (1,)), ((0,), (0,)))
+    out = run_path(path, lambda a, b: jax_tmem.dot_general(a, b, dn, preferred_element_type=jnp.float32), a, b)
+    np.testing.assert_array_equal(np.asarray(out, np.float64), np.asarray(a, np.int64) @ np.asarray(b, np.int64))
+    # integer results are lax's business (the kernels write float outputs), with the reason recorded
+    jax_tmem.clear_decisions()
+    i32 = jax_tmem.dot_general(a, b, dn, preferred_element_type=jnp.int32)
+    assert i32.dtype == jnp.int32 and jax_tmem.decisions()[-1].path == "xla"
+    np.testing.assert_array_equal(np.asarray(i32), np.asarray(a, np.int32) @ np.asarray(b, np.int32))
+
+
+def test_int8_grad_flows_to_bias_only(seed):
+    a, b = _int8(seed, (5, 16)), _int8(seed + 1, (16, 6))
+    bias = rand(seed + 2, (6,), F32)
+    g = jax.grad(lambda bias: jnp.sum(jax_tmem.matmul(a, b, bias=bias, activation="silu")))(bias)
+    z = np.asarray(a, np.float64) @ np.asarray(b, np.float64) + np.asarray(bias, np.float64)
+    sig = 0.5 * (1 + np.tanh(z / 2))  # the logistic function, without overflow
+    np.testing.assert_allclose(np.asarray(g), (sig * (1 + z * (1 - sig))).sum(0), rtol=1e-4, atol=1e-4)

@@ -4,6 +4,7 @@
 // and multiplied with a cache-blocked loop nest that the compiler vectorises; accumulation is f32.
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "jax_tmem/epilogue_math.h"
@@ -19,6 +20,7 @@ float load_as_float(const void* base, DType t, int64_t idx) {
     case DType::kF16: return host::f16_to_float(static_cast<const uint16_t*>(base)[idx]);
     case DType::kE4M3: return host::e4m3_to_float(static_cast<const uint8_t*>(base)[idx]);
     case DType::kE5M2: return host::e5m2_to_float(static_cast<const uint8_t*>(base)[idx]);
+    case DType::kS8: return static_cast<float>(static_cast<const int8_t*>(base)[idx]);
     default: return 0.0f;
   }
 }
@@ -34,34 +36,43 @@ void store_from_float(void* base, DType t, int64_t idx, float v) {
 
 constexpr int64_t kBlockM = 64, kBlockN = 256, kBlockK = 256;
 
+// Loads an element as the accumulation type: float for floating operands, exact int32 for int8.
+template <typename Acc>
+Acc load_as(const void* base, DType t, int64_t idx) {
+  if constexpr (std::is_same_v<Acc, int32_t>) return static_cast<const int8_t*>(base)[idx];
+  else return load_as_float(base, t, idx);
+}
+
+// Acc = float (f32 accumulation of any float type) or int32_t (int8 x int8, exact like the kernels).
+template <typename Acc>
 void cpu_gemm(const GemmProblem& p, const void* a, const void* b, const float* bias, const void* c,
               void* out) {
-  std::vector<float> pa(kBlockM * kBlockK), pb(kBlockK * kBlockN), acc(kBlockM * kBlockN);
+  std::vector<Acc> pa(kBlockM * kBlockK), pb(kBlockK * kBlockN), acc(kBlockM * kBlockN);
   for (int64_t bi = 0; bi < p.batch; ++bi) {
     const int64_t a_off = bi * p.stride_a, b_off = bi * p.stride_b;
     for (int64_t m0 = 0; m0 < p.m; m0 += kBlockM) {
       const int64_t mb = std::min(kBlockM, p.m - m0);
       for (int64_t n0 = 0; n0 < p.n; n0 += kBlockN) {
         const int64_t nb = std::min(kBlockN, p.n - n0);
-        std::fill(acc.begin(), acc.end(), 0.0f);
+        std::fill(acc.begin(), acc.end(), Acc(0));
         for (int64_t k0 = 0; k0 < p.k; k0 += kBlockK) {
           const int64_t kb = std::min(kBlockK, p.k - k0);
           // Pack A[m0:m0+mb, k0:k0+kb] row-major (mb x kb) and B[k0.., n0..] as (kb x nb).
           for (int64_t i = 0; i < mb; ++i)
             for (int64_t kk = 0; kk < kb; ++kk) {
               int64_t idx = p.a_mn_major ? (k0 + kk) * p.lda + (m0 + i) : (m0 + i) * p.lda + (k0 + kk);
-              pa[i * kBlockK + kk] = load_as_float(a, p.a_type, a_off + idx);
+              pa[i * kBlockK + kk] = load_as<Acc>(a, p.a_type, a_off + idx);
             }
           for (int64_t kk = 0; kk < kb; ++kk)
             for (int64_t j = 0; j < nb; ++j) {
               int64_t idx = p.b_mn_major ? (k0 + kk) * p.ldb + (n0 + j) : (n0 + j) * p.ldb + (k0 + kk);
-              pb[kk * kBlockN + j] = load_as_float(b, p.b_type, b_off + idx);
+              pb[kk * kBlockN + j] = load_as<Acc>(b, p.b_type, b_off + idx);
             }
           for (int64_t i = 0; i < mb; ++i) {
-            float* __restrict__ arow = &acc[i * kBlockN];
+            Acc* __restrict__ arow = &acc[i * kBlockN];
             for (int64_t kk = 0; kk < kb; ++kk) {
-              const float av = pa[i * kBlockK + kk];
-              const float* __restrict__ brow = &pb[kk * kBlockN];
+              const Acc av = pa[i * kBlockK + kk];
+              const Acc* __restrict__ brow = &pb[kk * kBlockN];
               for (int64_t j = 0; j < nb; ++j) arow[j] += av * brow[j];
             }
           }
@@ -69,7 +80,7 @@ void cpu_gemm(const GemmProblem& p, const void* a, const void* b, const float* b
         // Epilogue: y = act(alpha * acc + bias) + c
         for (int64_t i = 0; i < mb; ++i)
           for (int64_t j = 0; j < nb; ++j) {
-            float v = p.alpha * acc[i * kBlockN + j];
+            float v = p.alpha * static_cast<float>(acc[i * kBlockN + j]);
             if (bias) v += bias[n0 + j];
             v = apply_activation(v, p.activation);
             const int64_t o = (bi * p.m + m0 + i) * p.n + n0 + j;
@@ -90,8 +101,10 @@ ffi::Error cpu_gemm_handler(ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::RemainingAr
                                   ldb, stride_a, stride_b, activation, alpha, has_bias, has_c,
                                   config, &bias, &c);
   if (err.failure()) return err;
-  cpu_gemm(p, a.untyped_data(), b.untyped_data(), static_cast<const float*>(bias), c,
-           out->untyped_data());
+  if (p.a_type == DType::kS8)
+    cpu_gemm<int32_t>(p, a.untyped_data(), b.untyped_data(), static_cast<const float*>(bias), c, out->untyped_data());
+  else
+    cpu_gemm<float>(p, a.untyped_data(), b.untyped_data(), static_cast<const float*>(bias), c, out->untyped_data());
   return ffi::Error::Success();
 }
 

@@ -55,6 +55,7 @@ ffi::Error cuda_gemm_handler(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuff
   L.c = c;
   L.out = out->untyped_data();
   L.num_sms = info.num_sms;
+  L.cc = info.cc;
   L.stream = stream;
   std::string msg;
   if (info.cc == 90) {

@@ -35,7 +35,7 @@ std::string sm100_gemm_launch(const GemmLaunch& L) {
     if (p.a_mn_major || p.b_mn_major) return "tf32 operands must be K-major (MN-major tf32 is not built)";
     return run_tile<Kind::kTF32, false, false>(L, block_n);
   }
-  return run_fp8(L, block_n);
+  return run_8bit(L, block_n);
 }
 
 }  // namespace jax_tmem

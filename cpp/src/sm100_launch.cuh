@@ -27,7 +27,11 @@ std::string run_2cta(const GemmLaunch& L) {
 
 template <Kind K, bool AMN, bool BMN>
 std::string run_tile(const GemmLaunch& L, int block_n) {
-  if (block_n == kPairTile) return run_2cta<Config2Cta<K, 256, 6, AMN, BMN>>(L);
+  if constexpr (K == Kind::kS8S8) {
+    if (block_n == kPairTile) block_n = 256;  // kind::i8 runs on the 1-CTA kernel
+  } else {
+    if (block_n == kPairTile) return run_2cta<Config2Cta<K, 256, 6, AMN, BMN>>(L);
+  }
   if (block_n == 256) return run<Config<K, 256, 4, AMN, BMN>>(L);
   return run<Config<K, 128, 6, AMN, BMN>>(L);
 }
@@ -41,7 +45,7 @@ std::string run_majors(const GemmLaunch& L, int block_n) {
   return run_tile<K, true, true>(L, block_n);
 }
 
-// Defined in sm100_gemm_fp8.cu: every fp8 mix, any majorness.
-std::string run_fp8(const GemmLaunch& L, int block_n);
+// Defined in sm100_gemm_fp8.cu: every fp8 mix and int8 x int8 (sm_100a only), any majorness.
+std::string run_8bit(const GemmLaunch& L, int block_n);
 
 }  // namespace jax_tmem::sm100

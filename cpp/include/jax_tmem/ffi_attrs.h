@@ -19,6 +19,7 @@ inline DType to_dtype(ffi::DataType t) {
     case ffi::DataType::F16: return DType::kF16;
     case ffi::DataType::F8E4M3FN: return DType::kE4M3;
     case ffi::DataType::F8E5M2: return DType::kE5M2;
+    case ffi::DataType::S8: return DType::kS8;
     default: return DType::kInvalid;
   }
 }

@@ -23,13 +23,13 @@ namespace jax_tmem {
 enum class Activation : int32_t { kNone = 0, kRelu = 1, kGelu = 2, kGeluTanh = 3, kSilu = 4 };
 
 // Element types as jax_tmem numbers them (the same numbers are used by the Python side).
-enum class DType : int32_t { kF32 = 0, kBF16 = 1, kF16 = 2, kE4M3 = 3, kE5M2 = 4, kInvalid = -1 };
+enum class DType : int32_t { kF32 = 0, kBF16 = 1, kF16 = 2, kE4M3 = 3, kE5M2 = 4, kS8 = 5, kInvalid = -1 };
 
 inline int dtype_bytes(DType t) {
   switch (t) {
     case DType::kF32: return 4;
     case DType::kBF16: case DType::kF16: return 2;
-    case DType::kE4M3: case DType::kE5M2: return 1;
+    case DType::kE4M3: case DType::kE5M2: case DType::kS8: return 1;
     default: return 0;
   }
 }
@@ -41,6 +41,7 @@ inline const char* dtype_name(DType t) {
     case DType::kF16: return "float16";
     case DType::kE4M3: return "float8_e4m3fn";
     case DType::kE5M2: return "float8_e5m2";
+    case DType::kS8: return "int8";
     default: return "invalid";
   }
 }
@@ -72,6 +73,8 @@ inline std::string validate(const GemmProblem& p, int64_t a_count, int64_t b_cou
     return "batch, m, n, k must be >= 1 (got " + s(p.batch) + ", " + s(p.m) + ", " + s(p.n) + ", " + s(p.k) + ")";
   if (p.a_type == DType::kInvalid || p.b_type == DType::kInvalid)
     return "unsupported operand dtype";
+  if ((p.a_type == DType::kS8) != (p.b_type == DType::kS8))
+    return "int8 operands multiply int8 operands only (int32 accumulation)";
   if (p.out_type != DType::kF32 && p.out_type != DType::kBF16 && p.out_type != DType::kF16)
     return "output dtype must be float32, bfloat16 or float16";
   if (p.lda < p.a_cols() && p.a_rows() > 1) return "lda " + s(p.lda) + " < row length " + s(p.a_cols());

@@ -17,6 +17,7 @@ struct GemmLaunch {
   const void* c;      // may be null (aliases out)
   void* out;
   int num_sms;
+  int cc;  // compute capability, major * 10 + minor
   cudaStream_t stream;
 };
 

@@ -29,7 +29,7 @@
 
 namespace jax_tmem::sm100 {
 
-enum class Kind : int { kBF16, kF16, kTF32, kE4M3E4M3, kE4M3E5M2, kE5M2E4M3, kE5M2E5M2 };
+enum class Kind : int { kBF16, kF16, kTF32, kE4M3E4M3, kE4M3E5M2, kE5M2E4M3, kE5M2E5M2, kS8S8 };
 
 constexpr int kind_elem_bytes(Kind k) {
   return k == Kind::kTF32 ? 4 : (k == Kind::kBF16 || k == Kind::kF16) ? 2 : 1;
@@ -39,14 +39,18 @@ constexpr int kind_elem_bytes(Kind k) {
 // The tcgen05 kind and operand element types of a kernel kind.
 constexpr desc::MmaKind mma_kind(Kind k) {
   return k == Kind::kTF32 ? desc::MmaKind::kTF32
-       : (k == Kind::kBF16 || k == Kind::kF16) ? desc::MmaKind::kF16 : desc::MmaKind::kF8F6F4;
+       : (k == Kind::kBF16 || k == Kind::kF16) ? desc::MmaKind::kF16
+       : k == Kind::kS8S8 ? desc::MmaKind::kI8 : desc::MmaKind::kF8F6F4;
 }
+// The accumulator: s32 for kind::i8 (exact), f32 otherwise.
+constexpr desc::DFormat d_format(Kind k) { return k == Kind::kS8S8 ? desc::DFormat::kS32 : desc::DFormat::kF32; }
 constexpr desc::Elem elem_a(Kind k) {
   using desc::Elem;
   switch (k) {
     case Kind::kBF16: return Elem::kBF16;
     case Kind::kF16: return Elem::kF16;
     case Kind::kTF32: return Elem::kTF32;
+    case Kind::kS8S8: return Elem::kS8;
     case Kind::kE4M3E4M3: case Kind::kE4M3E5M2: return Elem::kE4M3;
     default: return Elem::kE5M2;
   }
@@ -57,6 +61,7 @@ constexpr desc::Elem elem_b(Kind k) {
     case Kind::kBF16: return Elem::kBF16;
     case Kind::kF16: return Elem::kF16;
     case Kind::kTF32: return Elem::kTF32;
+    case Kind::kS8S8: return Elem::kS8;
     case Kind::kE4M3E4M3: case Kind::kE5M2E4M3: return Elem::kE4M3;
     default: return Elem::kE5M2;
   }
@@ -67,7 +72,7 @@ constexpr desc::Elem elem_b(Kind k) {
 constexpr uint32_t kind_idesc(Kind k, int n, bool a_mn, bool b_mn) {
   return desc::sm100_instr_desc(static_cast<uint32_t>(desc::format_code(mma_kind(k), elem_a(k))),
                                 static_cast<uint32_t>(desc::format_code(mma_kind(k), elem_b(k))),
-                                desc::DFormat::kF32, 128, static_cast<uint32_t>(n), a_mn, b_mn);
+                                d_format(k), 128, static_cast<uint32_t>(n), a_mn, b_mn);
 }
 
 template <Kind kKind_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_>
@@ -123,7 +128,13 @@ __device__ __forceinline__ void issue_mma(uint32_t d_tmem, uint64_t da, uint64_t
   using namespace jax_tmem::ptx;
   if constexpr (C::kKind == Kind::kBF16 || C::kKind == Kind::kF16) tcgen05_mma_f16_cg1(d_tmem, da, db, C::IDESC, accumulate);
   else if constexpr (C::kKind == Kind::kTF32) tcgen05_mma_tf32_cg1(d_tmem, da, db, C::IDESC, accumulate);
-  else tcgen05_mma_f8f6f4_cg1(d_tmem, da, db, C::IDESC, accumulate);
+  else if constexpr (C::kKind == Kind::kS8S8) {
+#if defined(__CUDA_ARCH_FEAT_SM103_ALL)
+    __trap();  // NOTE: kind::i8 does not exist on sm_103a; the host never launches this kernel there
+#else
+    tcgen05_mma_i8_cg1(d_tmem, da, db, C::IDESC, accumulate);
+#endif
+  } else tcgen05_mma_f8f6f4_cg1(d_tmem, da, db, C::IDESC, accumulate);
 }
 
 enum WarpRole : int { kTmaWarp = 0, kMmaWarp = 1, kTmemWarp = 2, kFirstEpilogueWarp = 4 };
@@ -161,7 +172,8 @@ __device__ __forceinline__ void epilogue_tile(uint32_t taddr, int row, int64_t r
     tcgen05_wait_ld();
     float v[32];
 #pragma unroll
-    for (int j = 0; j < 32; ++j) v[j] = __uint_as_float(r[j]);
+    for (int j = 0; j < 32; ++j)  // s32 accumulators (kind::i8) convert exactly up to 2^24
+      v[j] = C::kKind == Kind::kS8S8 ? static_cast<float>(static_cast<int32_t>(r[j])) : __uint_as_float(r[j]);
     const int col0 = n_blk * C::BLOCK_N + c * 32;
     if (row < p.m && col0 < p.n) epilogue::finish_row_segment<32>(v, p.epi, row_index, col0, p.n);
   }

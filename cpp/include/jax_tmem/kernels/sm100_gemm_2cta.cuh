@@ -46,11 +46,12 @@ struct Config2Cta {
   static constexpr uint32_t IDESC =
       desc::sm100_instr_desc(static_cast<uint32_t>(desc::format_code(mma_kind(kKind), elem_a(kKind))),
                              static_cast<uint32_t>(desc::format_code(mma_kind(kKind), elem_b(kKind))),
-                             desc::DFormat::kF32, BLOCK_M, BLOCK_N, kAMN, kBMN);
+                             d_format(kKind), BLOCK_M, BLOCK_N, kAMN, kBMN);
 
   static_assert(desc::mma_shape_error(mma_kind(kKind), BLOCK_M, BLOCK_N, kAMN, kBMN, 8 * ELEM_BYTES) == nullptr,
                 "illegal CTA-pair tcgen05.mma shape/majorness");
   static_assert(kTmem.valid(), "TMEM plan invalid");
+  static_assert(kKind != Kind::kS8S8, "kind::i8 is built for the 1-CTA kernel only");
   static_assert(!kBMN || CTA_N % MN_CHUNK == 0, "an MN-major B half must be whole 128-byte atoms");
   static_assert(!(kKind == Kind::kTF32 && (kAMN || kBMN)), "tf32 MN-major needs the 128B/32B-atom layout");
   static_assert(SMEM_BYTES <= 232448, "shared memory per CTA exceeds 227 KB");
