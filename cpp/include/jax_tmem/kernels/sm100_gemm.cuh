@@ -35,7 +35,6 @@ constexpr int kind_elem_bytes(Kind k) {
   return k == Kind::kTF32 ? 4 : (k == Kind::kBF16 || k == Kind::kF16) ? 2 : 1;
 }
 
-// Instruction descriptor of the kind (D = f32, M = 128, cta_group::1).
 // The tcgen05 kind and operand element types of a kernel kind.
 constexpr desc::MmaKind mma_kind(Kind k) {
   return k == Kind::kTF32 ? desc::MmaKind::kTF32
@@ -44,28 +43,22 @@ constexpr desc::MmaKind mma_kind(Kind k) {
 }
 // The accumulator: s32 for kind::i8 (exact), f32 otherwise.
 constexpr desc::DFormat d_format(Kind k) { return k == Kind::kS8S8 ? desc::DFormat::kS32 : desc::DFormat::kF32; }
-constexpr desc::Elem elem_a(Kind k) {
+// Element type of operand A (`b_operand` false) or B of a kernel kind.
+constexpr desc::Elem elem_of(Kind k, bool b_operand) {
   using desc::Elem;
   switch (k) {
     case Kind::kBF16: return Elem::kBF16;
     case Kind::kF16: return Elem::kF16;
     case Kind::kTF32: return Elem::kTF32;
     case Kind::kS8S8: return Elem::kS8;
-    case Kind::kE4M3E4M3: case Kind::kE4M3E5M2: return Elem::kE4M3;
+    case Kind::kE4M3E4M3: return Elem::kE4M3;
+    case Kind::kE4M3E5M2: return b_operand ? Elem::kE5M2 : Elem::kE4M3;
+    case Kind::kE5M2E4M3: return b_operand ? Elem::kE4M3 : Elem::kE5M2;
     default: return Elem::kE5M2;
   }
 }
-constexpr desc::Elem elem_b(Kind k) {
-  using desc::Elem;
-  switch (k) {
-    case Kind::kBF16: return Elem::kBF16;
-    case Kind::kF16: return Elem::kF16;
-    case Kind::kTF32: return Elem::kTF32;
-    case Kind::kS8S8: return Elem::kS8;
-    case Kind::kE4M3E4M3: case Kind::kE5M2E4M3: return Elem::kE4M3;
-    default: return Elem::kE5M2;
-  }
-}
+constexpr desc::Elem elem_a(Kind k) { return elem_of(k, false); }
+constexpr desc::Elem elem_b(Kind k) { return elem_of(k, true); }
 
 // Instruction descriptor of the kind (D = f32, M = 128, cta_group::1), from the same encoder and
 // format table that jax_tmem.isa.instr_desc exposes.
