@@ -168,6 +168,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=".")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--shapes", default="", help="comma-separated indices into SHAPES (default: all; --quick: 0,1)")
     ap.add_argument("--configs", default="", help="comma-separated kernel configs to time side by side (e.g. 1,3)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -177,6 +178,8 @@ def main():
     print(json.dumps(info), flush=True)
     results = []
     shapes = SHAPES[:2] if args.quick else SHAPES
+    if args.shapes:
+        shapes = [SHAPES[int(i)] for i in args.shapes.split(",")]
     for m, n, k, dt in shapes:
         try:
             r = bench_shape(m, n, k, dt, pallas, [int(c) for c in args.configs.split(",") if c])

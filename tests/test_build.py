@@ -119,6 +119,7 @@ def test_sm90_uses_wgmma(sass):
                "QGMMA.64x256x32.F32.E4M3.E4M3", "QGMMA.64x128x32.F32.E5M2.E4M3"):
         assert op.strip() in sm90, f"{op.strip()} missing from the sm_90a SASS"
     assert "UTMALDG" in sm90, "TMA loads (UTMALDG) missing from the sm_90a SASS"
+    assert "UTMALDG.3D.MULTICAST" in sm90, "the 2x1-cluster kernels' B multicast is missing from the sm_90a SASS"
     assert "SYNCS.PHASECHK" in sm90, "mbarrier waits missing from the sm_90a SASS"
 
 

@@ -249,12 +249,14 @@ def test_unaligned_pitch_falls_back_with_reason():
         jax.jit(lambda x, y: jax_tmem.matmul(x, y, path="kernel"))(a, b)
 
 
-SM90_MENU = (0, 1, 2, 3, 5)  # 128x128, 128x256, 128x64, 128x128 ping-pong, 128x256 staged epilogue
+SM90_MENU = (0, 1, 2, 3, 5, 6, 7)  # 128x128, 128x256, 128x64, 128x128 ping-pong, 128x256 staged epilogue,
+#                                   128x256 and 128x128 in 2x1 clusters with B multicast
 SM100_MENU = (0, 1, 4)     # 128x128, 128x256, 256x256 CTA pair
 
 
-@pytest.mark.parametrize("config", [0, 1, 2, 3, 4, 5],
-                         ids=["128x128", "128x256", "128x64", "128x128_pingpong", "256x256_pair", "128x256_staged"])
+@pytest.mark.parametrize("config", [0, 1, 2, 3, 4, 5, 6, 7],
+                         ids=["128x128", "128x256", "128x64", "128x128_pingpong", "256x256_pair", "128x256_staged",
+                              "128x256_cluster2", "128x128_cluster2"])
 @pytest.mark.parametrize("dtypes,layout", [((BF16, BF16), ("K", "MN")), ((BF16, BF16), ("MN", "K")),
                                            ((F16, F16), ("MN", "MN")), ((E4M3, E5M2), ("K", "K")),
                                            ((F32, F32), ("K", "K"))], ids=lambda v: str(v))

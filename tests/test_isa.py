@@ -738,3 +738,13 @@ def test_tmem_plan_huge_sf_vec_does_not_crash():
     r = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, (r.returncode, r.stderr[-500:])
     assert r.stdout.startswith("ValueError")
+
+
+@pytest.mark.parametrize("lbo,swizzle", [(16, 128), (8192, 128)])
+def test_sm90_descriptor_stepping_matches_reencoding(lbo, swizzle):
+    """The sm_90a kernels encode one descriptor per operand and step it by adding (offset >> 4)
+    (desc::sm90_desc_advance): over every 16-byte step of a 227 KB shared-memory window this must equal
+    re-encoding the advanced address (no carry out of the 14-bit address field)."""
+    base = isa.smem_desc(0, lbo, 1024, swizzle, arch="sm90")
+    for addr in range(0, 232448 + 1024, 16):
+        assert isa.smem_desc(addr, lbo, 1024, swizzle, arch="sm90") == base + (addr >> 4)

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <string>
 
 #include "jax_tmem/epilogue.cuh"
@@ -60,8 +61,10 @@ inline epilogue::KernelParams kernel_params(const GemmLaunch& L) {
   return prm;
 }
 
-// Builds the maps and launches `kernel` on a persistent grid of min(#SMs, #tiles x CTAs per tile) CTAs
-// (CTA-pair kernels: whole pairs; their (2,1,1) cluster shape is compiled into the kernel).
+// Builds the maps and launches `kernel` on a persistent grid: one CTA (or one cluster of
+// CTAS_PER_TILE CTAs, launched with that cluster shape) per tile, at most as many as can be resident
+// at once (#SMs, or the number of clusters the GPU can co-schedule, which can be fewer than
+// #SMs / cluster size when a GPC has an odd number of SMs).
 template <class C, typename Kernel>
 std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
   CUtensorMap map_a, map_b;
@@ -72,11 +75,40 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
   static const cudaError_t attr_err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
   if (attr_err != cudaSuccess) return std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(attr_err);
+  constexpr int kCluster = C::CTAS_PER_TILE;
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  cfg.blockDim = dim3(C::NUM_THREADS, 1, 1);
+  cfg.dynamicSmemBytes = C::SMEM_BYTES;
+  cfg.stream = L.stream;
+  if constexpr (kCluster > 1) {
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = kCluster;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+  }
+  int resident = L.num_sms / kCluster;
+  if constexpr (kCluster > 1) {
+    // An occupancy query (no stream work); cached per instantiation and device SM count.
+    static std::atomic<int> cached_sms{-1}, cached_clusters{0};
+    if (cached_sms.load() != L.num_sms) {
+      cfg.gridDim = dim3(kCluster * (L.num_sms / kCluster), 1, 1);
+      int clusters = 0;
+      cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg);
+      if (e != cudaSuccess) return std::string("cudaOccupancyMaxActiveClusters: ") + cudaGetErrorString(e);
+      if (clusters < 1) return "no cluster of this kernel fits on the GPU";
+      cached_clusters.store(clusters);
+      cached_sms.store(L.num_sms);
+    }
+    resident = std::min(resident, cached_clusters.load());
+  }
   const GemmProblem& p = L.p;
-  const int64_t tiles = p.batch * ((p.m + C::BLOCK_M - 1) / C::BLOCK_M) * ((p.n + C::BLOCK_N - 1) / C::BLOCK_N);
-  const int grid = C::CTAS_PER_TILE * static_cast<int>(std::min<int64_t>(tiles, L.num_sms / C::CTAS_PER_TILE));
-  kernel<<<grid, C::NUM_THREADS, C::SMEM_BYTES, L.stream>>>(map_a, map_b, kernel_params(L));
-  cudaError_t e = cudaGetLastError();
+  const int64_t tiles = p.batch * ((p.m + C::TILE_M - 1) / C::TILE_M) * ((p.n + C::BLOCK_N - 1) / C::BLOCK_N);
+  cfg.gridDim = dim3(kCluster * static_cast<int>(std::min<int64_t>(tiles, resident)), 1, 1);
+  cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, kernel_params(L));
+  if (e == cudaSuccess) e = cudaGetLastError();
   if (e != cudaSuccess) return std::string("kernel launch failed: ") + cudaGetErrorString(e);
   return "";
 }

@@ -7,21 +7,20 @@ namespace sm90 {
 namespace {
 
 template <Kind K>
-std::string run_16bit(const GemmLaunch& L, int block_n) {
+std::string run_16bit(const GemmLaunch& L, Tile tile) {
   const bool am = L.p.a_mn_major, bm = L.p.b_mn_major;
-  if (!am && !bm) return run_tile<K, false, false>(L, block_n);
-  if (!am && bm) return run_tile<K, false, true>(L, block_n);
-  if (am && !bm) return run_tile<K, true, false>(L, block_n);
-  return run_tile<K, true, true>(L, block_n);
+  if (!am && !bm) return run_tile<K, false, false>(L, tile);
+  if (!am && bm) return run_tile<K, false, true>(L, tile);
+  if (am && !bm) return run_tile<K, true, false>(L, tile);
+  return run_tile<K, true, true>(L, tile);
 }
 
-// Returns BLOCK_N, or -128 for the 128x128 ping-pong schedule (config 3), -256 for 128x256 with the
-// shared-memory staged epilogue (config 5).
-int choose_block_n(const GemmProblem& p, int num_sms) {
-  if (p.config == 3) return -128;
-  if (p.config == 5) return -256;
+// The menu entry: `config` when set, else the heuristic (widest tile that fills the GPU).
+Tile choose_tile(const GemmProblem& p, int num_sms) {
+  if (p.config >= 0) return static_cast<Tile>(p.config);
   static constexpr int kMenu[] = {256, 128, 64};
-  return choose_tile_n(p, num_sms, kMenu, 3);
+  const int block_n = choose_tile_n(p, num_sms, kMenu, 3);
+  return block_n == 256 ? Tile::k128x256 : block_n == 128 ? Tile::k128x128 : Tile::k128x64;
 }
 
 }  // namespace
@@ -30,15 +29,15 @@ int choose_block_n(const GemmProblem& p, int num_sms) {
 std::string sm90_gemm_launch(const GemmLaunch& L) {
   using namespace sm90;
   const GemmProblem& p = L.p;
-  if (p.config < -1 || p.config > 5 || p.config == 4)
-    return "sm_90a config must be -1 (heuristic), 0 (128x128), 1 (128x256), 2 (128x64), 3 (128x128 ping-pong) or "
-           "5 (128x256, staged epilogue)";
+  if (p.config < -1 || p.config > 7 || p.config == 4)
+    return "sm_90a config must be -1 (heuristic), 0 (128x128), 1 (128x256), 2 (128x64), 3 (128x128 ping-pong), "
+           "5 (128x256, staged epilogue), 6 (128x256, 2x1 cluster) or 7 (128x128, 2x1 cluster)";
   if (p.m >= (int64_t(1) << 31) || p.n >= (int64_t(1) << 31) || p.k >= (int64_t(1) << 31))
     return "dimensions must be < 2^31";
-  const int block_n = choose_block_n(p, L.num_sms);
-  if (p.a_type == DType::kBF16 && p.b_type == DType::kBF16) return run_16bit<Kind::kBF16>(L, block_n);
-  if (p.a_type == DType::kF16 && p.b_type == DType::kF16) return run_16bit<Kind::kF16>(L, block_n);
-  return run_8bit_or_tf32(L, block_n);
+  const Tile tile = choose_tile(p, L.num_sms);
+  if (p.a_type == DType::kBF16 && p.b_type == DType::kBF16) return run_16bit<Kind::kBF16>(L, tile);
+  if (p.a_type == DType::kF16 && p.b_type == DType::kF16) return run_16bit<Kind::kF16>(L, tile);
+  return run_8bit_or_tf32(L, tile);
 }
 
 }  // namespace jax_tmem

@@ -4,15 +4,15 @@
 
 namespace jax_tmem::sm90 {
 
-std::string run_8bit_or_tf32(const GemmLaunch& L, int block_n) {
+std::string run_8bit_or_tf32(const GemmLaunch& L, Tile tile) {
   const GemmProblem& p = L.p;
   if (p.a_mn_major || p.b_mn_major) return "tf32/fp8 operands must be K-major on sm_90a";
   const DType a = p.a_type, b = p.b_type;
-  if (a == DType::kF32 && b == DType::kF32) return run_tile<Kind::kTF32, false, false>(L, block_n);
-  if (a == DType::kE4M3 && b == DType::kE4M3) return run_tile<Kind::kE4M3E4M3, false, false>(L, block_n);
-  if (a == DType::kE4M3 && b == DType::kE5M2) return run_tile<Kind::kE4M3E5M2, false, false>(L, block_n);
-  if (a == DType::kE5M2 && b == DType::kE4M3) return run_tile<Kind::kE5M2E4M3, false, false>(L, block_n);
-  if (a == DType::kE5M2 && b == DType::kE5M2) return run_tile<Kind::kE5M2E5M2, false, false>(L, block_n);
+  if (a == DType::kF32 && b == DType::kF32) return run_tile<Kind::kTF32, false, false>(L, tile);
+  if (a == DType::kE4M3 && b == DType::kE4M3) return run_tile<Kind::kE4M3E4M3, false, false>(L, tile);
+  if (a == DType::kE4M3 && b == DType::kE5M2) return run_tile<Kind::kE4M3E5M2, false, false>(L, tile);
+  if (a == DType::kE5M2 && b == DType::kE4M3) return run_tile<Kind::kE5M2E4M3, false, false>(L, tile);
+  if (a == DType::kE5M2 && b == DType::kE5M2) return run_tile<Kind::kE5M2E5M2, false, false>(L, tile);
   return std::string("no sm_90a kernel for ") + dtype_name(a) + " x " + dtype_name(b);
 }
 

@@ -15,18 +15,28 @@ std::string run(const GemmLaunch& L) {
   return launch_persistent<C>(sm90_gemm_kernel<C>, L);
 }
 
-// The fixed menu: 128-row tiles with BLOCK_N 256 (4 stages), 128 (6 stages) or 64 (8 stages, for
-// problems with too few tiles to fill the GPU, e.g. decode); about 192 KB of ring each.
+// The fixed menu (the `config` attribute numbers its entries): 128-row tiles with BLOCK_N 256
+// (4 stages), 128 (6 stages) or 64 (8 stages, for problems with too few tiles to fill the GPU, e.g.
+// decode), about 192 KB of ring each; the ping-pong, staged-epilogue and 2x1-cluster variants.
+enum class Tile : int {
+  k128x128 = 0, k128x256 = 1, k128x64 = 2, k128x128PingPong = 3, k128x256Staged = 5,
+  k128x256Cluster2 = 6, k128x128Cluster2 = 7,
+};
+
 template <Kind K, bool AMN, bool BMN>
-std::string run_tile(const GemmLaunch& L, int block_n) {
-  if (block_n == -128) return run<Config<K, 128, 6, AMN, BMN, /*kPingPong=*/true>>(L);  // config 3
-  if (block_n == -256) return run<Config<K, 256, 4, AMN, BMN, false, /*kSmemEpilogue=*/true>>(L);  // config 5
-  if (block_n == 256) return run<Config<K, 256, 4, AMN, BMN>>(L);
-  if (block_n == 64) return run<Config<K, 64, 8, AMN, BMN>>(L);
-  return run<Config<K, 128, 6, AMN, BMN>>(L);
+std::string run_tile(const GemmLaunch& L, Tile tile) {
+  switch (tile) {
+    case Tile::k128x256: return run<Config<K, 256, 4, AMN, BMN>>(L);
+    case Tile::k128x64: return run<Config<K, 64, 8, AMN, BMN>>(L);
+    case Tile::k128x128PingPong: return run<Config<K, 128, 6, AMN, BMN, /*kPingPong=*/true>>(L);
+    case Tile::k128x256Staged: return run<Config<K, 256, 4, AMN, BMN, false, /*kSmemEpilogue=*/true>>(L);
+    case Tile::k128x256Cluster2: return run<Config<K, 256, 4, AMN, BMN, false, false, /*kClusterM=*/2>>(L);
+    case Tile::k128x128Cluster2: return run<Config<K, 128, 6, AMN, BMN, false, false, /*kClusterM=*/2>>(L);
+    default: return run<Config<K, 128, 6, AMN, BMN>>(L);
+  }
 }
 
 // Defined in sm90_gemm_8bit.cu: tf32 and every fp8 mix (K-major A and B only).
-std::string run_8bit_or_tf32(const GemmLaunch& L, int block_n);
+std::string run_8bit_or_tf32(const GemmLaunch& L, Tile tile);
 
 }  // namespace jax_tmem::sm90

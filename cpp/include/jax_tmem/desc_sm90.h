@@ -35,4 +35,15 @@ JT_HD_CONSTEXPR uint64_t sm90_smem_desc(uint32_t start_addr, uint32_t lbo, uint3
          (static_cast<uint64_t>(static_cast<uint32_t>(swz) & 0x3u) << 62);
 }
 
+// Advances a descriptor by `bytes` (a multiple of 16) by adding to its start-address field, the way
+// CUTLASS/DeepGEMM step descriptors along K: the kernels build one descriptor per operand outside the
+// main loop and add (stage offset + K step) >> 4 per wgmma, instead of re-encoding (and masking) it.
+// Valid while the advanced address stays below 2^18 bytes (the 14-bit field cannot carry), which
+// every CTA shared-memory window address does (at most 227 KB).
+// Only the low word changes (the high word, SBO + swizzle, is a constant the compiler materialises
+// once): a 32-bit add the uniform datapath does, where a 64-bit add cost a carry chain per wgmma.
+JT_HD_CONSTEXPR uint64_t sm90_desc_advance(uint64_t desc, uint32_t bytes) {
+  return (desc & 0xffffffff00000000ull) | static_cast<uint32_t>(static_cast<uint32_t>(desc) + (bytes >> 4));
+}
+
 }  // namespace jax_tmem::desc

@@ -32,7 +32,8 @@ struct Config2Cta {
   static constexpr int MN_CHUNK = 128 / ELEM_BYTES;
   static constexpr int CTA_M = BLOCK_M / 2, CTA_N = BLOCK_N / 2;  // this CTA's share of A rows / B columns
   static constexpr int BOX_M = CTA_M, BOX_N = CTA_N;
-  static constexpr int CTAS_PER_TILE = 2;
+  static constexpr int TILE_M = BLOCK_M;  // rows of one scheduler tile (the pair's)
+  static constexpr int CTAS_PER_TILE = 2;   // launched as (2,1,1) clusters by launch_persistent
   static constexpr int A_BYTES = CTA_M * 128;
   static constexpr int B_BYTES = CTA_N * 128;
   static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
@@ -67,7 +68,7 @@ __device__ __forceinline__ void issue_mma_2cta(uint32_t d_tmem, uint64_t da, uin
 }
 
 template <class C>
-__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(C::NUM_THREADS, 1)
+__global__ void __launch_bounds__(C::NUM_THREADS, 1)
     sm100_gemm_2cta_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b,
                            const Params p) {
 #if defined(__CUDA_ARCH__) && (defined(__CUDA_ARCH_FEAT_SM100_ALL) || defined(__CUDA_ARCH_FEAT_SM103_ALL))

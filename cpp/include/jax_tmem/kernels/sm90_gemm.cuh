@@ -17,6 +17,7 @@
 #include "jax_tmem/desc_sm90.h"
 #include "jax_tmem/epilogue.cuh"
 #include "jax_tmem/pipeline.cuh"
+#include "jax_tmem/ptx/cluster.cuh"
 #include "jax_tmem/ptx/mbarrier.cuh"
 #include "jax_tmem/ptx/tma.cuh"
 #include "jax_tmem/ptx/wgmma.cuh"
@@ -38,8 +39,13 @@ constexpr int kind_elem_bytes(Kind k) {
 // kSmemEpilogue: the cooperative epilogue goes registers -> shared memory (32-column chunks) -> one
 //   thread per half row -> epilogue::finish_row_segment, the same row-segment epilogue and 16-byte
 //   stores as the sm_100a kernels (which read TMEM one row per thread). Menu config 5.
+// kClusterM = 2: cooperative tiles in (2,1,1) clusters; the two CTAs take vertically adjacent tiles
+//   (same B columns) and each loads half of the B tile, multicast into both CTAs' shared memory, so
+//   the L2 -> SM traffic per FLOP drops by a third at 128x256 (48 -> 32 KB per CTA per k-block).
+//   A ring slot is refilled only when the consumers of BOTH CTAs have released it (the peer's
+//   multicast writes into it): each empty barrier counts the consumer warps of the whole cluster.
 template <Kind kKind_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_, bool kPingPong_ = false,
-          bool kSmemEpilogue_ = false>
+          bool kSmemEpilogue_ = false, int kClusterM_ = 1>
 struct Config {
   static constexpr Kind kKind = kKind_;
   static constexpr bool kPingPong = kPingPong_;
@@ -48,8 +54,10 @@ struct Config {
   static constexpr int EPI_BYTES = kSmemEpilogue ? 2 * 64 * EPI_STRIDE * 4 : 0;  // one buffer per warpgroup
   static constexpr int BLOCK_M = 128;
   static constexpr int BLOCK_N = BLOCK_N_;
-  static constexpr int BOX_M = BLOCK_M, BOX_N = BLOCK_N;  // rows of A / B one CTA loads per tile
-  static constexpr int CTAS_PER_TILE = 1;
+  static constexpr int CLUSTER_M = kClusterM_;
+  static constexpr int BOX_M = BLOCK_M, BOX_N = BLOCK_N / CLUSTER_M;  // rows of A / B one CTA loads per tile
+  static constexpr int TILE_M = BLOCK_M * CLUSTER_M;  // rows of one scheduler tile (one per cluster)
+  static constexpr int CTAS_PER_TILE = CLUSTER_M;
   static constexpr int kStages = kStages_;
   static constexpr bool kAMN = kAMN_, kBMN = kBMN_;
   static constexpr int ELEM_BYTES = kind_elem_bytes(kKind);
@@ -68,6 +76,9 @@ struct Config {
   static_assert(!(kPingPong && kSmemEpilogue), "the staged epilogue is built for the cooperative schedule");
   static_assert(!(kAMN || kBMN) || ELEM_BYTES == 2, "wgmma reads MN-major operands for 16-bit types only");
   static_assert(SMEM_BYTES <= 232448, "shared memory per CTA exceeds 227 KB");
+  static_assert(SMEM_BYTES + 1024 < (1 << 18), "descriptor stepping (sm90_desc_advance) needs addresses < 2^18");
+  static_assert(CLUSTER_M == 1 || (CLUSTER_M == 2 && !kPingPong), "B multicast: (2,1,1) clusters, cooperative only");
+  static_assert((BLOCK_N / CLUSTER_M) % 64 == 0, "each CTA multicasts whole 64-row (8 KB) pieces of B");
   static_assert(STAGE_BYTES % 1024 == 0, "128B-swizzle tiles must stay 1024-byte aligned");
 };
 
@@ -181,11 +192,11 @@ __device__ __forceinline__ void epilogue_store(float (&acc)[C::ACC_REGS], const 
 // shared with sm_100a, and the warpgroup syncs again before the buffer is reused.
 template <class C>
 __device__ __forceinline__ void epilogue_store_staged(float (&acc)[C::ACC_REGS], const Params& p,
-                                                      const sched::TileCoord& tc, int cw, float* buf) {
+                                                      const sched::TileCoord& tc, int cta_row0, int cw, float* buf) {
   const int t = threadIdx.x % 128, warp_q = t / 32, lane = t % 32;
   const int frag_row = 16 * warp_q + lane / 4, frag_col = 2 * (lane % 4);
   const int my_row = t / 2, my_half = t % 2;
-  const int row = tc.m_blk * C::BLOCK_M + cw * 64 + my_row;
+  const int row = cta_row0 + cw * 64 + my_row;
   const int64_t row_index = static_cast<int64_t>(tc.batch) * p.m + row;
   const uint32_t barrier_id = 1 + cw;  // 0 is __syncthreads
 #pragma unroll
@@ -230,22 +241,28 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
   const int lane = threadIdx.x % 32;
 
   // Initialise barriers: full[s] completes on one arrive + the TMA bytes; empty[s] on one arrive from
-  // each consumer warp that reads the slot (8 cooperative, 4 ping-pong).
+  // each consumer warp that reads the slot (8 cooperative, per CTA of the cluster; 4 ping-pong).
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::kStages; ++s) {
       mbarrier_init(&full[s], 1);
-      mbarrier_init(&empty[s], C::kPingPong ? 4 : 8);
+      mbarrier_init(&empty[s], C::kPingPong ? 4 : 8 * C::CLUSTER_M);
     }
     mbarrier_init(&order[0], 4);  // one arrive per warp of the other consumer warpgroup
     mbarrier_init(&order[1], 4);
     fence_barrier_init();
   }
-  __syncthreads();
+  // NOTE: with a cluster, the peer's barriers must be initialised before our multicast reaches them.
+  if constexpr (C::CLUSTER_M > 1) cluster_sync();
+  else __syncthreads();
 
-  const sched::PersistentScheduler<C::kGroupM> scheduler{(p.m + C::BLOCK_M - 1) / C::BLOCK_M,
+  const sched::PersistentScheduler<C::kGroupM> scheduler{(p.m + C::TILE_M - 1) / C::TILE_M,
                                                          (p.n + C::BLOCK_N - 1) / C::BLOCK_N, p.batch};
   const int num_tiles = scheduler.num_tiles();
   const int k_blocks = (p.k + C::BLOCK_K - 1) / C::BLOCK_K;
+  // Every CTA of a cluster walks the same tiles (the cluster's tile); CTA `rank` owns rows
+  // [rank * BLOCK_M, rank * BLOCK_M + BLOCK_M) of it. Rows past M are zero-filled and not stored.
+  const uint32_t rank = C::CLUSTER_M > 1 ? cluster_ctarank() : 0u;
+  const int first_tile = blockIdx.x / C::CLUSTER_M, tile_step = gridDim.x / C::CLUSTER_M;
 
   if (warpgroup == 0) {
     // ---------------- producer ----------------
@@ -254,9 +271,9 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
       prefetch_tensormap(&tma_a);
       prefetch_tensormap(&tma_b);
       PipelineState<C::kStages> st;
-      for (int t = blockIdx.x; t < num_tiles; t += gridDim.x) {
+      for (int t = first_tile; t < num_tiles; t += tile_step) {
         const sched::TileCoord tc = scheduler.coord(t);
-        const int m0 = tc.m_blk * C::BLOCK_M, n0 = tc.n_blk * C::BLOCK_N;
+        const int m0 = tc.m_blk * C::TILE_M + rank * C::BLOCK_M, n0 = tc.n_blk * C::BLOCK_N;
         const int ab = p.a_batched ? tc.batch : 0, bb = p.b_batched ? tc.batch : 0;
         for (int kb = 0; kb < k_blocks; ++kb) {
           mbarrier_wait(&empty[st.stage], st.phase ^ 1u);
@@ -271,7 +288,20 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
           } else {
             tma_load_3d(sa, &tma_a, &full[st.stage], k0, m0, ab);
           }
-          if constexpr (C::kBMN) {
+          if constexpr (C::CLUSTER_M > 1) {  // our half of B, into both CTAs
+            constexpr uint16_t kMask = (1u << C::CLUSTER_M) - 1;
+            if constexpr (C::kBMN) {
+              constexpr int kPieces = C::BLOCK_N / 64 / C::CLUSTER_M;
+#pragma unroll
+              for (int i = 0; i < kPieces; ++i) {
+                const int j = rank * kPieces + i;
+                tma_load_3d_multicast(sb + j * 8192, &tma_b, &full[st.stage], kMask, n0 + 64 * j, k0, bb);
+              }
+            } else {
+              tma_load_3d_multicast(sb + rank * C::BOX_N * 128, &tma_b, &full[st.stage], kMask, k0,
+                                    n0 + rank * C::BOX_N, bb);
+            }
+          } else if constexpr (C::kBMN) {
 #pragma unroll
             for (int j = 0; j < C::BLOCK_N / 64; ++j)
               tma_load_3d(sb + j * 8192, &tma_b, &full[st.stage], n0 + 64 * j, k0, bb);
@@ -285,15 +315,17 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
   } else if constexpr (C::kPingPong) {
     // ---------------- consumers, ping-pong: warpgroup cw takes every other tile ----------------
     setmaxnreg_inc<232>();
-    const int cw = warpgroup - 1;
+    const int cw = __shfl_sync(0xffffffffu, warpgroup - 1, 0);  // warp-uniform for the compiler
     float acc0[C::ACC_REGS], acc1[C::ACC_REGS];  // rows [0, 64) and [64, 128) of the tile
     PipelineState<C::kStages> st;
     constexpr uint32_t A_LBO = C::kAMN ? 8192 : 16, B_LBO = C::kBMN ? 8192 : 16;
     constexpr uint32_t K_STEP_A = C::kAMN ? C::INSTR_K * 128 : 32;
     constexpr uint32_t K_STEP_B = C::kBMN ? C::INSTR_K * 128 : 32;
     uint32_t order_phase = 0;
+    const uint64_t desc_a0 = desc::sm90_smem_desc(smem_addr(smem), A_LBO, 1024, desc::Sm90Swizzle::k128B);
+    const uint64_t desc_b0 = desc::sm90_smem_desc(smem_addr(smem) + C::A_BYTES, B_LBO, 1024, desc::Sm90Swizzle::k128B);
     int j = 0;
-    for (int t = blockIdx.x; t < num_tiles; t += gridDim.x, ++j) {
+    for (int t = first_tile; t < num_tiles; t += tile_step, ++j) {
       if ((j & 1) != cw) {  // the other warpgroup's tile: skip its ring slots
         st.advance_by(k_blocks);
         continue;
@@ -310,21 +342,18 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
       int prev_stage = -1;
       for (int kb = 0; kb < k_blocks; ++kb) {
         mbarrier_wait(&full[st.stage], st.phase);
-        const uint32_t a_base = smem_addr(smem + st.stage * C::STAGE_BYTES);
-        const uint32_t b_base = a_base + C::A_BYTES;
+        const uint32_t stage_off = st.stage * C::STAGE_BYTES;
         fence_operands(acc0);
         fence_operands(acc1);
         wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < C::BLOCK_K / C::INSTR_K; ++ks) {
-          const uint64_t db = desc::sm90_smem_desc(b_base + ks * K_STEP_B, B_LBO, 1024, desc::Sm90Swizzle::k128B);
+          const uint64_t db = desc::sm90_desc_advance(desc_b0, stage_off + ks * K_STEP_B);
           const uint32_t scale_d = (kb > 0 || ks > 0) ? 1u : 0u;
           // NOTE: rows 64..127 of A start 8 KB later in both layouts (64 rows x 128 B, or the second
           // 64-element MN chunk of BLOCK_K x 128 B).
-          mma_step<C>(acc0, desc::sm90_smem_desc(a_base + ks * K_STEP_A, A_LBO, 1024, desc::Sm90Swizzle::k128B), db,
-                      scale_d);
-          mma_step<C>(acc1, desc::sm90_smem_desc(a_base + 8192 + ks * K_STEP_A, A_LBO, 1024, desc::Sm90Swizzle::k128B),
-                      db, scale_d);
+          mma_step<C>(acc0, desc::sm90_desc_advance(desc_a0, stage_off + ks * K_STEP_A), db, scale_d);
+          mma_step<C>(acc1, desc::sm90_desc_advance(desc_a0, stage_off + 8192 + ks * K_STEP_A), db, scale_d);
         }
         wgmma_commit();
         fence_operands(acc0);
@@ -351,7 +380,9 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
   } else {
     // ---------------- consumers, cooperative ----------------
     setmaxnreg_inc<232>();
-    const int cw = warpgroup - 1;  // rows [64 * cw, 64 * cw + 64) of the tile
+    // rows [64 * cw, 64 * cw + 64) of the tile; broadcast from lane 0 so the compiler knows it is
+    // warp-uniform and keeps the descriptors in uniform registers (no R2UR per wgmma).
+    const int cw = __shfl_sync(0xffffffffu, warpgroup - 1, 0);
     float acc[C::ACC_REGS];
     PipelineState<C::kStages> st;
     // Descriptor constants (bytes). K-major: SBO = 8 rows x 128 B. MN-major: LBO = the 8 KB between
@@ -359,19 +390,29 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     constexpr uint32_t A_LBO = C::kAMN ? 8192 : 16, B_LBO = C::kBMN ? 8192 : 16;
     constexpr uint32_t K_STEP_A = C::kAMN ? C::INSTR_K * 128 : 32;  // bytes per wgmma K step
     constexpr uint32_t K_STEP_B = C::kBMN ? C::INSTR_K * 128 : 32;
-    for (int t = blockIdx.x; t < num_tiles; t += gridDim.x) {
+    const uint64_t desc_a0 = desc::sm90_smem_desc(smem_addr(smem) + cw * 8192, A_LBO, 1024, desc::Sm90Swizzle::k128B);
+    const uint64_t desc_b0 = desc::sm90_smem_desc(smem_addr(smem) + C::A_BYTES, B_LBO, 1024, desc::Sm90Swizzle::k128B);
+    // Releases ring slot `s` to the producer(s): with a cluster, lane r arrives on CTA r's barrier.
+    const auto release = [&](int s) {
+      if constexpr (C::CLUSTER_M > 1) {
+        if (lane < C::CLUSTER_M) mbarrier_arrive_cluster_cta_scope(mapa_shared(smem_addr(&empty[s]), lane));
+      } else {
+        if (lane == 0) mbarrier_arrive(&empty[s]);
+      }
+    };
+    for (int t = first_tile; t < num_tiles; t += tile_step) {
       const sched::TileCoord tc = scheduler.coord(t);
+      const int cta_row0 = tc.m_blk * C::TILE_M + rank * C::BLOCK_M;
       int prev_stage = -1;
       for (int kb = 0; kb < k_blocks; ++kb) {
         mbarrier_wait(&full[st.stage], st.phase);
-        const uint32_t a_base = smem_addr(smem + st.stage * C::STAGE_BYTES) + cw * 8192;
-        const uint32_t b_base = smem_addr(smem + st.stage * C::STAGE_BYTES + C::A_BYTES);
+        const uint32_t stage_off = st.stage * C::STAGE_BYTES;
         fence_operands(acc);
         wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < C::BLOCK_K / C::INSTR_K; ++ks) {
-          const uint64_t da = desc::sm90_smem_desc(a_base + ks * K_STEP_A, A_LBO, 1024, desc::Sm90Swizzle::k128B);
-          const uint64_t db = desc::sm90_smem_desc(b_base + ks * K_STEP_B, B_LBO, 1024, desc::Sm90Swizzle::k128B);
+          const uint64_t da = desc::sm90_desc_advance(desc_a0, stage_off + ks * K_STEP_A);
+          const uint64_t db = desc::sm90_desc_advance(desc_b0, stage_off + ks * K_STEP_B);
           mma_step<C>(acc, da, db, (kb > 0 || ks > 0) ? 1u : 0u);
         }
         wgmma_commit();
@@ -380,24 +421,30 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
         // hand its slot back to the producer.
         wgmma_wait<1>();
         fence_operands(acc);
-        if (prev_stage >= 0 && lane == 0) mbarrier_arrive(&empty[prev_stage]);
+        if (prev_stage >= 0) release(prev_stage);
         prev_stage = st.stage;
         st.advance();
       }
       wgmma_wait<0>();
       fence_operands(acc);
-      if (prev_stage >= 0 && lane == 0) mbarrier_arrive(&empty[prev_stage]);
+      if (prev_stage >= 0) release(prev_stage);
 
       // ---------------- epilogue: registers -> global ----------------
       // wgmma D fragment: acc[i] holds row 16*w + lane/4 + 8*((i/2)%2), col 8*(i/4) + 2*(lane%4) + i%2.
       if constexpr (C::kSmemEpilogue) {
-        epilogue_store_staged<C>(acc, p, tc, cw, epi_stage + cw * 64 * C::EPI_STRIDE);
+        epilogue_store_staged<C>(acc, p, tc, cta_row0, cw, epi_stage + cw * 64 * C::EPI_STRIDE);
         continue;
       }
-      const int row0 = tc.m_blk * C::BLOCK_M + cw * 64 + 16 * (warp % 4) + lane / 4;
+      const int row0 = cta_row0 + cw * 64 + 16 * (warp % 4) + lane / 4;
       const int col0 = tc.n_blk * C::BLOCK_N + 2 * (lane % 4);
       epilogue_store<C>(acc, p, tc.batch, row0, col0);
     }
+  }
+  // NOTE: a CTA may not exit while its peer can still multicast into its shared memory or arrive on
+  // its barriers: the whole cluster leaves together.
+  if constexpr (C::CLUSTER_M > 1) {
+    __syncwarp();
+    cluster_sync();
   }
 #endif
 }

@@ -31,6 +31,14 @@ __device__ __forceinline__ void mbarrier_arrive_cluster(uint32_t remote_bar) {
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote_bar) : "memory");
 }
 
+// Arrive on a ring-slot barrier of a CTA in the cluster (own or peer), with the default .release.cta
+// semantics (CUTLASS ClusterBarrier::arrive). Enough to free a slot once the async-proxy reads of it
+// have completed (wgmma.wait_group); the .release.cluster form above costs a MEMBAR.ALL.GPU per arrive,
+// which halved the throughput of the sm_90a cluster kernels when used per k-block.
+__device__ __forceinline__ void mbarrier_arrive_cluster_cta_scope(uint32_t remote_bar) {
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote_bar) : "memory");
+}
+
 // CTA-pair TMA load: the data lands in this CTA's shared memory, the transaction bytes on the
 // LEADER's barrier: the barrier address has the peer bit (bit 24 of the shared::cluster address)
 // cleared (CUTLASS Sm100MmaPeerBitMask), so both CTAs' bytes complete one barrier.
