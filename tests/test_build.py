@@ -120,6 +120,7 @@ def test_sm90_uses_wgmma(sass):
         assert op.strip() in sm90, f"{op.strip()} missing from the sm_90a SASS"
     assert "UTMALDG" in sm90, "TMA loads (UTMALDG) missing from the sm_90a SASS"
     assert "UTMALDG.3D.MULTICAST" in sm90, "the 2x1-cluster kernels' B multicast is missing from the sm_90a SASS"
+    assert "UTMASTG.3D" in sm90, "the TMA-store epilogue (config 8) is missing from the sm_90a SASS"
     assert "SYNCS.PHASECHK" in sm90, "mbarrier waits missing from the sm_90a SASS"
 
 

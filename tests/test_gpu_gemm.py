@@ -249,14 +249,14 @@ def test_unaligned_pitch_falls_back_with_reason():
         jax.jit(lambda x, y: jax_tmem.matmul(x, y, path="kernel"))(a, b)
 
 
-SM90_MENU = (0, 1, 2, 3, 5, 6, 7)  # 128x128, 128x256, 128x64, 128x128 ping-pong, 128x256 staged epilogue,
-#                                   128x256 and 128x128 in 2x1 clusters with B multicast
+SM90_MENU = (0, 1, 2, 3, 5, 6, 7, 8)  # 128x128, 128x256, 128x64, 128x128 ping-pong, 128x256 staged epilogue,
+#                                   128x256 and 128x128 in 2x1 clusters with B multicast, 128x256 TMA-store epilogue
 SM100_MENU = (0, 1, 4)     # 128x128, 128x256, 256x256 CTA pair
 
 
-@pytest.mark.parametrize("config", [0, 1, 2, 3, 4, 5, 6, 7],
+@pytest.mark.parametrize("config", [0, 1, 2, 3, 4, 5, 6, 7, 8],
                          ids=["128x128", "128x256", "128x64", "128x128_pingpong", "256x256_pair", "128x256_staged",
-                              "128x256_cluster2", "128x128_cluster2"])
+                              "128x256_cluster2", "128x128_cluster2", "128x256_tmastore"])
 @pytest.mark.parametrize("dtypes,layout", [((BF16, BF16), ("K", "MN")), ((BF16, BF16), ("MN", "K")),
                                            ((F16, F16), ("MN", "MN")), ((E4M3, E5M2), ("K", "K")),
                                            ((F32, F32), ("K", "K"))], ids=lambda v: str(v))
@@ -278,6 +278,51 @@ def test_every_menu_config(config, dtypes, layout):
         err = np.abs(o1 - ref).max() / np.abs(ref).max()
         assert err < _tol(dtypes[0], F32), f"config {config} {m}x{n}x{k}: rel err {err:.3e}"
         np.testing.assert_array_equal(o1, o2)
+
+
+@pytest.mark.parametrize("out_dtype", [BF16, F16, F32], ids=lambda d: d.name)
+@pytest.mark.parametrize("m,n", [(200, 264), (130, 72), (1000, 520)])
+def test_tma_store_epilogue(out_dtype, m, n):
+    """sm_90a config 8 (TMA-store epilogue): batched, fused bias + gelu + alpha, with and without
+    accumulating into c; tiles whose second warpgroup's rows (m=130) or whole column chunks (n=72)
+    lie outside the output, where the kernel commits empty bulk groups instead of stores."""
+    arch = _require_kernels()
+    if arch != "sm_90a":
+        pytest.skip("config 8 is an sm_90a menu entry")
+    from jax_tmem import _primitive, ops
+    s = seed_of("tmastore", out_dtype, m, n)
+    B, k = 2, 200
+    a, b = rand(s, (B, m, k), BF16), rand(s + 1, (B, k, n), BF16)
+    bias, c = rand(s + 2, (n,), F32), rand(s + 3, (B, m, n), out_dtype)
+    dn = (((2,), (1,)), ((0,), (0,)))
+    for with_c in (False, True):
+        epi = _primitive.Epilogue(activation="gelu", alpha=0.5, has_bias=True, has_c=with_c)
+        if with_c:
+            fn = lambda x, y, bb, cc: ops._gemm(x, y, bb, cc, dn, np.dtype(out_dtype), epi, "kernel", True, 8)
+            f = jax.jit(fn)
+            o1, o2 = (np.asarray(f(a, b, bias, c).astype(jnp.float32)) for _ in range(2))
+        else:
+            fn = lambda x, y, bb: ops._gemm(x, y, bb, None, dn, np.dtype(out_dtype), epi, "kernel", True, 8)
+            o1, o2 = _run_poisoned(fn, (B, m, n), out_dtype, a, b, bias)
+        ref = _ref(a, b, dn, bias=bias, act="gelu", alpha=0.5, c=c if with_c else None)
+        assert not np.isnan(o1).any(), "kernel left unwritten (NaN-poisoned) outputs"
+        err = np.abs(o1 - ref).max() / np.abs(ref).max()
+        assert err < _tol(BF16, out_dtype), f"c={with_c}: rel err {err:.3e}"
+        np.testing.assert_array_equal(o1, o2)
+
+
+def test_tma_store_epilogue_rejects_unaligned_rows():
+    """Forcing config 8 on an output whose row pitch TMA cannot address (100 bf16 = 200 bytes) is an
+    error from the FFI handler that names the output, not a wrong result or a crash."""
+    arch = _require_kernels()
+    if arch != "sm_90a":
+        pytest.skip("config 8 is an sm_90a menu entry")
+    from jax_tmem import _primitive, ops
+    a, b = rand(1, (64, 32), BF16), rand(2, (100, 32), BF16)  # both K-major: 64-byte rows, fine for TMA
+    fn = jax.jit(lambda x, y: ops._gemm(x, y, None, None, (((1,), (1,)), ((), ())), np.dtype(BF16),
+                                        _primitive.Epilogue(), "kernel", True, 8))
+    with pytest.raises(Exception, match="output \\(TMA store epilogue\\)"):
+        jax.block_until_ready(fn(a, b))
 
 
 @pytest.mark.parametrize("layout", LAYOUTS, ids=lambda l: f"A{l[0]}_B{l[1]}")

@@ -107,7 +107,19 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
   const GemmProblem& p = L.p;
   const int64_t tiles = p.batch * ((p.m + C::TILE_M - 1) / C::TILE_M) * ((p.n + C::BLOCK_N - 1) / C::BLOCK_N);
   cfg.gridDim = dim3(kCluster * static_cast<int>(std::min<int64_t>(tiles, resident)), 1, 1);
-  cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, kernel_params(L));
+  cudaError_t e;
+  if constexpr (C::kOutMap) {  // sm_90a kernels: a third map for the TMA-store epilogue (unused otherwise)
+    CUtensorMap map_out = {};
+    if constexpr (C::kTmaStore) {
+      // The output [batch, m, n] (row-major, contiguous) in boxes of 64 rows x 128 bytes.
+      err = tma::encode_operand(&map_out, L.out, p.out_type, p.n, p.m, p.batch, p.n, p.m * p.n,
+                                128 / dtype_bytes(p.out_type), 64);
+      if (!err.empty()) return "output (TMA store epilogue): " + err;
+    }
+    e = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_out, kernel_params(L));
+  } else {
+    e = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, kernel_params(L));
+  }
   if (e == cudaSuccess) e = cudaGetLastError();
   if (e != cudaSuccess) return std::string("kernel launch failed: ") + cudaGetErrorString(e);
   return "";

@@ -29,9 +29,10 @@ Tile choose_tile(const GemmProblem& p, int num_sms) {
 std::string sm90_gemm_launch(const GemmLaunch& L) {
   using namespace sm90;
   const GemmProblem& p = L.p;
-  if (p.config < -1 || p.config > 7 || p.config == 4)
+  if (p.config < -1 || p.config > 8 || p.config == 4)
     return "sm_90a config must be -1 (heuristic), 0 (128x128), 1 (128x256), 2 (128x64), 3 (128x128 ping-pong), "
-           "5 (128x256, staged epilogue), 6 (128x256, 2x1 cluster) or 7 (128x128, 2x1 cluster)";
+           "5 (128x256, staged epilogue), 6 (128x256, 2x1 cluster), 7 (128x128, 2x1 cluster) or "
+           "8 (128x256, TMA-store epilogue)";
   if (p.m >= (int64_t(1) << 31) || p.n >= (int64_t(1) << 31) || p.k >= (int64_t(1) << 31))
     return "dimensions must be < 2^31";
   const Tile tile = choose_tile(p, L.num_sms);

@@ -20,7 +20,7 @@ std::string run(const GemmLaunch& L) {
 // decode), about 192 KB of ring each; the ping-pong, staged-epilogue and 2x1-cluster variants.
 enum class Tile : int {
   k128x128 = 0, k128x256 = 1, k128x64 = 2, k128x128PingPong = 3, k128x256Staged = 5,
-  k128x256Cluster2 = 6, k128x128Cluster2 = 7,
+  k128x256Cluster2 = 6, k128x128Cluster2 = 7, k128x256TmaStore = 8,
 };
 
 template <Kind K, bool AMN, bool BMN>
@@ -32,6 +32,7 @@ std::string run_tile(const GemmLaunch& L, Tile tile) {
     case Tile::k128x256Staged: return run<Config<K, 256, 4, AMN, BMN, false, /*kSmemEpilogue=*/true>>(L);
     case Tile::k128x256Cluster2: return run<Config<K, 256, 4, AMN, BMN, false, false, /*kClusterM=*/2>>(L);
     case Tile::k128x128Cluster2: return run<Config<K, 128, 6, AMN, BMN, false, false, /*kClusterM=*/2>>(L);
+    case Tile::k128x256TmaStore: return run<Config<K, 256, 4, AMN, BMN, false, false, 1, /*kTmaStore=*/true>>(L);
     default: return run<Config<K, 128, 6, AMN, BMN>>(L);
   }
 }

@@ -74,7 +74,8 @@ struct Config {
   static constexpr int BLOCK_M = 128;
   static constexpr int BLOCK_N = BLOCK_N_;
   static constexpr int BOX_M = BLOCK_M, BOX_N = BLOCK_N;  // rows of A / B one CTA loads per tile
-  static constexpr int TILE_M = BLOCK_M;  // rows of one scheduler tile
+  static constexpr int TILE_M = BLOCK_M;
+  static constexpr bool kOutMap = false;  // the kernel takes A and B tensor maps only  // rows of one scheduler tile
   static constexpr int CTAS_PER_TILE = 1;
   static constexpr int kStages = kStages_;
   static constexpr bool kAMN = kAMN_, kBMN = kBMN_;

@@ -44,14 +44,22 @@ constexpr int kind_elem_bytes(Kind k) {
 //   the L2 -> SM traffic per FLOP drops by a third at 128x256 (48 -> 32 KB per CTA per k-block).
 //   A ring slot is refilled only when the consumers of BOTH CTAs have released it (the peer's
 //   multicast writes into it): each empty barrier counts the consumer warps of the whole cluster.
+// kTmaStore: the cooperative epilogue writes each warpgroup's 64 rows in 128-byte-wide column chunks
+//   into a double-buffered, 128B-swizzled shared-memory box and one thread stores it with a TMA
+//   bulk tensor store (edges clipped by TMA); the stores drain while the next tile's MMAs run.
+//   Menu config 8.
 template <Kind kKind_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_, bool kPingPong_ = false,
-          bool kSmemEpilogue_ = false, int kClusterM_ = 1>
+          bool kSmemEpilogue_ = false, int kClusterM_ = 1, bool kTmaStore_ = false>
 struct Config {
   static constexpr Kind kKind = kKind_;
   static constexpr bool kPingPong = kPingPong_;
   static constexpr bool kSmemEpilogue = kSmemEpilogue_;
   static constexpr int EPI_COLS = 32, EPI_STRIDE = 40;  // staged chunk: 64 rows x 32 f32, row pitch 160 B
   static constexpr int EPI_BYTES = kSmemEpilogue ? 2 * 64 * EPI_STRIDE * 4 : 0;  // one buffer per warpgroup
+  static constexpr bool kTmaStore = kTmaStore_;
+  static constexpr bool kOutMap = true;  // the kernel takes an output tensor map (used if kTmaStore)
+  static constexpr int OUT_BOX_BYTES = 64 * 128;  // 64 rows x 128 bytes, 1024-aligned (128B swizzle)
+  static constexpr int OUT_BYTES = kTmaStore ? 2 * 2 * OUT_BOX_BYTES : 0;  // 2 buffers per warpgroup
   static constexpr int BLOCK_M = 128;
   static constexpr int BLOCK_N = BLOCK_N_;
   static constexpr int CLUSTER_M = kClusterM_;
@@ -66,7 +74,7 @@ struct Config {
   static constexpr int A_BYTES = BLOCK_M * 128;
   static constexpr int B_BYTES = BLOCK_N * 128;
   static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
-  static constexpr int SMEM_BYTES = kStages * STAGE_BYTES + EPI_BYTES + 1024 + (2 * kStages + 2) * 8;
+  static constexpr int SMEM_BYTES = kStages * STAGE_BYTES + OUT_BYTES + EPI_BYTES + 1024 + (2 * kStages + 2) * 8;
   static constexpr int NUM_THREADS = 384;
   static constexpr int kGroupM = 8;
   static constexpr int ACC_REGS = BLOCK_N / 2;         // f32 accumulators per consumer thread
@@ -74,6 +82,7 @@ struct Config {
   static_assert(BLOCK_N == 64 || BLOCK_N == 128 || BLOCK_N == 256, "wgmma N must be 64, 128 or 256 here");
   static_assert(!kPingPong || BLOCK_N <= 128, "ping-pong keeps 2 x BLOCK_N / 2 accumulators per thread: N <= 128");
   static_assert(!(kPingPong && kSmemEpilogue), "the staged epilogue is built for the cooperative schedule");
+  static_assert(!(kTmaStore && (kPingPong || kSmemEpilogue)), "the TMA-store epilogue is cooperative-only");
   static_assert(!(kAMN || kBMN) || ELEM_BYTES == 2, "wgmma reads MN-major operands for 16-bit types only");
   static_assert(SMEM_BYTES <= 232448, "shared memory per CTA exceeds 227 KB");
   static_assert(SMEM_BYTES + 1024 < (1 << 18), "descriptor stepping (sm90_desc_advance) needs addresses < 2^18");
@@ -124,8 +133,8 @@ __device__ __forceinline__ void mma_step(float (&acc)[C::ACC_REGS], uint64_t da,
 // The fused epilogue on the accumulator fragment: y = act(alpha * acc + bias) + c, cast, masked store.
 // Each step is one uniform branch per tile around a straight unrolled loop (small i-cache footprint).
 template <class C>
-__device__ __forceinline__ void epilogue_store(float (&acc)[C::ACC_REGS], const Params& p, int batch, int row0,
-                                               int col0) {
+__device__ __forceinline__ void epilogue_math(float (&acc)[C::ACC_REGS], const Params& p, int batch, int row0,
+                                              int col0) {
   const epilogue::Args& e = p.epi;
   constexpr int J = C::BLOCK_N / 8;  // 8-column groups; acc[4j + 2h + {0,1}] is (row0 + 8h, col0 + 8j + {0,1})
   if (e.alpha != 1.0f) {
@@ -144,7 +153,6 @@ __device__ __forceinline__ void epilogue_store(float (&acc)[C::ACC_REGS], const 
   }
   epilogue::activate(acc, e.activation);
   const int64_t base = static_cast<int64_t>(batch) * p.m;
-  const bool vec_ok = (p.n % 2) == 0;  // then (row * n + even col) is even: pairs are aligned
   if (e.c != nullptr) {
 #pragma unroll
     for (int j = 0; j < J; ++j)
@@ -158,6 +166,17 @@ __device__ __forceinline__ void epilogue_store(float (&acc)[C::ACC_REGS], const 
         }
       }
   }
+}
+
+// epilogue_math, then masked stores straight from the fragment registers.
+template <class C>
+__device__ __forceinline__ void epilogue_store(float (&acc)[C::ACC_REGS], const Params& p, int batch, int row0,
+                                               int col0) {
+  epilogue_math<C>(acc, p, batch, row0, col0);
+  const epilogue::Args& e = p.epi;
+  constexpr int J = C::BLOCK_N / 8;
+  const int64_t base = static_cast<int64_t>(batch) * p.m;
+  const bool vec_ok = (p.n % 2) == 0;  // then (row * n + even col) is even: pairs are aligned
   auto store_all = [&](auto tag) {
     using T = decltype(tag);
 #pragma unroll
@@ -222,16 +241,71 @@ __device__ __forceinline__ void epilogue_store_staged(float (&acc)[C::ACC_REGS],
   }
 }
 
+// The TMA-store epilogue of one consumer warpgroup (rows [wg_row0, wg_row0 + 64) of the output):
+// epilogue_math in registers, then per 128-byte column chunk (64 columns of a 2-byte output, 32 of
+// f32): wait until the bulk store that last used this buffer has read it, write the fragment into the
+// 128B-swizzled box (16-byte unit u of row r lives at unit u ^ (r % 8): conflict-free), make the writes
+// visible to the async proxy, and one thread stores the box. `count` numbers this warpgroup's chunks
+// across tiles (buffer = count % 2); every chunk commits a bulk group, an empty one when the box is
+// entirely outside the output (PTX ISA, cp.async.bulk.commit_group: with no uncommitted bulk copies it
+// "results in an empty bulk async-group"), so "at most one group pending" means the other buffer's.
+template <class C>
+__device__ __forceinline__ void epilogue_store_tma(float (&acc)[C::ACC_REGS], const Params& p, int batch,
+                                                   int wg_row0, int col0, const CUtensorMap* tma_out,
+                                                   uint8_t* bufs, uint32_t& count, int cw) {
+  using namespace jax_tmem::ptx;
+  const int t = threadIdx.x % 128, warp_q = t / 32, lane = t % 32;
+  epilogue_math<C>(acc, p, batch, wg_row0 + 16 * warp_q + lane / 4, col0 + 2 * (lane % 4));
+  const uint32_t barrier_id = 1 + cw;  // 0 is __syncthreads
+  const int frag_row = 16 * warp_q + lane / 4;
+  const bool rows_in = wg_row0 < p.m;
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    constexpr int ES = sizeof(T), CW = 128 / ES, JC = CW / 8;  // columns and 8-column groups per chunk
+#pragma unroll
+    for (int c = 0; c < C::BLOCK_N / CW; ++c) {
+      uint8_t* buf = bufs + (count & 1u) * C::OUT_BOX_BYTES;
+      if (t == 0 && count >= 2) bulk_wait_group_read<1>();
+      named_barrier_sync(barrier_id, 128);
+#pragma unroll
+      for (int jj = 0; jj < JC; ++jj) {
+        const int j = c * JC + jj;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = frag_row + 8 * h;
+          const int byte = (8 * jj + 2 * (lane % 4)) * ES;
+          uint8_t* dst = buf + r * 128 + ((((byte >> 4) ^ (r & 7)) << 4) | (byte & 15));
+          const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+          if constexpr (ES == 4) *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
+          else *reinterpret_cast<uint32_t*>(dst) = epilogue::pack2<T>(v0, v1);
+        }
+      }
+      fence_proxy_async_shared();
+      named_barrier_sync(barrier_id, 128);
+      if (t == 0) {
+        if (rows_in && col0 + c * CW < p.n) tma_store_3d(tma_out, buf, col0 + c * CW, wg_row0, batch);
+        bulk_commit_group();
+      }
+      ++count;
+    }
+  };
+  const epilogue::Args& e = p.epi;
+  if (e.out_type == static_cast<int32_t>(DType::kF32)) run(float{});
+  else if (e.out_type == static_cast<int32_t>(DType::kBF16)) run(__nv_bfloat16{});
+  else run(__half{});
+}
+
 template <class C>
 __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     sm90_gemm_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b,
-                     const Params p) {
+                     const __grid_constant__ CUtensorMap tma_out, const Params p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace jax_tmem::ptx;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   // NOTE: the 128B swizzle pattern is a function of address bits [4, 10): tiles must be 1024-aligned.
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + C::kStages * C::STAGE_BYTES);
+  uint8_t* out_bufs = smem + C::kStages * C::STAGE_BYTES;  // kTmaStore only (OUT_BYTES, 1024-aligned)
+  uint64_t* full = reinterpret_cast<uint64_t*>(out_bufs + C::OUT_BYTES);
   uint64_t* empty = full + C::kStages;
   uint64_t* order = empty + C::kStages;  // ping-pong only: order[w] = "warpgroup w may run its mainloop"
   float* epi_stage = reinterpret_cast<float*>(order + 2);  // kSmemEpilogue only (EPI_BYTES)
@@ -390,6 +464,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     constexpr uint32_t A_LBO = C::kAMN ? 8192 : 16, B_LBO = C::kBMN ? 8192 : 16;
     constexpr uint32_t K_STEP_A = C::kAMN ? C::INSTR_K * 128 : 32;  // bytes per wgmma K step
     constexpr uint32_t K_STEP_B = C::kBMN ? C::INSTR_K * 128 : 32;
+    uint32_t store_count = 0;  // kTmaStore: this warpgroup's output chunks so far
     const uint64_t desc_a0 = desc::sm90_smem_desc(smem_addr(smem) + cw * 8192, A_LBO, 1024, desc::Sm90Swizzle::k128B);
     const uint64_t desc_b0 = desc::sm90_smem_desc(smem_addr(smem) + C::A_BYTES, B_LBO, 1024, desc::Sm90Swizzle::k128B);
     // Releases ring slot `s` to the producer(s): with a cluster, lane r arrives on CTA r's barrier.
@@ -435,9 +510,18 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
         epilogue_store_staged<C>(acc, p, tc, cta_row0, cw, epi_stage + cw * 64 * C::EPI_STRIDE);
         continue;
       }
+      if constexpr (C::kTmaStore) {
+        epilogue_store_tma<C>(acc, p, tc.batch, cta_row0 + cw * 64, tc.n_blk * C::BLOCK_N, &tma_out,
+                              out_bufs + cw * 2 * C::OUT_BOX_BYTES, store_count, cw);
+        continue;
+      }
       const int row0 = cta_row0 + cw * 64 + 16 * (warp % 4) + lane / 4;
       const int col0 = tc.n_blk * C::BLOCK_N + 2 * (lane % 4);
       epilogue_store<C>(acc, p, tc.batch, row0, col0);
+    }
+    // The output is complete only once the bulk stores have been performed.
+    if constexpr (C::kTmaStore) {
+      if (threadIdx.x % 128 == 0) bulk_wait_group<0>();
     }
   }
   // NOTE: a CTA may not exit while its peer can still multicast into its shared memory or arrive on
