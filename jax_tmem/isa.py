@@ -60,3 +60,13 @@ def tmem_plan(block_n: int, acc_stages: int = 2, *, block_m: int = 128, k_tile: 
 SM100_MENU = ({"block_m": 128, "block_n": 256, "stages": 4, "acc_stages": 2},
               {"block_m": 128, "block_n": 128, "stages": 6, "acc_stages": 2})
 SM90_MENU = ({"block_m": 128, "block_n": 256, "stages": 4}, {"block_m": 128, "block_n": 128, "stages": 6})
+
+
+def kernel_choice(arch: str, m: int, n: int, k: int, *, batch: int = 1, a_dtype="bfloat16", config: int = -1,
+                  num_sms: int = 132) -> tuple[int, str]:
+    """The kernel-menu entry ``(config number, name)`` the CUDA dispatcher of ``arch`` ("sm_90a",
+    "sm_100a", "sm_103a") runs for an M x N x K problem on a GPU with ``num_sms`` SMs: the same C++
+    heuristic (``cpp/include/jax_tmem/menu.h``) the launcher calls. ``config`` >= 0 forces an entry
+    (ValueError if the arch has no such entry)."""
+    return tuple(_ext().kernel_choice(arch, int(batch), int(m), int(n), int(k), _name(a_dtype), int(config),
+                                      int(num_sms)))

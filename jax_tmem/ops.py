@@ -71,7 +71,8 @@ def _allow_tf32(precision) -> bool:
 
 # ---- the path decision ------------------------------------------------------------------------
 
-def _decide(lhs_shape, rhs_shape, a_dtype, b_dtype, dn, out_dtype, requested: str, allow_tf32: bool):
+def _decide(lhs_shape, rhs_shape, a_dtype, b_dtype, dn, out_dtype, requested: str, allow_tf32: bool,
+            config: int = -1):
     """Returns (path, problem description). Raises ValueError if path "kernel" is forced but impossible."""
     canon = _canon.canonicalize(lhs_shape, rhs_shape, dn)
     problem = (f"{np.dtype(a_dtype).name}{list(lhs_shape)} x {np.dtype(b_dtype).name}{list(rhs_shape)} "
@@ -115,7 +116,7 @@ def _decide(lhs_shape, rhs_shape, a_dtype, b_dtype, dn, out_dtype, requested: st
                               "hardware, so auto uses XLA; path='kernel' or JAX_TMEM_ENABLE_SM100=1 runs them")
             if arch and not reason:
                 ok, reason = _ext.ensure_registered("cuda")
-                target = f"cuda {arch}" if ok else ""
+                target = f"cuda {arch}, {_kernels.menu_entry(arch, canon, a_dtype, config)}" if ok else ""
     else:
         reason = f"no jax_tmem kernels for backend {backend!r}"
     if target:
@@ -137,7 +138,7 @@ def bind_gemm(lhs, rhs, *rest, dimension_numbers, out_dtype, epilogue: Epilogue,
     if requested != "xla":
         lhs, rhs, dimension_numbers = _k_major_for_gpu(lhs, rhs, dimension_numbers, requested)
     path, problem = _decide(lhs.shape, rhs.shape, lhs.dtype, rhs.dtype, dimension_numbers, out_dtype,
-                            requested, allow_tf32)
+                            requested, allow_tf32, config)
     return gemm_p.bind(lhs, rhs, *rest, dimension_numbers=dimension_numbers, out_dtype=np.dtype(out_dtype),
                        epilogue=epilogue, path=path, requested=requested, problem=problem,
                        allow_tf32=allow_tf32, config=int(config))

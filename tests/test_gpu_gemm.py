@@ -280,6 +280,31 @@ def test_every_menu_config(config, dtypes, layout):
         np.testing.assert_array_equal(o1, o2)
 
 
+def test_log_names_the_kernel_menu_entry():
+    """The decision log names the compiled kernel the dispatcher runs (same C++ heuristic), with the
+    device's SM count; a forced config shows as forced; a config outside the arch's menu raises at
+    trace time."""
+    arch = _require_kernels()
+    from jax_tmem import _primitive, ops
+    a, b = rand(1, (2048, 256), BF16), rand(2, (256, 2048), BF16)
+    jax_tmem.clear_decisions()
+    jax.jit(lambda x, y: jax_tmem.matmul(x, y, path="kernel"))(a, b)
+    d = jax_tmem.decisions()[-1]
+    sms = jax.devices()[0].core_count if hasattr(jax.devices()[0], "core_count") else None
+    assert d.path == "kernel" and "(config " in d.target and "heuristic" in d.target, d
+    if sms:
+        assert f"{sms} SMs" in d.target, d
+    forced = 0 if arch == "sm_90a" else 1
+    jax_tmem.clear_decisions()
+    dn = (((1,), (0,)), ((), ()))
+    jax.jit(lambda x, y: ops._gemm(x, y, None, None, dn, np.dtype(F32), _primitive.Epilogue(), "kernel", True,
+                                   forced))(a, b)
+    assert f"(config {forced}, forced)" in jax_tmem.decisions()[-1].target
+    with pytest.raises(ValueError, match="menu entry"):
+        jax.jit(lambda x, y: ops._gemm(x, y, None, None, dn, np.dtype(F32), _primitive.Epilogue(), "kernel",
+                                       True, 9))(a, b)
+
+
 @pytest.mark.parametrize("out_dtype", [BF16, F16, F32], ids=lambda d: d.name)
 @pytest.mark.parametrize("m,n", [(200, 264), (130, 72), (1000, 520)])
 def test_tma_store_epilogue(out_dtype, m, n):

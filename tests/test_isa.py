@@ -748,3 +748,50 @@ def test_sm90_descriptor_stepping_matches_reencoding(lbo, swizzle):
     base = isa.smem_desc(0, lbo, 1024, swizzle, arch="sm90")
     for addr in range(0, 232448 + 1024, 16):
         assert isa.smem_desc(addr, lbo, 1024, swizzle, arch="sm90") == base + (addr >> 4)
+
+
+# ================================ kernel menus: the heuristic ================================
+# The same C++ code the CUDA dispatchers call (cpp/include/jax_tmem/menu.h); H200 = 132 SMs, B200 = 148.
+
+@pytest.mark.parametrize("m,n,k,batch,expect", [
+    (8192, 8192, 8192, 1, 1),   # 64 x 32 = 2048 tiles of 128x256 >= 132: the widest tile
+    (4096, 4096, 4096, 1, 1),   # 32 x 16 = 512
+    (2048, 2048, 2048, 1, 0),   # 16 x 8 = 128 < 132 at 256 wide; 16 x 16 = 256 at 128 wide
+    (128, 8192, 8192, 1, 2),    # decode: 32 / 64 / 128 tiles, none fills 132 SMs -> the narrowest, 128x64
+    (16, 8192, 8192, 1, 2),
+    (1, 8192, 8192, 1, 2),
+    (256, 256, 64, 66, 1),      # batch counts: 66 x 2 x 1 = 132 tiles of 128x256
+])
+def test_sm90_heuristic(m, n, k, batch, expect):
+    cfg, name = isa.kernel_choice("sm_90a", m, n, k, batch=batch, num_sms=132)
+    assert cfg == expect, (cfg, name)
+    assert name == {0: "128x128 cooperative", 1: "128x256 cooperative", 2: "128x64 cooperative"}[expect]
+
+
+@pytest.mark.parametrize("config", [0, 1, 2, 3, 5, 6, 7, 8])
+def test_sm90_forced_config_is_kept(config):
+    cfg, name = isa.kernel_choice("sm_90a", 8192, 8192, 8192, config=config)
+    assert cfg == config and name
+
+
+@pytest.mark.parametrize("arch,config", [("sm_90a", 4), ("sm_90a", 9), ("sm_90a", -2), ("sm_100a", 2),
+                                         ("sm_100a", 3), ("sm_103a", 8)])
+def test_config_outside_the_menu_raises(arch, config):
+    with pytest.raises(ValueError, match="menu entry"):
+        isa.kernel_choice(arch, 256, 256, 256, config=config)
+
+
+@pytest.mark.parametrize("m,n,dtype,expect", [
+    (8192, 8192, "bfloat16", 4),   # 32 x 32 = 1024 pair tiles >= 148 / 2
+    (2048, 2048, "bfloat16", 0),   # 8 x 8 = 64 pair tiles < 74; 16 x 8 = 128 < 148 at 256 wide; 256 at 128
+    (128, 8192, "bfloat16", 0),    # 1 x 32 pair tiles; 32 and 64 1-CTA tiles: none fills -> narrowest (128)
+    (8192, 8192, "int8", 1),       # kind::i8 has no pair kernel: its pair choice runs 128x256 1-CTA
+])
+def test_sm100_heuristic(m, n, dtype, expect):
+    cfg, name = isa.kernel_choice("sm_100a", m, n, 4096, a_dtype=dtype, num_sms=148)
+    assert cfg == expect, (cfg, name)
+
+
+def test_kernel_choice_rejects_unknown_arch():
+    with pytest.raises(ValueError, match="arch must be"):
+        isa.kernel_choice("sm_80", 256, 256, 256)

@@ -86,6 +86,12 @@ int cuda_device_cc() {
   return device_info(dev).cc;
 }
 
+int cuda_device_sms() {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+  return device_info(dev).num_sms;
+}
+
 }  // namespace jax_tmem
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxTmemCudaGemm, jax_tmem::cuda_gemm_handler,

@@ -32,21 +32,6 @@ std::string encode_ab_maps(const GemmLaunch& L, CUtensorMap* map_a, CUtensorMap*
   return "";
 }
 
-// The tile-width heuristic shared by the archs (deterministic): the widest BLOCK_N of the menu whose
-// tile count fills every SM at least once (wider tiles load less per FLOP); if none does (small M
-// and N, e.g. decode), the narrowest, which gives the most CTAs and so the most bandwidth.
-// `config` overrides: 0 = 128, 1 = 256, 2 = 64.
-inline int choose_tile_n(const GemmProblem& p, int num_sms, const int* menu, int menu_size) {
-  if (p.config == 0) return 128;
-  if (p.config == 1) return 256;
-  if (p.config == 2) return 64;
-  for (int i = 0; i < menu_size; ++i) {
-    const int64_t tiles = p.batch * ((p.m + 127) / 128) * ((p.n + menu[i] - 1) / menu[i]);
-    if (tiles >= num_sms) return menu[i];
-  }
-  return menu[menu_size - 1];
-}
-
 inline epilogue::KernelParams kernel_params(const GemmLaunch& L) {
   const GemmProblem& p = L.p;
   epilogue::KernelParams prm;

@@ -14,6 +14,7 @@
 #include "jax_tmem/desc_sm100.h"
 #include "jax_tmem/desc_sm90.h"
 #include "jax_tmem/handlers.h"
+#include "jax_tmem/menu.h"
 #include "jax_tmem/tmem_plan.h"
 
 namespace nb = nanobind;
@@ -200,6 +201,36 @@ NB_MODULE(_jax_tmem, m) {
     d["cuda_archs"] = JAX_TMEM_CUDA_ARCHS_BUILT;
     return d;
   }, "How this extension was built: jaxlib/FFI API version of the headers, CUDA archs.");
+
+  m.def("kernel_choice", [](const std::string& arch, int64_t batch, int64_t m_, int64_t n, int64_t k,
+                            const std::string& a_dtype, int config, int num_sms) {
+    jax_tmem::GemmProblem p;
+    p.batch = batch; p.m = m_; p.n = n; p.k = k; p.config = config;
+    p.a_type = a_dtype == "int8" ? jax_tmem::DType::kS8 : jax_tmem::DType::kBF16;  // only int8 changes the choice
+    if (num_sms < 1) throw std::invalid_argument("num_sms must be >= 1");
+    if (arch == "sm_90a") {
+      if (!jax_tmem::menu::sm90_valid(config)) throw std::invalid_argument("not an sm_90a menu entry: " + std::to_string(config));
+      const auto t = jax_tmem::menu::sm90_choose(p, num_sms);
+      return nb::make_tuple(static_cast<int>(t), jax_tmem::menu::sm90_name(t));
+    }
+    if (arch == "sm_100a" || arch == "sm_103a") {
+      if (!jax_tmem::menu::sm100_valid(config)) throw std::invalid_argument("not an sm_100a menu entry: " + std::to_string(config));
+      const auto t = jax_tmem::menu::sm100_choose(p, num_sms);
+      return nb::make_tuple(static_cast<int>(t), jax_tmem::menu::sm100_name(t));
+    }
+    throw std::invalid_argument("arch must be sm_90a, sm_100a or sm_103a, got " + arch);
+  }, nb::arg("arch"), nb::arg("batch"), nb::arg("m"), nb::arg("n"), nb::arg("k"), nb::arg("a_dtype"),
+     nb::arg("config"), nb::arg("num_sms"),
+     "The kernel-menu entry (config number, name) the CUDA dispatcher runs for this problem: the same "
+     "heuristic code (jax_tmem/menu.h) the launchers call.");
+
+  m.def("cuda_device_sms", []() {
+#if JAX_TMEM_HAS_CUDA
+    return jax_tmem::cuda_device_sms();
+#else
+    return 0;
+#endif
+  }, "SM count of the current CUDA device, 0 if none.");
 
   m.def("cuda_device_cc", []() {
 #if JAX_TMEM_HAS_CUDA

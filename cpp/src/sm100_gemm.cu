@@ -6,16 +6,13 @@ namespace jax_tmem {
 namespace sm100 {
 namespace {
 
-// CTA-pair 256x256 tiles when there are enough of them to give every pair of SMs one; else the 1-CTA
-// menu. `config` 4 forces the pair kernel.
+// The menu entry (jax_tmem/menu.h) as the block_n code run_tile takes.
 int choose_block_n(const GemmProblem& p, int num_sms) {
-  if (p.config == 4) return kPairTile;
-  if (p.config < 0) {
-    const int64_t pair_tiles = p.batch * ((p.m + 255) / 256) * ((p.n + 255) / 256);
-    if (pair_tiles >= num_sms / 2) return kPairTile;
+  switch (menu::sm100_choose(p, num_sms)) {
+    case menu::Sm100::k256x256Pair: return kPairTile;
+    case menu::Sm100::k128x256: return 256;
+    default: return 128;
   }
-  static constexpr int kMenu[] = {256, 128};
-  return choose_tile_n(p, num_sms, kMenu, 2);
 }
 
 }  // namespace
@@ -24,7 +21,7 @@ int choose_block_n(const GemmProblem& p, int num_sms) {
 std::string sm100_gemm_launch(const GemmLaunch& L) {
   using namespace sm100;
   const GemmProblem& p = L.p;
-  if (p.config < -1 || (p.config > 1 && p.config != 4))
+  if (!menu::sm100_valid(p.config))
     return "sm_100a config must be -1 (heuristic), 0 (128x128), 1 (128x256) or 4 (256x256 CTA pair)";
   if (p.m >= (int64_t(1) << 31) || p.n >= (int64_t(1) << 31) || p.k >= (int64_t(1) << 31))
     return "dimensions must be < 2^31";

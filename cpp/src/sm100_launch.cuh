@@ -5,6 +5,7 @@
 
 #include "jax_tmem/kernels/sm100_gemm.cuh"
 #include "jax_tmem/kernels/sm100_gemm_2cta.cuh"
+#include "jax_tmem/menu.h"
 #include "launch_common.cuh"
 
 namespace jax_tmem::sm100 {

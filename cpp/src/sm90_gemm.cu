@@ -15,27 +15,19 @@ std::string run_16bit(const GemmLaunch& L, Tile tile) {
   return run_tile<K, true, true>(L, tile);
 }
 
-// The menu entry: `config` when set, else the heuristic (widest tile that fills the GPU).
-Tile choose_tile(const GemmProblem& p, int num_sms) {
-  if (p.config >= 0) return static_cast<Tile>(p.config);
-  static constexpr int kMenu[] = {256, 128, 64};
-  const int block_n = choose_tile_n(p, num_sms, kMenu, 3);
-  return block_n == 256 ? Tile::k128x256 : block_n == 128 ? Tile::k128x128 : Tile::k128x64;
-}
-
 }  // namespace
 }  // namespace sm90
 
 std::string sm90_gemm_launch(const GemmLaunch& L) {
   using namespace sm90;
   const GemmProblem& p = L.p;
-  if (p.config < -1 || p.config > 8 || p.config == 4)
+  if (!menu::sm90_valid(p.config))
     return "sm_90a config must be -1 (heuristic), 0 (128x128), 1 (128x256), 2 (128x64), 3 (128x128 ping-pong), "
            "5 (128x256, staged epilogue), 6 (128x256, 2x1 cluster), 7 (128x128, 2x1 cluster) or "
            "8 (128x256, TMA-store epilogue)";
   if (p.m >= (int64_t(1) << 31) || p.n >= (int64_t(1) << 31) || p.k >= (int64_t(1) << 31))
     return "dimensions must be < 2^31";
-  const Tile tile = choose_tile(p, L.num_sms);
+  const Tile tile = menu::sm90_choose(p, L.num_sms);
   if (p.a_type == DType::kBF16 && p.b_type == DType::kBF16) return run_16bit<Kind::kBF16>(L, tile);
   if (p.a_type == DType::kF16 && p.b_type == DType::kF16) return run_16bit<Kind::kF16>(L, tile);
   return run_8bit_or_tf32(L, tile);

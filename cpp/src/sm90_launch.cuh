@@ -6,6 +6,7 @@
 #include <string>
 
 #include "jax_tmem/kernels/sm90_gemm.cuh"
+#include "jax_tmem/menu.h"
 #include "launch_common.cuh"
 
 namespace jax_tmem::sm90 {
@@ -15,13 +16,10 @@ std::string run(const GemmLaunch& L) {
   return launch_persistent<C>(sm90_gemm_kernel<C>, L);
 }
 
-// The fixed menu (the `config` attribute numbers its entries): 128-row tiles with BLOCK_N 256
-// (4 stages), 128 (6 stages) or 64 (8 stages, for problems with too few tiles to fill the GPU, e.g.
-// decode), about 192 KB of ring each; the ping-pong, staged-epilogue and 2x1-cluster variants.
-enum class Tile : int {
-  k128x128 = 0, k128x256 = 1, k128x64 = 2, k128x128PingPong = 3, k128x256Staged = 5,
-  k128x256Cluster2 = 6, k128x128Cluster2 = 7, k128x256TmaStore = 8,
-};
+// The fixed menu (jax_tmem/menu.h names and numbers the entries and holds the heuristic): 128-row
+// tiles with BLOCK_N 256 (4 stages), 128 (6 stages) or 64 (8 stages), about 192 KB of ring each; the
+// ping-pong, staged-epilogue, 2x1-cluster and TMA-store-epilogue variants.
+using Tile = menu::Sm90;
 
 template <Kind K, bool AMN, bool BMN>
 std::string run_tile(const GemmLaunch& L, Tile tile) {

@@ -11,5 +11,6 @@ XLA_FFI_DECLARE_HANDLER_SYMBOL(JaxTmemCudaGemm);  // gpu_gemm.cc
 namespace jax_tmem {
 // Compute capability of the current device as major*10+minor, or a negative CUDA error code.
 int cuda_device_cc();
+int cuda_device_sms();  // SM count of the current device, 0 if unknown
 }  // namespace jax_tmem
 #endif
