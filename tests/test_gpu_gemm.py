@@ -202,19 +202,33 @@ def test_kernel_matches_cpu_reference_handler():
     np.testing.assert_allclose(gpu, cpu, rtol=1e-5, atol=1e-5 * np.abs(cpu).max())
 
 
-def test_command_buffers_on_and_off_agree():
-    """A jitted training step gives identical results with XLA command buffers on and off."""
-    _require_kernels()
+@pytest.mark.parametrize("variant", ["heuristic", "cluster", "tma_store"])
+def test_command_buffers_on_and_off_agree(variant):
+    """A jitted training step gives identical results with XLA command buffers on and off: with the
+    heuristic's kernels, and with every GEMM of the step (forward and gradients) forced onto a cluster
+    kernel (launched with a cluster-shape attribute) or the TMA-store epilogue."""
+    arch = _require_kernels()
+    config = {"heuristic": -1, "cluster": 6 if arch == "sm_90a" else 4, "tma_store": 8}[variant]
+    if variant == "tma_store" and arch != "sm_90a":
+        pytest.skip("the TMA-store epilogue is an sm_90a menu entry")
     import subprocess, sys, os, textwrap
     prog = textwrap.dedent("""
+        import sys
         import jax, jax.numpy as jnp, numpy as np, jax_tmem
+        from jax_tmem import _primitive, ops
+        cfg = int(sys.argv[2])
+        def mm(x, w, act=None, out=jnp.bfloat16):
+            if cfg < 0:
+                return jax_tmem.matmul(x, w, activation=act, out_dtype=out, path="kernel")
+            return ops._gemm(x, w, None, None, (((1,), (0,)), ((), ())), jnp.dtype(out),
+                             _primitive.Epilogue(activation=act), "kernel", True, cfg)
         k = jax.random.split(jax.random.key(7), 3)
         x = jax.random.normal(k[0], (256, 512), jnp.bfloat16)
         w1 = jax.random.normal(k[1], (512, 384), jnp.bfloat16) * 0.05
         w2 = jax.random.normal(k[2], (384, 128), jnp.bfloat16) * 0.05
         def loss(p, x):
-            h = jax_tmem.matmul(x, p[0], activation="gelu_tanh", path="kernel")
-            return jnp.mean(jax_tmem.matmul(h, p[1], out_dtype=jnp.float32, path="kernel") ** 2)
+            h = mm(x, p[0], act="gelu_tanh")
+            return jnp.mean(mm(h, p[1], out=jnp.float32) ** 2)
         @jax.jit
         def step(p, x):
             g = jax.grad(loss)(p, x)
@@ -230,7 +244,7 @@ def test_command_buffers_on_and_off_agree():
         for i, flags in enumerate(["", "--xla_gpu_enable_command_buffer="]):
             env = dict(os.environ, XLA_FLAGS=flags)
             path = os.path.join(d, f"r{i}.npy")
-            subprocess.run([sys.executable, "-P", "-c", prog, path], check=True, env=env, timeout=300)
+            subprocess.run([sys.executable, "-P", "-c", prog, path, str(config)], check=True, env=env, timeout=300)
             outs.append(np.load(path))
     np.testing.assert_array_equal(outs[0], outs[1])
 
