@@ -104,7 +104,9 @@ def test_sm100_uses_tcgen05(sass, arch):
     code = _kernels_by_arch(sass)[arch]
     for op in ("UTCHMMA", "UTCQMMA", "UTCBAR", "UTMALDG", "LDTM",
                # the CTA-pair kernel: 2-SM MMA, multicast commit, pair TMA
-               "UTCHMMA.2CTA", "UTCQMMA.2CTA", "UTCBAR.2CTA.MULTICAST", "UTMALDG.3D.2CTA"):
+               "UTCHMMA.2CTA", "UTCQMMA.2CTA", "UTCBAR.2CTA.MULTICAST", "UTMALDG.3D.2CTA",
+               # the TMA-store epilogue (config 8)
+               "UTMASTG.3D"):
         assert op in code, f"{op} missing from the {arch} SASS"
     assert "HGMMA" not in code and "QGMMA" not in code, "wgmma in a Blackwell cubin"
     # kind::i8 exists on sm_100a only (ptxas rejects it for sm_103a, where the kernel traps instead)

@@ -209,8 +209,6 @@ def test_command_buffers_on_and_off_agree(variant):
     kernel (launched with a cluster-shape attribute) or the TMA-store epilogue."""
     arch = _require_kernels()
     config = {"heuristic": -1, "cluster": 6 if arch == "sm_90a" else 4, "tma_store": 8}[variant]
-    if variant == "tma_store" and arch != "sm_90a":
-        pytest.skip("the TMA-store epilogue is an sm_90a menu entry")
     import subprocess, sys, os, textwrap
     prog = textwrap.dedent("""
         import sys
@@ -265,7 +263,7 @@ def test_unaligned_pitch_falls_back_with_reason():
 
 SM90_MENU = (0, 1, 2, 3, 5, 6, 7, 8)  # 128x128, 128x256, 128x64, 128x128 ping-pong, 128x256 staged epilogue,
 #                                   128x256 and 128x128 in 2x1 clusters with B multicast, 128x256 TMA-store epilogue
-SM100_MENU = (0, 1, 4)     # 128x128, 128x256, 256x256 CTA pair
+SM100_MENU = (0, 1, 4, 8)  # 128x128, 128x256, 256x256 CTA pair, 128x256 TMA-store epilogue
 
 
 @pytest.mark.parametrize("config", [0, 1, 2, 3, 4, 5, 6, 7, 8],
@@ -322,12 +320,10 @@ def test_log_names_the_kernel_menu_entry():
 @pytest.mark.parametrize("out_dtype", [BF16, F16, F32], ids=lambda d: d.name)
 @pytest.mark.parametrize("m,n", [(200, 264), (130, 72), (1000, 520)])
 def test_tma_store_epilogue(out_dtype, m, n):
-    """sm_90a config 8 (TMA-store epilogue): batched, fused bias + gelu + alpha, with and without
-    accumulating into c; tiles whose second warpgroup's rows (m=130) or whole column chunks (n=72)
-    lie outside the output, where the kernel commits empty bulk groups instead of stores."""
-    arch = _require_kernels()
-    if arch != "sm_90a":
-        pytest.skip("config 8 is an sm_90a menu entry")
+    """Config 8 (TMA-store epilogue, both archs): batched, fused bias + gelu + alpha, with and without
+    accumulating into c; tiles whose later row groups (m=130) or whole column chunks (n=72) lie outside
+    the output, where the kernel commits empty bulk groups instead of stores."""
+    _require_kernels()
     from jax_tmem import _primitive, ops
     s = seed_of("tmastore", out_dtype, m, n)
     B, k = 2, 200
@@ -353,9 +349,7 @@ def test_tma_store_epilogue(out_dtype, m, n):
 def test_tma_store_epilogue_rejects_unaligned_rows():
     """Forcing config 8 on an output whose row pitch TMA cannot address (100 bf16 = 200 bytes) is an
     error from the FFI handler that names the output, not a wrong result or a crash."""
-    arch = _require_kernels()
-    if arch != "sm_90a":
-        pytest.skip("config 8 is an sm_90a menu entry")
+    _require_kernels()
     from jax_tmem import _primitive, ops
     a, b = rand(1, (64, 32), BF16), rand(2, (100, 32), BF16)  # both K-major: 64-byte rows, fine for TMA
     fn = jax.jit(lambda x, y: ops._gemm(x, y, None, None, (((1,), (1,)), ((), ())), np.dtype(BF16),

@@ -775,7 +775,7 @@ def test_sm90_forced_config_is_kept(config):
 
 
 @pytest.mark.parametrize("arch,config", [("sm_90a", 4), ("sm_90a", 9), ("sm_90a", -2), ("sm_100a", 2),
-                                         ("sm_100a", 3), ("sm_103a", 8)])
+                                         ("sm_100a", 3), ("sm_103a", 6)])
 def test_config_outside_the_menu_raises(arch, config):
     with pytest.raises(ValueError, match="menu entry"):
         isa.kernel_choice(arch, 256, 256, 256, config=config)
@@ -790,6 +790,12 @@ def test_config_outside_the_menu_raises(arch, config):
 def test_sm100_heuristic(m, n, dtype, expect):
     cfg, name = isa.kernel_choice("sm_100a", m, n, 4096, a_dtype=dtype, num_sms=148)
     assert cfg == expect, (cfg, name)
+
+
+@pytest.mark.parametrize("config", [0, 1, 4, 8])
+def test_sm100_forced_config_is_kept(config):
+    cfg, name = isa.kernel_choice("sm_100a", 8192, 8192, 8192, a_dtype="bfloat16", config=config, num_sms=148)
+    assert cfg == config and name
 
 
 def test_kernel_choice_rejects_unknown_arch():

@@ -96,9 +96,9 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
   if constexpr (C::kOutMap) {  // sm_90a kernels: a third map for the TMA-store epilogue (unused otherwise)
     CUtensorMap map_out = {};
     if constexpr (C::kTmaStore) {
-      // The output [batch, m, n] (row-major, contiguous) in boxes of 64 rows x 128 bytes.
+      // The output [batch, m, n] (row-major, contiguous) in boxes of OUT_BOX_ROWS rows x 128 bytes.
       err = tma::encode_operand(&map_out, L.out, p.out_type, p.n, p.m, p.batch, p.n, p.m * p.n,
-                                128 / dtype_bytes(p.out_type), 64);
+                                128 / dtype_bytes(p.out_type), C::OUT_BOX_ROWS);
       if (!err.empty()) return "output (TMA store epilogue): " + err;
     }
     e = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_out, kernel_params(L));

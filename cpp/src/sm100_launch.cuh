@@ -10,8 +10,7 @@
 
 namespace jax_tmem::sm100 {
 
-// The heuristic's code for the CTA-pair 256 x 256 tile (menu config 4).
-constexpr int kPairTile = -256;
+using Tile = menu::Sm100;  // the menu entries (jax_tmem/menu.h)
 
 template <class C>
 std::string run(const GemmLaunch& L) {
@@ -27,26 +26,27 @@ std::string run_2cta(const GemmLaunch& L) {
 }
 
 template <Kind K, bool AMN, bool BMN>
-std::string run_tile(const GemmLaunch& L, int block_n) {
-  if constexpr (K == Kind::kS8S8) {
-    if (block_n == kPairTile) block_n = 256;  // kind::i8 runs on the 1-CTA kernel
-  } else {
-    if (block_n == kPairTile) return run_2cta<Config2Cta<K, 256, 6, AMN, BMN>>(L);
+std::string run_tile(const GemmLaunch& L, Tile tile) {
+  switch (tile) {
+    case Tile::k256x256Pair:
+      if constexpr (K == Kind::kS8S8) return run<Config<K, 256, 4, AMN, BMN>>(L);  // no kind::i8 pair kernel
+      else return run_2cta<Config2Cta<K, 256, 6, AMN, BMN>>(L);
+    case Tile::k128x256: return run<Config<K, 256, 4, AMN, BMN>>(L);
+    case Tile::k128x256TmaStore: return run<Config<K, 256, 4, AMN, BMN, /*kTmaStore=*/true>>(L);
+    default: return run<Config<K, 128, 6, AMN, BMN>>(L);
   }
-  if (block_n == 256) return run<Config<K, 256, 4, AMN, BMN>>(L);
-  return run<Config<K, 128, 6, AMN, BMN>>(L);
 }
 
 template <Kind K>
-std::string run_majors(const GemmLaunch& L, int block_n) {
+std::string run_majors(const GemmLaunch& L, Tile tile) {
   const bool am = L.p.a_mn_major, bm = L.p.b_mn_major;
-  if (!am && !bm) return run_tile<K, false, false>(L, block_n);
-  if (!am && bm) return run_tile<K, false, true>(L, block_n);
-  if (am && !bm) return run_tile<K, true, false>(L, block_n);
-  return run_tile<K, true, true>(L, block_n);
+  if (!am && !bm) return run_tile<K, false, false>(L, tile);
+  if (!am && bm) return run_tile<K, false, true>(L, tile);
+  if (am && !bm) return run_tile<K, true, false>(L, tile);
+  return run_tile<K, true, true>(L, tile);
 }
 
 // Defined in sm100_gemm_fp8.cu: every fp8 mix and int8 x int8 (sm_100a only), any majorness.
-std::string run_8bit(const GemmLaunch& L, int block_n);
+std::string run_8bit(const GemmLaunch& L, Tile tile);
 
 }  // namespace jax_tmem::sm100

@@ -73,6 +73,20 @@ __device__ __forceinline__ uint32_t pack2<__half>(float a, float b) {
   return *reinterpret_cast<uint32_t*>(&h);
 }
 
+// The 16 bytes of output type T holding v[j .. j + 16 / sizeof(T)) (4 f32, or 8 packed 16-bit values).
+template <typename T, int kCols>
+__device__ __forceinline__ uint4 pack_unit(const float (&v)[kCols], int j) {
+  uint32_t w[4];
+  if constexpr (sizeof(T) == 4) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) w[q] = __float_as_uint(v[j + q]);
+  } else {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) w[q] = pack2<T>(v[j + 2 * q], v[j + 2 * q + 1]);
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
 // Finishes and stores one row segment of kCols consecutive outputs (row, col0 .. col0 + kCols - 1),
 // held by one thread (the tcgen05.ld 32x32b layout: a thread owns a row). 16-byte stores when the whole
 // segment is in bounds and aligned, else masked element stores.
@@ -81,17 +95,7 @@ __device__ __forceinline__ void store_row_segment(const float (&v)[kCols], T* ou
   constexpr int kPerVec = 16 / sizeof(T);
   if (vec_ok && col0 + kCols <= n) {
 #pragma unroll
-    for (int j = 0; j < kCols; j += kPerVec) {
-      uint32_t w[4];
-      if constexpr (sizeof(T) == 4) {
-#pragma unroll
-        for (int q = 0; q < 4; ++q) w[q] = __float_as_uint(v[j + q]);
-      } else {
-#pragma unroll
-        for (int q = 0; q < 4; ++q) w[q] = pack2<T>(v[j + 2 * q], v[j + 2 * q + 1]);
-      }
-      *reinterpret_cast<uint4*>(out_row + col0 + j) = make_uint4(w[0], w[1], w[2], w[3]);
-    }
+    for (int j = 0; j < kCols; j += kPerVec) *reinterpret_cast<uint4*>(out_row + col0 + j) = pack_unit<T>(v, j);
   } else {
 #pragma unroll
     for (int j = 0; j < kCols; ++j) {
@@ -106,10 +110,11 @@ __device__ __forceinline__ void store_row_segment(const float (&v)[kCols], T* ou
   }
 }
 
-// The whole epilogue for a row segment: y = act(alpha * acc + bias) + c, cast, store.
+// The epilogue math for a row segment, in place: y = act(alpha * acc + bias) + c. `c` is read only
+// where the row is inside the output (`row_ok`) and the column < n.
 template <int kCols>
-__device__ __forceinline__ void finish_row_segment(float (&v)[kCols], const Args& e, int64_t row_index, int col0,
-                                                   int n) {
+__device__ __forceinline__ void row_segment_math(float (&v)[kCols], const Args& e, int64_t row_index, int col0,
+                                                 int n, bool row_ok) {
   if (e.alpha != 1.0f) {
 #pragma unroll
     for (int j = 0; j < kCols; ++j) v[j] *= e.alpha;
@@ -119,12 +124,20 @@ __device__ __forceinline__ void finish_row_segment(float (&v)[kCols], const Args
     for (int j = 0; j < kCols; ++j) v[j] += (col0 + j < n) ? e.bias[col0 + j] : 0.f;
   }
   activate(v, e.activation);
-  const int64_t base = row_index * n;
-  if (e.c != nullptr) {
+  if (e.c != nullptr && row_ok) {
+    const int64_t base = row_index * n;
 #pragma unroll
     for (int j = 0; j < kCols; ++j)
       if (col0 + j < n) v[j] += load_out(e.c, e.out_type, base + col0 + j);
   }
+}
+
+// The whole epilogue for a row segment inside the output: row_segment_math, cast, store.
+template <int kCols>
+__device__ __forceinline__ void finish_row_segment(float (&v)[kCols], const Args& e, int64_t row_index, int col0,
+                                                   int n) {
+  row_segment_math<kCols>(v, e, row_index, col0, n, true);
+  const int64_t base = row_index * n;
   if (e.out_type == static_cast<int32_t>(DType::kF32)) {
     float* o = static_cast<float*>(e.out) + base;
     store_row_segment<kCols>(v, o, col0, n, (n % 4) == 0 && (reinterpret_cast<uintptr_t>(e.out) % 16) == 0);

@@ -59,15 +59,18 @@ inline Sm90 sm90_choose(const GemmProblem& p, int num_sms) {
 }
 
 // ---- sm_100a / sm_103a (tcgen05) --------------------------------------------------------------------
-enum class Sm100 : int { k128x128 = 0, k128x256 = 1, k256x256Pair = 4 };
+enum class Sm100 : int { k128x128 = 0, k128x256 = 1, k256x256Pair = 4, k128x256TmaStore = 8 };
 
-inline bool sm100_valid(int config) { return config == -1 || config == 0 || config == 1 || config == 4; }
+inline bool sm100_valid(int config) {
+  return config == -1 || config == 0 || config == 1 || config == 4 || config == 8;
+}
 
 inline const char* sm100_name(Sm100 t) {
   switch (t) {
     case Sm100::k128x128: return "128x128 1-CTA";
     case Sm100::k128x256: return "128x256 1-CTA";
     case Sm100::k256x256Pair: return "256x256 CTA pair (cta_group::2)";
+    case Sm100::k128x256TmaStore: return "128x256 1-CTA, TMA-store epilogue";
   }
   return "?";
 }

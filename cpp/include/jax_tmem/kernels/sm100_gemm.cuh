@@ -20,6 +20,7 @@
 
 #include "jax_tmem/desc_sm100.h"
 #include "jax_tmem/epilogue.cuh"
+#include "jax_tmem/epilogue_tma.cuh"
 #include "jax_tmem/pipeline.cuh"
 #include "jax_tmem/ptx/mbarrier.cuh"
 #include "jax_tmem/ptx/tcgen05.cuh"
@@ -68,14 +69,21 @@ constexpr uint32_t kind_idesc(Kind k, int n, bool a_mn, bool b_mn) {
                                 d_format(k), 128, static_cast<uint32_t>(n), a_mn, b_mn);
 }
 
-template <Kind kKind_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_>
+// kTmaStore: the epilogue warps store through shared memory with TMA (epilogue_tma.cuh): each warp
+// fills a 32-row x 128-byte swizzled box per column chunk (double-buffered) and its lane 0 stores it.
+// Menu config 8.
+template <Kind kKind_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_, bool kTmaStore_ = false>
 struct Config {
   static constexpr Kind kKind = kKind_;
   static constexpr int BLOCK_M = 128;
   static constexpr int BLOCK_N = BLOCK_N_;
   static constexpr int BOX_M = BLOCK_M, BOX_N = BLOCK_N;  // rows of A / B one CTA loads per tile
-  static constexpr int TILE_M = BLOCK_M;
-  static constexpr bool kOutMap = false;  // the kernel takes A and B tensor maps only  // rows of one scheduler tile
+  static constexpr int TILE_M = BLOCK_M;  // rows of one scheduler tile
+  static constexpr bool kOutMap = true;  // the kernel takes an output tensor map (used if kTmaStore)
+  static constexpr bool kTmaStore = kTmaStore_;
+  static constexpr int OUT_BOX_ROWS = 32;  // an epilogue warp's TMEM lane quadrant
+  static constexpr int OUT_BOX_BYTES = OUT_BOX_ROWS * 128;
+  static constexpr int OUT_BYTES = kTmaStore ? 4 * 2 * OUT_BOX_BYTES : 0;  // 2 boxes per epilogue warp
   static constexpr int CTAS_PER_TILE = 1;
   static constexpr int kStages = kStages_;
   static constexpr bool kAMN = kAMN_, kBMN = kBMN_;
@@ -92,7 +100,7 @@ struct Config {
   static constexpr uint32_t ACC_STRIDE = kTmem.acc_offset(1);  // columns between accumulator buffers
   static constexpr int NUM_THREADS = 256;
   static constexpr int kGroupM = 8;
-  static constexpr int SMEM_BYTES = kStages * STAGE_BYTES + 1024 + (2 * kStages + 2 * kAccStages) * 8 + 16;
+  static constexpr int SMEM_BYTES = kStages * STAGE_BYTES + OUT_BYTES + 1024 + (2 * kStages + 2 * kAccStages) * 8 + 16;
   static constexpr uint32_t IDESC = kind_idesc(kKind, BLOCK_N, kAMN, kBMN);
 
   static_assert(desc::mma_shape_error(mma_kind(kKind), BLOCK_M, BLOCK_N, kAMN, kBMN, 8 * ELEM_BYTES) == nullptr,
@@ -174,16 +182,58 @@ __device__ __forceinline__ void epilogue_tile(uint32_t taddr, int row, int64_t r
   }
 }
 
+// The TMA-store epilogue of one tile for one warp (its 32 rows, from warp_row0): per 128-byte column
+// chunk, tcgen05.ld 32 columns at a time, row_segment_math, write the row into the swizzled box, and
+// the StoreRing protocol with the warp as the group and lane 0 as the leader. Rows past M hold values
+// computed from zero-filled A rows; the TMA store clips them.
+template <class C>
+__device__ __forceinline__ void epilogue_tile_tma(uint32_t taddr, int row, int64_t row_index, int warp_row0,
+                                                  int batch, int n_blk, const Params& p, const CUtensorMap* tma_out,
+                                                  epilogue::StoreRing<C::OUT_BOX_BYTES>& ring, int lane) {
+  using namespace jax_tmem::ptx;
+  const bool leader = lane == 0, row_ok = row < p.m;
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    constexpr int ES = sizeof(T), CW = 128 / ES;  // columns per chunk: 64 (2-byte output) or 32 (f32)
+#pragma unroll 1
+    for (int c = 0; c < C::BLOCK_N / CW; ++c) {
+      ring.wait_free(leader);
+      __syncwarp();
+      uint8_t* box = ring.box();
+#pragma unroll
+      for (int s = 0; s < CW / 32; ++s) {
+        uint32_t r[32];
+        tmem_ld_32x32b_x32(taddr + c * CW + s * 32, r);
+        tcgen05_wait_ld();
+        float v[32];
+#pragma unroll
+        for (int j = 0; j < 32; ++j)  // s32 accumulators (kind::i8) convert exactly up to 2^24
+          v[j] = C::kKind == Kind::kS8S8 ? static_cast<float>(static_cast<int32_t>(r[j])) : __uint_as_float(r[j]);
+        epilogue::row_segment_math<32>(v, p.epi, row_index, n_blk * C::BLOCK_N + c * CW + s * 32, p.n, row_ok);
+        epilogue::stage_row_swizzled<32, T>(v, box, lane, s * 32 * ES);
+      }
+      fence_proxy_async_shared();
+      __syncwarp();
+      const int col0 = n_blk * C::BLOCK_N + c * CW;
+      ring.store(leader, warp_row0 < p.m && col0 < p.n, tma_out, col0, warp_row0, batch);
+    }
+  };
+  if (p.epi.out_type == static_cast<int32_t>(DType::kF32)) run(float{});
+  else if (p.epi.out_type == static_cast<int32_t>(DType::kBF16)) run(__nv_bfloat16{});
+  else run(__half{});
+}
+
 template <class C>
 __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     sm100_gemm_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b,
-                      const Params p) {
+                      const __grid_constant__ CUtensorMap tma_out, const Params p) {
 #if defined(__CUDA_ARCH__) && (defined(__CUDA_ARCH_FEAT_SM100_ALL) || defined(__CUDA_ARCH_FEAT_SM103_ALL))
   using namespace jax_tmem::ptx;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   // NOTE: 128B swizzle is a function of address bits [4, 10): tiles must be 1024-byte aligned.
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + C::kStages * C::STAGE_BYTES);
+  uint8_t* out_bufs = smem + C::kStages * C::STAGE_BYTES;  // kTmaStore only (OUT_BYTES, 1024-aligned)
+  uint64_t* full = reinterpret_cast<uint64_t*>(out_bufs + C::OUT_BYTES);
   uint64_t* empty = full + C::kStages;
   uint64_t* tmem_full = empty + C::kStages;
   uint64_t* tmem_empty = tmem_full + C::kAccStages;
@@ -272,6 +322,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     // ---------------- epilogue warpgroup: TMEM -> registers -> global ----------------
     const int quadrant = warp % 4;  // NOTE: a warp may only touch TMEM lanes 32 * (warp % 4) + [0, 32)
     PipelineState<C::kAccStages> acc;
+    epilogue::StoreRing<C::OUT_BOX_BYTES> ring{out_bufs + quadrant * 2 * C::OUT_BOX_BYTES, 0u};  // kTmaStore
     for (int t = blockIdx.x; t < num_tiles; t += gridDim.x) {
       const sched::TileCoord tc = scheduler.coord(t);
       mbarrier_wait(&tmem_full[acc.stage], acc.phase);
@@ -279,13 +330,18 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
       const int row = tc.m_blk * C::BLOCK_M + quadrant * 32 + lane;
       const int64_t row_index = static_cast<int64_t>(tc.batch) * p.m + row;
       const uint32_t taddr = tmem_base + acc.stage * C::ACC_STRIDE + (static_cast<uint32_t>(quadrant * 32) << 16);
-      epilogue_tile<C>(taddr, row, row_index, tc.n_blk, p);
+      if constexpr (C::kTmaStore)
+        epilogue_tile_tma<C>(taddr, row, row_index, tc.m_blk * C::BLOCK_M + quadrant * 32, tc.batch, tc.n_blk, p,
+                             &tma_out, ring, lane);
+      else
+        epilogue_tile<C>(taddr, row, row_index, tc.n_blk, p);
       // All TMEM reads of this buffer are complete (wait::ld): hand it back to the MMA warp.
       tcgen05_fence_before_thread_sync();
       __syncwarp();
       if (lane == 0) mbarrier_arrive(&tmem_empty[acc.stage]);
       acc.advance();
     }
+    if constexpr (C::kTmaStore) ring.drain(lane == 0);
   }
 
   __syncthreads();

@@ -32,8 +32,8 @@ struct Config2Cta {
   static constexpr int MN_CHUNK = 128 / ELEM_BYTES;
   static constexpr int CTA_M = BLOCK_M / 2, CTA_N = BLOCK_N / 2;  // this CTA's share of A rows / B columns
   static constexpr int BOX_M = CTA_M, BOX_N = CTA_N;
-  static constexpr int TILE_M = BLOCK_M;
-  static constexpr bool kOutMap = false;  // the kernel takes A and B tensor maps only  // rows of one scheduler tile (the pair's)
+  static constexpr int TILE_M = BLOCK_M;  // rows of one scheduler tile (the pair's)
+  static constexpr bool kOutMap = false;  // the kernel takes A and B tensor maps only
   static constexpr int CTAS_PER_TILE = 2;   // launched as (2,1,1) clusters by launch_persistent
   static constexpr int A_BYTES = CTA_M * 128;
   static constexpr int B_BYTES = CTA_N * 128;

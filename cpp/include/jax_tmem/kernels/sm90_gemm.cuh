@@ -16,6 +16,7 @@
 
 #include "jax_tmem/desc_sm90.h"
 #include "jax_tmem/epilogue.cuh"
+#include "jax_tmem/epilogue_tma.cuh"
 #include "jax_tmem/pipeline.cuh"
 #include "jax_tmem/ptx/cluster.cuh"
 #include "jax_tmem/ptx/mbarrier.cuh"
@@ -58,7 +59,8 @@ struct Config {
   static constexpr int EPI_BYTES = kSmemEpilogue ? 2 * 64 * EPI_STRIDE * 4 : 0;  // one buffer per warpgroup
   static constexpr bool kTmaStore = kTmaStore_;
   static constexpr bool kOutMap = true;  // the kernel takes an output tensor map (used if kTmaStore)
-  static constexpr int OUT_BOX_BYTES = 64 * 128;  // 64 rows x 128 bytes, 1024-aligned (128B swizzle)
+  static constexpr int OUT_BOX_ROWS = 64;  // a consumer warpgroup's rows
+  static constexpr int OUT_BOX_BYTES = OUT_BOX_ROWS * 128;  // x 128 bytes, 1024-aligned (128B swizzle)
   static constexpr int OUT_BYTES = kTmaStore ? 2 * 2 * OUT_BOX_BYTES : 0;  // 2 buffers per warpgroup
   static constexpr int BLOCK_M = 128;
   static constexpr int BLOCK_N = BLOCK_N_;
@@ -243,38 +245,33 @@ __device__ __forceinline__ void epilogue_store_staged(float (&acc)[C::ACC_REGS],
 
 // The TMA-store epilogue of one consumer warpgroup (rows [wg_row0, wg_row0 + 64) of the output):
 // epilogue_math in registers, then per 128-byte column chunk (64 columns of a 2-byte output, 32 of
-// f32): wait until the bulk store that last used this buffer has read it, write the fragment into the
-// 128B-swizzled box (16-byte unit u of row r lives at unit u ^ (r % 8): conflict-free), make the writes
-// visible to the async proxy, and one thread stores the box. `count` numbers this warpgroup's chunks
-// across tiles (buffer = count % 2); every chunk commits a bulk group, an empty one when the box is
-// entirely outside the output (PTX ISA, cp.async.bulk.commit_group: with no uncommitted bulk copies it
-// "results in an empty bulk async-group"), so "at most one group pending" means the other buffer's.
+// f32) the StoreRing protocol (epilogue_tma.cuh) with the warpgroup as the group and its thread 0 as
+// the leader; the fragment goes into the swizzled box conflict-free (the 8 rows one store instruction
+// covers land in 8 different 16-byte units).
 template <class C>
 __device__ __forceinline__ void epilogue_store_tma(float (&acc)[C::ACC_REGS], const Params& p, int batch,
                                                    int wg_row0, int col0, const CUtensorMap* tma_out,
-                                                   uint8_t* bufs, uint32_t& count, int cw) {
+                                                   epilogue::StoreRing<C::OUT_BOX_BYTES>& ring, int cw) {
   using namespace jax_tmem::ptx;
   const int t = threadIdx.x % 128, warp_q = t / 32, lane = t % 32;
   epilogue_math<C>(acc, p, batch, wg_row0 + 16 * warp_q + lane / 4, col0 + 2 * (lane % 4));
   const uint32_t barrier_id = 1 + cw;  // 0 is __syncthreads
   const int frag_row = 16 * warp_q + lane / 4;
-  const bool rows_in = wg_row0 < p.m;
+  const bool leader = t == 0, rows_in = wg_row0 < p.m;
   auto run = [&](auto tag) {
     using T = decltype(tag);
     constexpr int ES = sizeof(T), CW = 128 / ES, JC = CW / 8;  // columns and 8-column groups per chunk
 #pragma unroll
     for (int c = 0; c < C::BLOCK_N / CW; ++c) {
-      uint8_t* buf = bufs + (count & 1u) * C::OUT_BOX_BYTES;
-      if (t == 0 && count >= 2) bulk_wait_group_read<1>();
+      ring.wait_free(leader);
       named_barrier_sync(barrier_id, 128);
+      uint8_t* box = ring.box();
 #pragma unroll
       for (int jj = 0; jj < JC; ++jj) {
         const int j = c * JC + jj;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int r = frag_row + 8 * h;
-          const int byte = (8 * jj + 2 * (lane % 4)) * ES;
-          uint8_t* dst = buf + r * 128 + ((((byte >> 4) ^ (r & 7)) << 4) | (byte & 15));
+          uint8_t* dst = box + epilogue::swizzle128(frag_row + 8 * h, (8 * jj + 2 * (lane % 4)) * ES);
           const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
           if constexpr (ES == 4) *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
           else *reinterpret_cast<uint32_t*>(dst) = epilogue::pack2<T>(v0, v1);
@@ -282,11 +279,7 @@ __device__ __forceinline__ void epilogue_store_tma(float (&acc)[C::ACC_REGS], co
       }
       fence_proxy_async_shared();
       named_barrier_sync(barrier_id, 128);
-      if (t == 0) {
-        if (rows_in && col0 + c * CW < p.n) tma_store_3d(tma_out, buf, col0 + c * CW, wg_row0, batch);
-        bulk_commit_group();
-      }
-      ++count;
+      ring.store(leader, rows_in && col0 + c * CW < p.n, tma_out, col0 + c * CW, wg_row0, batch);
     }
   };
   const epilogue::Args& e = p.epi;
@@ -464,7 +457,8 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     constexpr uint32_t A_LBO = C::kAMN ? 8192 : 16, B_LBO = C::kBMN ? 8192 : 16;
     constexpr uint32_t K_STEP_A = C::kAMN ? C::INSTR_K * 128 : 32;  // bytes per wgmma K step
     constexpr uint32_t K_STEP_B = C::kBMN ? C::INSTR_K * 128 : 32;
-    uint32_t store_count = 0;  // kTmaStore: this warpgroup's output chunks so far
+    // kTmaStore: this warpgroup's two output boxes.
+    epilogue::StoreRing<C::OUT_BOX_BYTES> ring{out_bufs + cw * 2 * C::OUT_BOX_BYTES, 0u};
     const uint64_t desc_a0 = desc::sm90_smem_desc(smem_addr(smem) + cw * 8192, A_LBO, 1024, desc::Sm90Swizzle::k128B);
     const uint64_t desc_b0 = desc::sm90_smem_desc(smem_addr(smem) + C::A_BYTES, B_LBO, 1024, desc::Sm90Swizzle::k128B);
     // Releases ring slot `s` to the producer(s): with a cluster, lane r arrives on CTA r's barrier.
@@ -511,8 +505,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
         continue;
       }
       if constexpr (C::kTmaStore) {
-        epilogue_store_tma<C>(acc, p, tc.batch, cta_row0 + cw * 64, tc.n_blk * C::BLOCK_N, &tma_out,
-                              out_bufs + cw * 2 * C::OUT_BOX_BYTES, store_count, cw);
+        epilogue_store_tma<C>(acc, p, tc.batch, cta_row0 + cw * 64, tc.n_blk * C::BLOCK_N, &tma_out, ring, cw);
         continue;
       }
       const int row0 = cta_row0 + cw * 64 + 16 * (warp % 4) + lane / 4;
@@ -520,9 +513,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
       epilogue_store<C>(acc, p, tc.batch, row0, col0);
     }
     // The output is complete only once the bulk stores have been performed.
-    if constexpr (C::kTmaStore) {
-      if (threadIdx.x % 128 == 0) bulk_wait_group<0>();
-    }
+    if constexpr (C::kTmaStore) ring.drain(threadIdx.x % 128 == 0);
   }
   // NOTE: a CTA may not exit while its peer can still multicast into its shared memory or arrive on
   // its barriers: the whole cluster leaves together.
