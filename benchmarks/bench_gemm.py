@@ -37,6 +37,10 @@ SHAPES = [  # (M, N, K, dtype)
     (1, 8192, 8192, "bfloat16"),
     (128, 8192, 8192, "float8_e4m3fn"),
     (16, 8192, 8192, "float8_e4m3fn"),
+    # fp8 weights stored K-major, (N, K), contracted on their last dim: wgmma (and cuBLASLt fp8) read
+    # them in place, so neither side transposes (the layout an fp8 weight should be produced in).
+    (128, 8192, 8192, "float8_e4m3fn", "NK"),
+    (16, 8192, 8192, "float8_e4m3fn", "NK"),
 ]
 
 
@@ -51,12 +55,18 @@ def _time(fn, args, reps=5):
     return statistics.median(ts)
 
 
-def _operands(m, n, k, dtype, r, seed=0):
+def _operands(m, n, k, dtype, r, seed=0, b_layout="KN"):
     key = jax.random.key(seed)
     ka, kb = jax.random.split(key)
+    b_shape = (k, n) if b_layout == "KN" else (n, k)
     a = [jax.random.normal(jax.random.fold_in(ka, i), (m, k), jnp.float32).astype(dtype) for i in range(r)]
-    b = [jax.random.normal(jax.random.fold_in(kb, i), (k, n), jnp.float32).astype(dtype) for i in range(r)]
+    b = [jax.random.normal(jax.random.fold_in(kb, i), b_shape, jnp.float32).astype(dtype) for i in range(r)]
     return a, b
+
+
+def _dims(b_layout):
+    """dot_general dimension numbers for a (M, K) times b stored (K, N) ("KN") or (N, K) ("NK")."""
+    return (((1,), (0,)), ((), ())) if b_layout == "KN" else (((1,), (1,)), ((), ()))
 
 
 def copy_bandwidth(nbytes=1 << 30, r=4):
@@ -89,40 +99,40 @@ def pallas_candidates():
     return cfgs, ""
 
 
-def bench_shape(m, n, k, dtype, pallas, configs=()):
+def bench_shape(m, n, k, dtype, pallas, configs=(), b_layout="KN"):
     dt = jnp.dtype(dtype)
     bytes_b = k * n * dt.itemsize
     r = int(max(2, min(16, (2 << 30) // max(bytes_b, 1))))
-    a, b = _operands(m, n, k, dt, r)
+    a, b = _operands(m, n, k, dt, r, b_layout=b_layout)
     flops = 2.0 * m * n * k
     floor_bytes = (m * k + k * n) * dt.itemsize + m * n * 2
-    res = dict(m=m, n=n, k=k, dtype=dtype, reps=r, flops=flops, bytes=floor_bytes)
+    res = dict(m=m, n=n, k=k, dtype=dtype, b_layout=b_layout, reps=r, flops=flops, bytes=floor_bytes)
+    bdn = _dims(b_layout)
     out_dt = jnp.bfloat16
 
     def many(f):
         return jax.jit(lambda aa, bb: [f(x, y) for x, y in zip(aa, bb)])
 
-    ours = many(lambda x, y: jax_tmem.matmul(x, y, out_dtype=out_dt, path="kernel"))
-    xla = many(lambda x, y: jnp.dot(x, y, preferred_element_type=out_dt))
+    ours = many(lambda x, y: jax_tmem.dot_general(x, y, bdn, preferred_element_type=out_dt, path="kernel"))
+    xla = many(lambda x, y: jax.lax.dot_general(x, y, bdn, preferred_element_type=out_dt))
     t = _time(ours, (a, b)) / r
     res["jax_tmem_s"] = t
     t = _time(xla, (a, b)) / r
     res["xla_s"] = t
     # correctness spot check against XLA (same inputs)
-    o1 = np.asarray(ours(a[:1] * 1, b[:1] * 1)[0], np.float32) if False else np.asarray(
-        jax.jit(lambda x, y: jax_tmem.matmul(x, y, out_dtype=jnp.float32, path="kernel"))(a[0], b[0]))
-    o2 = np.asarray(jax.jit(lambda x, y: jnp.dot(x, y, preferred_element_type=jnp.float32))(a[0], b[0]))
+    o1 = np.asarray(jax.jit(lambda x, y: jax_tmem.dot_general(x, y, bdn, preferred_element_type=jnp.float32,
+                                                              path="kernel"))(a[0], b[0]))
+    o2 = np.asarray(jax.jit(lambda x, y: jax.lax.dot_general(x, y, bdn, preferred_element_type=jnp.float32))(a[0], b[0]))
     res["max_rel_diff_vs_xla"] = float(np.abs(o1 - o2).max() / max(np.abs(o2).max(), 1e-30))
     if configs and m >= 2048:
-        # The sm_90a menu entries side by side (1 = 128x256 cooperative, 3 = 128x128 ping-pong, ...).
+        # The menu entries side by side (jax_tmem/menu.h; benchmarks/sweep_configs.py pairs them per round).
         from jax_tmem import ops, _primitive
-        dn = (((1,), (0,)), ((), ()))
         for cfg in configs:
-            f = many(lambda x, y, cfg=cfg: ops._gemm(x, y, None, None, dn, jnp.dtype(out_dt), _primitive.Epilogue(),
+            f = many(lambda x, y, cfg=cfg: ops._gemm(x, y, None, None, bdn, jnp.dtype(out_dt), _primitive.Epilogue(),
                                                     "kernel", True, cfg))
             res[f"cfg{cfg}_tflops"] = flops / (_time(f, (a, b)) / r) / 1e12
     best = None
-    if dtype == "bfloat16" and pallas and m >= 128:
+    if dtype == "bfloat16" and pallas and m >= 128 and b_layout == "KN":
         for name, pf in pallas:
             try:
                 tp = _time(many(pf), (a, b)) / r
@@ -149,7 +159,8 @@ def plot(results, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    labels = [f"{r['m']}x{r['n']}x{r['k']}\n{r['dtype'].replace('float8_', '')}" for r in results]
+    labels = [f"{r['m']}x{r['n']}x{r['k']}\n{r['dtype'].replace('float8_', '')} B {r.get('b_layout', 'KN')}"
+              for r in results]
     x = np.arange(len(results))
     fig, ax = plt.subplots(figsize=(max(8, 1.1 * len(results)), 5))
     for i, (key, name) in enumerate((("jax_tmem", "jax_tmem"), ("xla", "jnp.dot (cuBLASLt)"), ("pallas", "Pallas MGPU"))):
@@ -180,19 +191,20 @@ def main():
     shapes = SHAPES[:2] if args.quick else SHAPES
     if args.shapes:
         shapes = [SHAPES[int(i)] for i in args.shapes.split(",")]
-    for m, n, k, dt in shapes:
+    for m, n, k, dt, *lay in shapes:
+        b_layout = lay[0] if lay else "KN"
         try:
-            r = bench_shape(m, n, k, dt, pallas, [int(c) for c in args.configs.split(",") if c])
+            r = bench_shape(m, n, k, dt, pallas, [int(c) for c in args.configs.split(",") if c], b_layout)
         except Exception as e:
-            r = dict(m=m, n=n, k=k, dtype=dt, error=f"{type(e).__name__}: {e}"[:500])
+            r = dict(m=m, n=n, k=k, dtype=dt, b_layout=b_layout, error=f"{type(e).__name__}: {e}"[:500])
         if "jax_tmem_tflops" in r:
             r["pct_copy_bw"] = 100 * r["jax_tmem_tbps"] / info["copy_tbps"]
-            print(f"{m}x{n}x{k} {dt}: jax_tmem {r['jax_tmem_tflops']:.1f} TF ({r['jax_tmem_tbps']:.2f} TB/s) | "
+            print(f"{m}x{n}x{k} {dt} B {b_layout}: jax_tmem {r['jax_tmem_tflops']:.1f} TF ({r['jax_tmem_tbps']:.2f} TB/s) | "
                   f"xla {r['xla_tflops']:.1f} | pallas {r.get('pallas_tflops', float('nan')):.1f} | "
                   f"ratio vs best peer {r['ratio_vs_best_peer']:.3f} | diff {r['max_rel_diff_vs_xla']:.1e}"
                   + "".join(f" | {k[:-7]} {v:.1f}" for k, v in r.items() if k.startswith("cfg")), flush=True)
         else:
-            print(f"{m}x{n}x{k} {dt}: {r.get('error')}", flush=True)
+            print(f"{m}x{n}x{k} {dt} B {b_layout}: {r.get('error')}", flush=True)
         results.append(r)
     with open(os.path.join(args.out, "bench.json"), "w") as f:
         json.dump(dict(info=info, results=results), f, indent=1)

@@ -29,13 +29,13 @@ def _once(fn, args):
     return time.perf_counter() - t0
 
 
-def sweep_shape(m, n, k, dtype, configs, rounds):
+def sweep_shape(m, n, k, dtype, configs, rounds, b_layout="KN"):
     dt = jnp.dtype(dtype)
     r = int(max(2, min(16, (2 << 30) // max(k * n * dt.itemsize, 1))))
-    a, b = bench_gemm._operands(m, n, k, dt, r)
-    dn = (((1,), (0,)), ((), ()))
+    a, b = bench_gemm._operands(m, n, k, dt, r, b_layout=b_layout)
+    dn = bench_gemm._dims(b_layout)
     many = lambda f: jax.jit(lambda aa, bb: [f(x, y) for x, y in zip(aa, bb)])
-    variants = {"xla": many(lambda x, y: jnp.dot(x, y, preferred_element_type=jnp.bfloat16))}
+    variants = {"xla": many(lambda x, y: jax.lax.dot_general(x, y, dn, preferred_element_type=jnp.bfloat16))}
     for c in configs:
         variants[f"cfg{c}"] = many(lambda x, y, c=c: ops._gemm(x, y, None, None, dn, jnp.dtype("bfloat16"),
                                                               _primitive.Epilogue(), "kernel", True, c))
@@ -49,7 +49,7 @@ def sweep_shape(m, n, k, dtype, configs, rounds):
         for name in order:
             times[name].append(_once(variants[name], (a, b)) / r)
     flops = 2.0 * m * n * k
-    res = dict(m=m, n=n, k=k, dtype=dtype, reps=r, rounds=rounds)
+    res = dict(m=m, n=n, k=k, dtype=dtype, b_layout=b_layout, reps=r, rounds=rounds)
     for name in names:
         res[f"{name}_tflops"] = flops / statistics.median(times[name]) / 1e12
         if name != "xla":
@@ -71,9 +71,9 @@ def main():
     print(json.dumps(info), flush=True)
     results = []
     for i in args.shapes.split(","):
-        m, n, k, dt = bench_gemm.SHAPES[int(i)]
+        m, n, k, dt, *lay = bench_gemm.SHAPES[int(i)]
         try:
-            r = sweep_shape(m, n, k, dt, configs, args.rounds)
+            r = sweep_shape(m, n, k, dt, configs, args.rounds, lay[0] if lay else "KN")
         except Exception as e:
             r = dict(m=m, n=n, k=k, dtype=dt, error=f"{type(e).__name__}: {e}"[:500])
             print(f"{m}x{n}x{k} {dt}: {r['error']}", flush=True)
