@@ -11,6 +11,14 @@
 
 namespace jax_tmem {
 
+// The kernel's dynamic shared memory rounded up to 1024 bytes: the 128B swizzle (TMA and the MMA
+// descriptors) is a function of address bits [4, 10), so every swizzled tile must start 1024-aligned.
+// Each kernel's SMEM_BYTES budgets the extra 1024 bytes.
+__device__ __forceinline__ uint8_t* aligned_dynamic_smem() {
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+}
+
 template <int kStages>
 struct PipelineState {
   int stage = 0;

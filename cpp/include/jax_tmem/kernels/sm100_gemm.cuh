@@ -229,9 +229,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
                       const __grid_constant__ CUtensorMap tma_out, const Params p) {
 #if defined(__CUDA_ARCH__) && (defined(__CUDA_ARCH_FEAT_SM100_ALL) || defined(__CUDA_ARCH_FEAT_SM103_ALL))
   using namespace jax_tmem::ptx;
-  extern __shared__ __align__(1024) uint8_t smem_raw[];
-  // NOTE: 128B swizzle is a function of address bits [4, 10): tiles must be 1024-byte aligned.
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint8_t* smem = aligned_dynamic_smem();
   uint8_t* out_bufs = smem + C::kStages * C::STAGE_BYTES;  // kTmaStore only (OUT_BYTES, 1024-aligned)
   uint64_t* full = reinterpret_cast<uint64_t*>(out_bufs + C::OUT_BYTES);
   uint64_t* empty = full + C::kStages;

@@ -74,10 +74,9 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
                            const Params p) {
 #if defined(__CUDA_ARCH__) && (defined(__CUDA_ARCH_FEAT_SM100_ALL) || defined(__CUDA_ARCH_FEAT_SM103_ALL))
   using namespace jax_tmem::ptx;
-  extern __shared__ __align__(1024) uint8_t smem_raw[];
   // NOTE: both CTAs must use identical shared-memory offsets: the leader's descriptors address the
   // peer's tiles, and the commit multicast / peer-masked TMA barrier address are offsets too.
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint8_t* smem = aligned_dynamic_smem();
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + C::kStages * C::STAGE_BYTES);
   uint64_t* empty = full + C::kStages;
   uint64_t* tmem_full = empty + C::kStages;
