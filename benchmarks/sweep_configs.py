@@ -7,7 +7,8 @@ report is, per config, the median over rounds of (config time / jnp.dot time in 
 its min..max, next to the median TFLOP/s. A config beats another only if the ranges separate.
 
 Usage: python -P benchmarks/sweep_configs.py --configs 1,6,8 [--shapes 0,1,2,4] [--rounds 7] [--out DIR]
-(shape indices into bench_gemm.SHAPES)."""
+       [--shape-list "16,8192,8192,bfloat16,NK;..."]
+(shape indices into bench_gemm.SHAPES, plus any listed shapes; NK = the b operand stored (N, K))."""
 import argparse
 import json
 import os
@@ -62,6 +63,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--configs", required=True, help="comma-separated menu entries, e.g. 1,6,8")
     ap.add_argument("--shapes", default="0,1,2,4", help="indices into bench_gemm.SHAPES")
+    ap.add_argument("--shape-list", default="", help='extra shapes "M,N,K,dtype[,NK];..." (NK: b stored (N, K))')
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--out", default=".")
     args = ap.parse_args()
@@ -70,8 +72,12 @@ def main():
                 rounds=args.rounds)
     print(json.dumps(info), flush=True)
     results = []
-    for i in args.shapes.split(","):
-        m, n, k, dt, *lay = bench_gemm.SHAPES[int(i)]
+    shapes = [bench_gemm.SHAPES[int(i)] for i in args.shapes.split(",") if i]
+    for spec in args.shape_list.split(";"):
+        if spec:
+            m, n, k, dt, *lay = spec.split(",")
+            shapes.append((int(m), int(n), int(k), dt, *lay))
+    for m, n, k, dt, *lay in shapes:
         try:
             r = sweep_shape(m, n, k, dt, configs, args.rounds, lay[0] if lay else "KN")
         except Exception as e:

@@ -14,19 +14,20 @@ from jax_tmem import _primitive, ops
 
 ap = argparse.ArgumentParser()
 ap.add_argument("variants", nargs="+", help="menu configs (-1 = heuristic) and/or 'xla'")
-ap.add_argument("--shape", default="8192,8192,8192,bfloat16", help="M,N,K,dtype")
+ap.add_argument("--shape", default="8192,8192,8192,bfloat16", help="M,N,K,dtype[,NK] (NK: b stored (N, K))")
 args = ap.parse_args()
-m, n, k, dtype = args.shape.split(",")
+m, n, k, dtype, *lay = args.shape.split(",")
 m, n, k = int(m), int(n), int(k)
+nk = lay == ["NK"]
 a = jax.random.normal(jax.random.key(0), (m, k), jnp.float32).astype(dtype)
-b = jax.random.normal(jax.random.key(1), (k, n), jnp.float32).astype(dtype)
-dn = (((1,), (0,)), ((), ()))
+b = jax.random.normal(jax.random.key(1), (n, k) if nk else (k, n), jnp.float32).astype(dtype)
+dn = (((1,), (1 if nk else 0,)), ((), ()))
 fns = {}
 for v in args.variants:
     if v == "xla":
-        fns["xla"] = jax.jit(lambda x, y: jnp.dot(x, y, preferred_element_type=jnp.bfloat16))
+        fns["xla"] = jax.jit(lambda x, y: jax.lax.dot_general(x, y, dn, preferred_element_type=jnp.bfloat16))
     elif v == "-1":  # the public API, as the benchmark calls it (fp8 MN-major B is transposed first)
-        fns["auto"] = jax.jit(lambda x, y: jax_tmem.matmul(x, y, out_dtype=jnp.bfloat16, path="kernel"))
+        fns["auto"] = jax.jit(lambda x, y: jax_tmem.dot_general(x, y, dn, preferred_element_type=jnp.bfloat16, path="kernel"))
     else:
         fns[f"cfg{v}"] = jax.jit(lambda x, y, c=int(v): ops._gemm(x, y, None, None, dn, jnp.dtype("bfloat16"),
                                                                   _primitive.Epilogue(), "kernel", True, c))
