@@ -48,7 +48,7 @@ def arch_target(cc: int) -> tuple[str, str]:
     return "", f"no jax_tmem kernels for compute capability {cc // 10}.{cc % 10} (sm_90a and sm_100a/sm_103a only)"
 
 
-def menu_entry(arch: str, canon, a_dtype, config: int) -> str:
+def menu_entry(arch: str, canon, a_dtype, config: int, out_dtype="bfloat16") -> str:
     """Which compiled kernel the CUDA dispatcher will run, in words, for the decision log: the menu
     entry from the same C++ heuristic the launcher calls (jax_tmem/menu.h). A ``config`` that is not
     an entry of ``arch``'s menu raises ValueError here, at trace time."""
@@ -56,7 +56,7 @@ def menu_entry(arch: str, canon, a_dtype, config: int) -> str:
     sms = mod.cuda_device_sms()
     try:
         cfg, name = mod.kernel_choice(arch, canon.batch, canon.m, canon.n, canon.k, np.dtype(a_dtype).name,
-                                      int(config), max(sms, 1))
+                                      int(config), max(sms, 1), np.dtype(out_dtype).name)
     except ValueError as e:
         raise ValueError(f"jax_tmem: kernel config {config}: {e}") from None
     how = "forced" if config >= 0 else f"heuristic, {sms} SMs" if sms > 0 else "heuristic, SM count unknown"

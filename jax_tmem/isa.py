@@ -63,10 +63,11 @@ SM90_MENU = ({"block_m": 128, "block_n": 256, "stages": 4}, {"block_m": 128, "bl
 
 
 def kernel_choice(arch: str, m: int, n: int, k: int, *, batch: int = 1, a_dtype="bfloat16", config: int = -1,
-                  num_sms: int = 132) -> tuple[int, str]:
+                  num_sms: int = 132, out_dtype="bfloat16") -> tuple[int, str]:
     """The kernel-menu entry ``(config number, name)`` the CUDA dispatcher of ``arch`` ("sm_90a",
     "sm_100a", "sm_103a") runs for an M x N x K problem on a GPU with ``num_sms`` SMs: the same C++
     heuristic (``cpp/include/jax_tmem/menu.h``) the launcher calls. ``config`` >= 0 forces an entry
-    (ValueError if the arch has no such entry)."""
+    (ValueError if the arch has no such entry). ``out_dtype`` matters where the output rows must be a
+    multiple of 16 bytes (the TMA-store epilogue)."""
     return tuple(_ext().kernel_choice(arch, int(batch), int(m), int(n), int(k), _name(a_dtype), int(config),
-                                      int(num_sms)))
+                                      int(num_sms), _name(out_dtype)))

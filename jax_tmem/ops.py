@@ -116,7 +116,7 @@ def _decide(lhs_shape, rhs_shape, a_dtype, b_dtype, dn, out_dtype, requested: st
                               "hardware, so auto uses XLA; path='kernel' or JAX_TMEM_ENABLE_SM100=1 runs them")
             if arch and not reason:
                 ok, reason = _ext.ensure_registered("cuda")
-                target = f"cuda {arch}, {_kernels.menu_entry(arch, canon, a_dtype, config)}" if ok else ""
+                target = f"cuda {arch}, {_kernels.menu_entry(arch, canon, a_dtype, config, out_dtype)}" if ok else ""
     else:
         reason = f"no jax_tmem kernels for backend {backend!r}"
     if target:

@@ -202,13 +202,14 @@ def test_kernel_matches_cpu_reference_handler():
     np.testing.assert_allclose(gpu, cpu, rtol=1e-5, atol=1e-5 * np.abs(cpu).max())
 
 
-@pytest.mark.parametrize("variant", ["heuristic", "cluster", "tma_store"])
+@pytest.mark.parametrize("variant", ["heuristic", "cluster", "tma_store", "cluster_tma_store"])
 def test_command_buffers_on_and_off_agree(variant):
     """A jitted training step gives identical results with XLA command buffers on and off: with the
     heuristic's kernels, and with every GEMM of the step (forward and gradients) forced onto a cluster
     kernel (launched with a cluster-shape attribute) or the TMA-store epilogue."""
     arch = _require_kernels()
-    config = {"heuristic": -1, "cluster": 6 if arch == "sm_90a" else 4, "tma_store": 8}[variant]
+    config = {"heuristic": -1, "cluster": 6 if arch == "sm_90a" else 4,
+              "tma_store": 8, "cluster_tma_store": 10 if arch == "sm_90a" else 8}[variant]
     import subprocess, sys, os, textwrap
     prog = textwrap.dedent("""
         import sys
@@ -261,14 +262,16 @@ def test_unaligned_pitch_falls_back_with_reason():
         jax.jit(lambda x, y: jax_tmem.matmul(x, y, path="kernel"))(a, b)
 
 
-SM90_MENU = (0, 1, 2, 3, 5, 6, 7, 8)  # 128x128, 128x256, 128x64, 128x128 ping-pong, 128x256 staged epilogue,
-#                                   128x256 and 128x128 in 2x1 clusters with B multicast, 128x256 TMA-store epilogue
+SM90_MENU = (0, 1, 2, 3, 5, 6, 7, 8, 9, 10)  # 128x128, 128x256, 128x64, 128x128 ping-pong, 128x256 staged
+#   epilogue, 128x256 and 128x128 in 2x1 clusters with B multicast, 128x256 and 128x128 TMA-store epilogue,
+#   128x256 2x1 cluster with the TMA-store epilogue
 SM100_MENU = (0, 1, 4, 8)  # 128x128, 128x256, 256x256 CTA pair, 128x256 TMA-store epilogue
 
 
-@pytest.mark.parametrize("config", [0, 1, 2, 3, 4, 5, 6, 7, 8],
+@pytest.mark.parametrize("config", [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
                          ids=["128x128", "128x256", "128x64", "128x128_pingpong", "256x256_pair", "128x256_staged",
-                              "128x256_cluster2", "128x128_cluster2", "128x256_tmastore"])
+                              "128x256_cluster2", "128x128_cluster2", "128x256_tmastore", "128x128_tmastore",
+                              "128x256_cluster2_tmastore"])
 @pytest.mark.parametrize("dtypes,layout", [((BF16, BF16), ("K", "MN")), ((BF16, BF16), ("MN", "K")),
                                            ((F16, F16), ("MN", "MN")), ((E4M3, E5M2), ("K", "K")),
                                            ((F32, F32), ("K", "K"))], ids=lambda v: str(v))
@@ -314,7 +317,25 @@ def test_log_names_the_kernel_menu_entry():
     assert f"(config {forced}, forced)" in jax_tmem.decisions()[-1].target
     with pytest.raises(ValueError, match="menu entry"):
         jax.jit(lambda x, y: ops._gemm(x, y, None, None, dn, np.dtype(F32), _primitive.Epilogue(), "kernel",
-                                       True, 9))(a, b)
+                                       True, 11))(a, b)
+
+
+def test_heuristic_keeps_register_epilogue_for_unaligned_output_rows():
+    """The heuristic takes the TMA-store epilogue only where the output rows are a multiple of 16
+    bytes; an output of 2044 bf16 columns (4088-byte rows) runs the register-epilogue kernel, correctly."""
+    arch = _require_kernels()
+    if arch != "sm_90a":
+        pytest.skip("the sm_90a heuristic")
+    s = seed_of("unaligned_out")
+    a, b = rand(s, (2048, 512), BF16), rand(s + 1, (512, 2044), BF16)
+    jax_tmem.clear_decisions()
+    f = lambda x, y: jax_tmem.matmul(x, y, out_dtype=BF16, path="kernel")
+    o1, o2 = _run_poisoned(f, (2048, 2044), BF16, a, b)
+    assert "TMA-store" not in jax_tmem.decisions()[-1].target, jax_tmem.decisions()[-1]
+    ref = _ref(a, b, (((1,), (0,)), ((), ())))
+    assert not np.isnan(o1).any()
+    assert np.abs(o1 - ref).max() / np.abs(ref).max() < _tol(BF16, BF16)
+    np.testing.assert_array_equal(o1, o2)
 
 
 @pytest.mark.parametrize("out_dtype", [BF16, F16, F32], ids=lambda d: d.name)

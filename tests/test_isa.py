@@ -753,28 +753,35 @@ def test_sm90_descriptor_stepping_matches_reencoding(lbo, swizzle):
 # ================================ kernel menus: the heuristic ================================
 # The same C++ code the CUDA dispatchers call (cpp/include/jax_tmem/menu.h); H200 = 132 SMs, B200 = 148.
 
-@pytest.mark.parametrize("m,n,k,batch,expect", [
-    (8192, 8192, 8192, 1, 1),   # 64 x 32 = 2048 tiles of 128x256 >= 132: the widest tile
-    (4096, 4096, 4096, 1, 1),   # 32 x 16 = 512
-    (2048, 2048, 2048, 1, 0),   # 16 x 8 = 128 < 132 at 256 wide; 16 x 16 = 256 at 128 wide
-    (128, 8192, 8192, 1, 2),    # decode: 32 / 64 / 128 tiles, none fills 132 SMs -> the narrowest, 128x64
-    (16, 8192, 8192, 1, 2),
-    (1, 8192, 8192, 1, 2),
-    (256, 256, 64, 66, 1),      # batch counts: 66 x 2 x 1 = 132 tiles of 128x256
+SM90_NAMES = {0: "128x128 cooperative", 1: "128x256 cooperative", 2: "128x64 cooperative",
+              8: "128x256 cooperative, TMA-store epilogue", 9: "128x128 cooperative, TMA-store epilogue"}
+
+
+@pytest.mark.parametrize("m,n,k,batch,out,expect", [
+    (8192, 8192, 8192, 1, "bfloat16", 8),   # 64 x 32 = 2048 tiles of 128x256 >= 132: the widest tile
+    (4096, 4096, 4096, 1, "bfloat16", 8),   # 32 x 16 = 512
+    (2048, 2048, 2048, 1, "bfloat16", 9),   # 16 x 8 = 128 < 132 at 256 wide; 16 x 16 = 256 at 128 wide
+    (128, 8192, 8192, 1, "bfloat16", 2),    # decode: 32 / 64 / 128 tiles, none fills 132 SMs -> the narrowest
+    (16, 8192, 8192, 1, "bfloat16", 2),
+    (1, 8192, 8192, 1, "bfloat16", 2),
+    (256, 256, 64, 66, "bfloat16", 8),      # batch counts: 66 x 2 x 1 = 132 tiles of 128x256
+    (8192, 8196, 8192, 1, "bfloat16", 1),   # rows of 16392 bytes: no TMA store, the register epilogue
+    (8192, 8196, 8192, 1, "float32", 8),    # the same N in f32: 32784-byte rows, TMA store
+    (2048, 2044, 2048, 1, "float16", 0),
 ])
-def test_sm90_heuristic(m, n, k, batch, expect):
-    cfg, name = isa.kernel_choice("sm_90a", m, n, k, batch=batch, num_sms=132)
+def test_sm90_heuristic(m, n, k, batch, out, expect):
+    cfg, name = isa.kernel_choice("sm_90a", m, n, k, batch=batch, num_sms=132, out_dtype=out)
     assert cfg == expect, (cfg, name)
-    assert name == {0: "128x128 cooperative", 1: "128x256 cooperative", 2: "128x64 cooperative"}[expect]
+    assert name == SM90_NAMES[expect]
 
 
-@pytest.mark.parametrize("config", [0, 1, 2, 3, 5, 6, 7, 8])
+@pytest.mark.parametrize("config", [0, 1, 2, 3, 5, 6, 7, 8, 9, 10])
 def test_sm90_forced_config_is_kept(config):
     cfg, name = isa.kernel_choice("sm_90a", 8192, 8192, 8192, config=config)
     assert cfg == config and name
 
 
-@pytest.mark.parametrize("arch,config", [("sm_90a", 4), ("sm_90a", 9), ("sm_90a", -2), ("sm_100a", 2),
+@pytest.mark.parametrize("arch,config", [("sm_90a", 4), ("sm_90a", 11), ("sm_90a", -2), ("sm_100a", 2),
                                          ("sm_100a", 3), ("sm_103a", 6)])
 def test_config_outside_the_menu_raises(arch, config):
     with pytest.raises(ValueError, match="menu entry"):

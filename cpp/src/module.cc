@@ -203,10 +203,15 @@ NB_MODULE(_jax_tmem, m) {
   }, "How this extension was built: jaxlib/FFI API version of the headers, CUDA archs.");
 
   m.def("kernel_choice", [](const std::string& arch, int64_t batch, int64_t m_, int64_t n, int64_t k,
-                            const std::string& a_dtype, int config, int num_sms) {
+                            const std::string& a_dtype, int config, int num_sms, const std::string& out_dtype) {
     jax_tmem::GemmProblem p;
     p.batch = batch; p.m = m_; p.n = n; p.k = k; p.config = config;
     p.a_type = a_dtype == "int8" ? jax_tmem::DType::kS8 : jax_tmem::DType::kBF16;  // only int8 changes the choice
+    // The output's element size decides whether its rows allow the TMA-store epilogue.
+    p.out_type = out_dtype == "float32" ? jax_tmem::DType::kF32
+               : out_dtype == "float16" ? jax_tmem::DType::kF16
+               : out_dtype == "bfloat16" ? jax_tmem::DType::kBF16 : jax_tmem::DType::kInvalid;
+    if (p.out_type == jax_tmem::DType::kInvalid) throw std::invalid_argument("out_dtype must be float32, bfloat16 or float16");
     if (num_sms < 1) throw std::invalid_argument("num_sms must be >= 1");
     if (arch == "sm_90a") {
       if (!jax_tmem::menu::sm90_valid(config)) throw std::invalid_argument("not an sm_90a menu entry: " + std::to_string(config));
@@ -220,7 +225,7 @@ NB_MODULE(_jax_tmem, m) {
     }
     throw std::invalid_argument("arch must be sm_90a, sm_100a or sm_103a, got " + arch);
   }, nb::arg("arch"), nb::arg("batch"), nb::arg("m"), nb::arg("n"), nb::arg("k"), nb::arg("a_dtype"),
-     nb::arg("config"), nb::arg("num_sms"),
+     nb::arg("config"), nb::arg("num_sms"), nb::arg("out_dtype"),
      "The kernel-menu entry (config number, name) the CUDA dispatcher runs for this problem: the same "
      "heuristic code (jax_tmem/menu.h) the launchers call.");
 

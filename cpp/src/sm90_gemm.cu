@@ -23,8 +23,9 @@ std::string sm90_gemm_launch(const GemmLaunch& L) {
   const GemmProblem& p = L.p;
   if (!menu::sm90_valid(p.config))
     return "sm_90a config must be -1 (heuristic), 0 (128x128), 1 (128x256), 2 (128x64), 3 (128x128 ping-pong), "
-           "5 (128x256, staged epilogue), 6 (128x256, 2x1 cluster), 7 (128x128, 2x1 cluster) or "
-           "8 (128x256, TMA-store epilogue)";
+           "5 (128x256, staged epilogue), 6 (128x256, 2x1 cluster), 7 (128x128, 2x1 cluster), "
+           "8 (128x256, TMA-store epilogue), 9 (128x128, TMA-store epilogue) or 10 (128x256, 2x1 cluster, "
+           "TMA-store epilogue)";
   if (p.m >= (int64_t(1) << 31) || p.n >= (int64_t(1) << 31) || p.k >= (int64_t(1) << 31))
     return "dimensions must be < 2^31";
   const Tile tile = menu::sm90_choose(p, L.num_sms);

@@ -18,7 +18,7 @@ std::string run(const GemmLaunch& L) {
 
 // The fixed menu (jax_tmem/menu.h names and numbers the entries and holds the heuristic): 128-row
 // tiles with BLOCK_N 256 (4 stages), 128 (6 stages) or 64 (8 stages), about 192 KB of ring each; the
-// ping-pong, staged-epilogue, 2x1-cluster and TMA-store-epilogue variants.
+// ping-pong, staged-epilogue, 2x1-cluster and TMA-store-epilogue variants (and their combination).
 using Tile = menu::Sm90;
 
 template <Kind K, bool AMN, bool BMN>
@@ -31,6 +31,9 @@ std::string run_tile(const GemmLaunch& L, Tile tile) {
     case Tile::k128x256Cluster2: return run<Config<K, 256, 4, AMN, BMN, false, false, /*kClusterM=*/2>>(L);
     case Tile::k128x128Cluster2: return run<Config<K, 128, 6, AMN, BMN, false, false, /*kClusterM=*/2>>(L);
     case Tile::k128x256TmaStore: return run<Config<K, 256, 4, AMN, BMN, false, false, 1, /*kTmaStore=*/true>>(L);
+    case Tile::k128x128TmaStore: return run<Config<K, 128, 6, AMN, BMN, false, false, 1, /*kTmaStore=*/true>>(L);
+    case Tile::k128x256Cluster2TmaStore:
+      return run<Config<K, 256, 4, AMN, BMN, false, false, /*kClusterM=*/2, /*kTmaStore=*/true>>(L);
     default: return run<Config<K, 128, 6, AMN, BMN>>(L);
   }
 }
