@@ -2,7 +2,10 @@
 jax ships it, Pallas Mosaic GPU's Hopper matmul (best of a small config sweep).
 
 Each timing: one jitted program runs R independent GEMMs on distinct operands (so one dispatch covers
-R kernels and no operand stays in L2); the per-GEMM time is the median over 5 runs divided by R.
+R kernels and no operand stays in L2). It is dispatched CALLS times back to back before one wait, so
+the host's dispatch and the wait overlap the GPU's work as in a training or serving loop (timing one
+blocking call at a time added ~40-60 us per decode GEMM for every contender: 2026-11-21, see
+scripts/overhead_probe.py); the per-GEMM time is the median over 5 such batches / (CALLS x R).
 Inputs are random normal (never zeros: power-limited clocks depend on the data). Also measures the
 HBM copy bandwidth in the same run, for the memory-bound (decode) shapes.
 
@@ -44,15 +47,23 @@ SHAPES = [  # (M, N, K, dtype)
 ]
 
 
+CALLS = 4  # back-to-back dispatches per timed batch
+
+
+def timed_batch(fn, args, calls=CALLS):
+    """Seconds per call of `calls` asynchronous dispatches of fn followed by one wait."""
+    t0 = time.perf_counter()
+    out = None
+    for _ in range(calls):
+        out = fn(*args)
+    jax.block_until_ready(out)
+    return (time.perf_counter() - t0) / calls
+
+
 def _time(fn, args, reps=5):
     jax.block_until_ready(fn(*args))  # compile + warm up
     jax.block_until_ready(fn(*args))
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+    return statistics.median(timed_batch(fn, args) for _ in range(reps))
 
 
 def _operands(m, n, k, dtype, r, seed=0, b_layout="KN"):

@@ -48,19 +48,50 @@ def arch_target(cc: int) -> tuple[str, str]:
     return "", f"no jax_tmem kernels for compute capability {cc // 10}.{cc % 10} (sm_90a and sm_100a/sm_103a only)"
 
 
-def menu_entry(arch: str, canon, a_dtype, config: int, out_dtype="bfloat16") -> str:
-    """Which compiled kernel the CUDA dispatcher will run, in words, for the decision log: the menu
-    entry from the same C++ heuristic the launcher calls (jax_tmem/menu.h). A ``config`` that is not
-    an entry of ``arch``'s menu raises ValueError here, at trace time."""
+def split_config(config) -> tuple[int, int]:
+    """The private ``config`` parameter: a menu entry (-1 = heuristic), or ``(entry, splits)`` to force
+    the K splits of a split-K entry too (tests and benchmarks)."""
+    if isinstance(config, tuple):
+        return int(config[0]), int(config[1])
+    return int(config), 0
+
+
+def kernel_plan(arch: str, canon, a_dtype, config, out_dtype) -> tuple[int, str, int, int]:
+    """(entry, name, K splits, f32 workspace floats) of the plan the CUDA dispatcher runs: the same C++
+    code (jax_tmem/menu.h) the launcher calls, for this device's SM count. A ``config`` that is not an
+    entry of ``arch``'s menu raises ValueError here, at trace time."""
     mod, _ = _ext.load()
     sms = mod.cuda_device_sms()
+    cfg, splits = split_config(config)
     try:
-        cfg, name = mod.kernel_choice(arch, canon.batch, canon.m, canon.n, canon.k, np.dtype(a_dtype).name,
-                                      int(config), max(sms, 1), np.dtype(out_dtype).name)
+        c, name, s, ws = mod.kernel_choice(arch, canon.batch, canon.m, canon.n, canon.k, np.dtype(a_dtype).name,
+                                           cfg, max(sms, 1), np.dtype(out_dtype).name, bool(canon.a_mn_major),
+                                           splits)
     except ValueError as e:
         raise ValueError(f"jax_tmem: kernel config {config}: {e}") from None
-    how = "forced" if config >= 0 else f"heuristic, {sms} SMs" if sms > 0 else "heuristic, SM count unknown"
-    return f"{name} (config {cfg}, {how})"
+    return int(c), name, int(s), int(ws)
+
+
+def menu_entry(arch: str, canon, a_dtype, config, out_dtype="bfloat16") -> str:
+    """Which compiled kernel the CUDA dispatcher will run, in words, for the decision log."""
+    cfg, name, splits, ws = kernel_plan(arch, canon, a_dtype, config, out_dtype)
+    sms = _ext.load()[0].cuda_device_sms()
+    how = ("forced" if split_config(config)[0] >= 0 else f"heuristic, {sms} SMs" if sms > 0
+           else "heuristic, SM count unknown")
+    extra = f", {splits} K splits, {ws * 4 / 1024:.0f} KiB workspace" if ws else ""
+    return f"{name} (config {cfg}{extra}, {how})"
+
+
+def lowering_plan(canon, a_dtype, config, out_dtype) -> tuple[int, int, int]:
+    """(entry, splits, workspace floats) passed to the CUDA custom call: resolved here, so that the
+    workspace (the call's second output) has the size the launcher needs."""
+    cc, _ = device_cc()
+    arch, why = arch_target(cc) if cc > 0 else ("", "no GPU")
+    if not arch:
+        cfg, splits = split_config(config)
+        return cfg, splits, 0
+    cfg, _, splits, ws = kernel_plan(arch, canon, a_dtype, config, out_dtype)
+    return cfg, splits, ws
 
 
 def sm100_trusted() -> bool:

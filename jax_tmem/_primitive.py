@@ -22,7 +22,7 @@ from jax import lax
 from jax.extend.core import Primitive
 from jax.interpreters import batching, mlir
 
-from jax_tmem import _canon, _config, _ext
+from jax_tmem import _canon, _config, _ext, _kernels
 
 ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2, "gelu_tanh": 3, "silu": 4}
 
@@ -138,14 +138,24 @@ def _xla_lowering(ctx, *args, dimension_numbers, out_dtype, epilogue, allow_tf32
 
 # ---- the FFI lowering -------------------------------------------------------------------------
 
-def _ffi_call(*args, dimension_numbers, out_dtype, epilogue: Epilogue, config, canon: _canon.Canon):
-    out_type = jax.ShapeDtypeStruct(canon.out_shape, np.dtype(out_dtype))
+def _ffi_call(*args, dimension_numbers, out_dtype, epilogue: Epilogue, config, canon: _canon.Canon, platform,
+              a_dtype):
+    # The CUDA plan (menu entry, K splits, workspace) is resolved now, with the launcher's own C++ code:
+    # split-K / swap-AB plans need an f32 workspace, which XLA allocates as the call's second output
+    # (so the handler never allocates and stays command-buffer compatible).
+    if platform == "cuda":
+        cfg, splits, ws = _kernels.lowering_plan(canon, a_dtype, config, out_dtype)
+    else:
+        (cfg, splits), ws = _kernels.split_config(config), 0
+    out_types = (jax.ShapeDtypeStruct(canon.out_shape, np.dtype(out_dtype)),
+                 jax.ShapeDtypeStruct((max(ws, 1),), np.float32))
     aliases = {len(args) - 1: 0} if epilogue.has_c else None
-    call = jax.ffi.ffi_call("jax_tmem_gemm", out_type, input_output_aliases=aliases)
+    call = jax.ffi.ffi_call("jax_tmem_gemm", out_types, input_output_aliases=aliases)
     attrs = {key: (np.bool_(v) if isinstance(v, bool) else np.int64(v)) for key, v in canon.attrs().items()}
-    return call(*args, **attrs, activation=np.int32(ACTIVATIONS[epilogue.activation]),
-                alpha=np.float32(epilogue.alpha), has_bias=np.bool_(epilogue.has_bias),
-                has_c=np.bool_(epilogue.has_c), config=np.int32(config))
+    out, _workspace = call(*args, **attrs, activation=np.int32(ACTIVATIONS[epilogue.activation]),
+                           alpha=np.float32(epilogue.alpha), has_bias=np.bool_(epilogue.has_bias),
+                           has_c=np.bool_(epilogue.has_c), config=np.int32(cfg), splits=np.int32(splits))
+    return out
 
 
 def _make_lowering(platform: str):
@@ -159,7 +169,8 @@ def _make_lowering(platform: str):
                 lhs_aval, rhs_aval = ctx.avals_in[0], ctx.avals_in[1]
                 canon = _canon.canonicalize(lhs_aval.shape, rhs_aval.shape, dimension_numbers)
                 fn = lambda *a: _ffi_call(*a, dimension_numbers=dimension_numbers, out_dtype=out_dtype,
-                                          epilogue=epilogue, config=config, canon=canon)
+                                          epilogue=epilogue, config=config, canon=canon, platform=platform,
+                                          a_dtype=lhs_aval.dtype)
                 return mlir.lower_fun(fn, multiple_results=False)(ctx, *args)
         return _xla_lowering(ctx, *args, dimension_numbers=dimension_numbers, out_dtype=out_dtype,
                              epilogue=epilogue, allow_tf32=allow_tf32)

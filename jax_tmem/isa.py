@@ -62,12 +62,22 @@ SM100_MENU = ({"block_m": 128, "block_n": 256, "stages": 4, "acc_stages": 2},
 SM90_MENU = ({"block_m": 128, "block_n": 256, "stages": 4}, {"block_m": 128, "block_n": 128, "stages": 6})
 
 
+def kernel_plan(arch: str, m: int, n: int, k: int, *, batch: int = 1, a_dtype="bfloat16", config: int = -1,
+                num_sms: int = 132, out_dtype="bfloat16", a_mn_major: bool = False, splits: int = 0) -> dict:
+    """The plan the CUDA dispatcher of ``arch`` ("sm_90a", "sm_100a", "sm_103a") runs for an M x N x K
+    problem on a GPU with ``num_sms`` SMs, from the same C++ code (``cpp/include/jax_tmem/menu.h``) the
+    launcher calls: ``{"config", "name", "splits", "workspace_floats"}``. ``config`` >= 0 forces a menu
+    entry (ValueError if the arch has no such entry), ``splits`` > 0 the K splits of a split-K entry.
+    ``out_dtype`` matters where the output rows must be a multiple of 16 bytes (the TMA-store epilogue),
+    ``a_dtype`` for the K blocks of a split, ``a_mn_major`` for swap-AB (which needs a K-major lhs)."""
+    cfg, name, s, ws = _ext().kernel_choice(arch, int(batch), int(m), int(n), int(k), _name(a_dtype), int(config),
+                                            int(num_sms), _name(out_dtype), bool(a_mn_major), int(splits))
+    return {"config": int(cfg), "name": name, "splits": int(s), "workspace_floats": int(ws)}
+
+
 def kernel_choice(arch: str, m: int, n: int, k: int, *, batch: int = 1, a_dtype="bfloat16", config: int = -1,
-                  num_sms: int = 132, out_dtype="bfloat16") -> tuple[int, str]:
-    """The kernel-menu entry ``(config number, name)`` the CUDA dispatcher of ``arch`` ("sm_90a",
-    "sm_100a", "sm_103a") runs for an M x N x K problem on a GPU with ``num_sms`` SMs: the same C++
-    heuristic (``cpp/include/jax_tmem/menu.h``) the launcher calls. ``config`` >= 0 forces an entry
-    (ValueError if the arch has no such entry). ``out_dtype`` matters where the output rows must be a
-    multiple of 16 bytes (the TMA-store epilogue)."""
-    return tuple(_ext().kernel_choice(arch, int(batch), int(m), int(n), int(k), _name(a_dtype), int(config),
-                                      int(num_sms), _name(out_dtype)))
+                  num_sms: int = 132, out_dtype="bfloat16", a_mn_major: bool = False) -> tuple[int, str]:
+    """The kernel-menu entry ``(config number, name)`` of :func:`kernel_plan`."""
+    plan = kernel_plan(arch, m, n, k, batch=batch, a_dtype=a_dtype, config=config, num_sms=num_sms,
+                       out_dtype=out_dtype, a_mn_major=a_mn_major)
+    return plan["config"], plan["name"]

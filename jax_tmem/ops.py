@@ -141,7 +141,7 @@ def bind_gemm(lhs, rhs, *rest, dimension_numbers, out_dtype, epilogue: Epilogue,
                             requested, allow_tf32, config)
     return gemm_p.bind(lhs, rhs, *rest, dimension_numbers=dimension_numbers, out_dtype=np.dtype(out_dtype),
                        epilogue=epilogue, path=path, requested=requested, problem=problem,
-                       allow_tf32=allow_tf32, config=int(config))
+                       allow_tf32=allow_tf32, config=config if isinstance(config, tuple) else int(config))
 
 
 def _k_major_for_gpu(lhs, rhs, dn, requested):

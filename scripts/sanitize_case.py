@@ -29,9 +29,10 @@ print("epilogue case finite:", bool(np.isfinite(np.asarray(y, np.float32)).all()
 # The menu entries the heuristic does not pick for these shapes (ping-pong, staged epilogue), with tails.
 from jax_tmem import ops, _primitive
 dn = (((1,), (0,)), ((), ()))
-for cfg in (0, 1, 2, 3, 5, 6, 7, 8, 9, 10):
-    a = jnp.asarray(rng.standard_normal((200, 72)), "bfloat16")
-    b = jnp.asarray(rng.standard_normal((72, 264)), "bfloat16")
+# Split-K / swap-AB entries with 3 K splits (f32 partials in the workspace, then the reduce pass).
+for cfg in (0, 1, 2, 3, 5, 6, 7, 8, 9, 10, (11, 3), (12, 3), (13, 3), (14, 3)):
+    a = jnp.asarray(rng.standard_normal((200, 520)), "bfloat16")
+    b = jnp.asarray(rng.standard_normal((520, 264)), "bfloat16")
     bias = jnp.asarray(rng.standard_normal((264,)), "float32")
     epi = _primitive.Epilogue(activation="relu", has_bias=True)
     out = jax.jit(lambda x, y, z: ops._gemm(x, y, z, None, dn, jnp.dtype("bfloat16"), epi, "kernel", True, cfg))(a, b, bias)

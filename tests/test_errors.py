@@ -243,21 +243,22 @@ def test_kernel_forced_on_non_expressible_layout(seed):
 
 def _attrs(**over):
     attrs = dict(batch=1, m=M, n=N, k=K, a_mn_major=False, b_mn_major=True, lda=K, ldb=N, stride_a=0, stride_b=0)
-    extra = dict(activation=0, alpha=1.0, has_bias=False, has_c=False, config=-1)
+    extra = dict(activation=0, alpha=1.0, has_bias=False, has_c=False, config=-1, splits=0)
     for key, v in over.items():
         (attrs if key in attrs else extra)[key] = v
     out = {key: (np.bool_(v) if isinstance(v, bool) else np.int64(v)) for key, v in attrs.items()}
     out.update(activation=np.int32(extra["activation"]), alpha=np.float32(extra["alpha"]),
                has_bias=np.bool_(extra["has_bias"]), has_c=np.bool_(extra["has_c"]),
-               config=np.int32(extra["config"]))
+               config=np.int32(extra["config"]), splits=np.int32(extra["splits"]))
     return out
 
 
 def _ffi(*args, out_shape=(M, N), out_dtype=jnp.float32, **over):
     ok, why = _ext.ensure_registered("cpu")
     assert ok, why
-    call = jax.ffi.ffi_call("jax_tmem_gemm", jax.ShapeDtypeStruct(out_shape, out_dtype))
-    return jax.block_until_ready(jax.jit(lambda *a: call(*a, **_attrs(**over)))(*args))
+    call = jax.ffi.ffi_call("jax_tmem_gemm", (jax.ShapeDtypeStruct(out_shape, out_dtype),
+                                              jax.ShapeDtypeStruct((1,), jnp.float32)))  # out, workspace
+    return jax.block_until_ready(jax.jit(lambda *a: call(*a, **_attrs(**over))[0])(*args))
 
 
 @pytest.mark.skipif(jax.default_backend() != "cpu", reason="calls the CPU handler")
@@ -278,6 +279,7 @@ FFI_BAD = [
     ("bad_activation", dict(activation=9), "unknown activation code 9"),
     ("missing_bias", dict(has_bias=True), "expected 1 optional buffers"),
     ("out_size", dict(m=2), "output has 12 elements"),
+    ("bad_splits", dict(splits=-1), "splits must be in"),
 ]
 
 
@@ -321,10 +323,11 @@ _OVERFLOW_SCRIPT = textwrap.dedent("""
     attrs = dict(batch=1, m=3, n=4, k=5, a_mn_major=False, b_mn_major=True, lda=2**62 + 2**40, ldb=4,
                  stride_a=0, stride_b=0)
     attrs = {k: (np.bool_(v) if isinstance(v, bool) else np.int64(v)) for k, v in attrs.items()}
-    call = jax.ffi.ffi_call("jax_tmem_gemm", jax.ShapeDtypeStruct((3, 4), jnp.float32))
+    call = jax.ffi.ffi_call("jax_tmem_gemm", (jax.ShapeDtypeStruct((3, 4), jnp.float32),
+                                              jax.ShapeDtypeStruct((1,), jnp.float32)))
     try:
         call(a, b, **attrs, activation=np.int32(0), alpha=np.float32(1), has_bias=np.bool_(False),
-             has_c=np.bool_(False), config=np.int32(-1)).block_until_ready()
+             has_c=np.bool_(False), config=np.int32(-1), splits=np.int32(0))[0].block_until_ready()
         print("NO ERROR")
     except Exception as e:
         print("ERROR:", e)

@@ -202,14 +202,16 @@ def test_kernel_matches_cpu_reference_handler():
     np.testing.assert_allclose(gpu, cpu, rtol=1e-5, atol=1e-5 * np.abs(cpu).max())
 
 
-@pytest.mark.parametrize("variant", ["heuristic", "cluster", "tma_store", "cluster_tma_store"])
+@pytest.mark.parametrize("variant", ["heuristic", "cluster", "tma_store", "cluster_tma_store", "split_k"])
 def test_command_buffers_on_and_off_agree(variant):
     """A jitted training step gives identical results with XLA command buffers on and off: with the
     heuristic's kernels, and with every GEMM of the step (forward and gradients) forced onto a cluster
     kernel (launched with a cluster-shape attribute) or the TMA-store epilogue."""
     arch = _require_kernels()
+    if variant == "split_k" and arch != "sm_90a":
+        pytest.skip("split-K is an sm_90a menu entry")
     config = {"heuristic": -1, "cluster": 6 if arch == "sm_90a" else 4,
-              "tma_store": 8, "cluster_tma_store": 10 if arch == "sm_90a" else 8}[variant]
+              "tma_store": 8, "cluster_tma_store": 10 if arch == "sm_90a" else 8, "split_k": 14}[variant]
     import subprocess, sys, os, textwrap
     prog = textwrap.dedent("""
         import sys
@@ -262,16 +264,18 @@ def test_unaligned_pitch_falls_back_with_reason():
         jax.jit(lambda x, y: jax_tmem.matmul(x, y, path="kernel"))(a, b)
 
 
-SM90_MENU = (0, 1, 2, 3, 5, 6, 7, 8, 9, 10)  # 128x128, 128x256, 128x64, 128x128 ping-pong, 128x256 staged
-#   epilogue, 128x256 and 128x128 in 2x1 clusters with B multicast, 128x256 and 128x128 TMA-store epilogue,
-#   128x256 2x1 cluster with the TMA-store epilogue
+SM90_MENU = (0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14)  # 128x128, 128x256, 128x64, 128x128 ping-pong,
+#   128x256 staged epilogue, 128x256 and 128x128 in 2x1 clusters with B multicast, 128x256 and 128x128
+#   TMA-store epilogue, 128x256 2x1 cluster with the TMA-store epilogue, swap-AB 128x16/32/64 (split-K),
+#   128x128 split-K
+SWAP_AB = (11, 12, 13)
 SM100_MENU = (0, 1, 4, 8)  # 128x128, 128x256, 256x256 CTA pair, 128x256 TMA-store epilogue
 
 
-@pytest.mark.parametrize("config", [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+@pytest.mark.parametrize("config", [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14],
                          ids=["128x128", "128x256", "128x64", "128x128_pingpong", "256x256_pair", "128x256_staged",
                               "128x256_cluster2", "128x128_cluster2", "128x256_tmastore", "128x128_tmastore",
-                              "128x256_cluster2_tmastore"])
+                              "128x256_cluster2_tmastore", "swapab16", "swapab32", "swapab64", "128x128_splitk"])
 @pytest.mark.parametrize("dtypes,layout", [((BF16, BF16), ("K", "MN")), ((BF16, BF16), ("MN", "K")),
                                            ((F16, F16), ("MN", "MN")), ((E4M3, E5M2), ("K", "K")),
                                            ((F32, F32), ("K", "K"))], ids=lambda v: str(v))
@@ -282,6 +286,8 @@ def test_every_menu_config(config, dtypes, layout):
     menu = SM90_MENU if arch == "sm_90a" else SM100_MENU
     if config not in menu:
         pytest.skip(f"config {config} is not in the {arch} menu")
+    if config in SWAP_AB and arch == "sm_90a" and layout[0] == "MN":
+        pytest.skip("swap-AB reads the lhs as its narrow wgmma B operand: K-major only (the heuristic knows)")
     from jax_tmem import _primitive, ops
     for m, n, k in [(1000, 776, 1008), (264, 136, 48), (2056, 1040, 304)]:
         s = seed_of("cfg", config, dtypes, layout, m, n, k)
@@ -293,6 +299,65 @@ def test_every_menu_config(config, dtypes, layout):
         err = np.abs(o1 - ref).max() / np.abs(ref).max()
         assert err < _tol(dtypes[0], F32), f"config {config} {m}x{n}x{k}: rel err {err:.3e}"
         np.testing.assert_array_equal(o1, o2)
+
+
+@pytest.mark.parametrize("config", [11, 12, 13, 14], ids=["swapab16", "swapab32", "swapab64", "128x128_splitk"])
+@pytest.mark.parametrize("splits", [1, 3])
+@pytest.mark.parametrize("dtypes,b_major", [((BF16, BF16), "K"), ((BF16, BF16), "MN"), ((F16, F16), "MN"),
+                                            ((E4M3, E5M2), "K")], ids=lambda v: str(v))
+def test_split_k_and_swap_ab(config, splits, dtypes, b_major):
+    """The split-K entries (sm_90a): K splits written as f32 partials to the XLA-allocated workspace and
+    reduced in split order with the epilogue fused into the reduce pass; swap-AB (out^T = B A^T, the
+    output stored transposed). Tails in M, N and K, M and N of 1, batches, bias + gelu + alpha,
+    accumulate into c, every output dtype; bitwise repeatable (the reduction order is fixed)."""
+    arch = _require_kernels()
+    if arch != "sm_90a":
+        pytest.skip("split-K and swap-AB are sm_90a menu entries")
+    from jax_tmem import _primitive, ops
+    cases = [(1, 1000, 1000, 0, BF16, False), (7, 136, 4104, 2, F32, True), (64, 264, 520, 0, F16, True),
+             (33, 8, 200, 3, BF16, False), (130, 1, 776, 0, F32, False)]
+    for m, n, k, batch, out_dtype, with_c in cases:
+        if b_major == "MN" and n == 1:
+            continue  # an MN-major (K, 1) weight has 2-byte rows: TMA cannot read it (the fallback's case)
+        s = seed_of("splitk", config, splits, dtypes, b_major, m, n, k)
+        a, b, dn = _layout_operands(s, dtypes[0], dtypes[1], m, n, k, "K", b_major, batch)
+        out_shape = ((batch,) if batch else ()) + (m, n)
+        bias, c = rand(s + 2, (n,), F32), rand(s + 3, out_shape, out_dtype)
+        epi = _primitive.Epilogue(activation="gelu", alpha=0.5, has_bias=True, has_c=with_c)
+        cfg = (config, splits)
+        if with_c:
+            f = jax.jit(lambda x, y, bb, cc: ops._gemm(x, y, bb, cc, dn, np.dtype(out_dtype), epi, "kernel", True, cfg))
+            o1, o2 = (np.asarray(f(a, b, bias, c).astype(jnp.float32)) for _ in range(2))
+        else:
+            fn = lambda x, y, bb: ops._gemm(x, y, bb, None, dn, np.dtype(out_dtype), epi, "kernel", True, cfg)
+            o1, o2 = _run_poisoned(fn, out_shape, out_dtype, a, b, bias)
+        ref = _ref(a, b, dn, bias=bias, act="gelu", alpha=0.5, c=c if with_c else None)
+        assert not np.isnan(o1).any(), f"{m}x{n}x{k}: unwritten (NaN-poisoned) outputs"
+        err = np.abs(o1 - ref).max() / np.abs(ref).max()
+        assert err < _tol(dtypes[0], out_dtype), f"{m}x{n}x{k} batch {batch}: rel err {err:.3e}"
+        np.testing.assert_array_equal(o1, o2)
+
+
+def test_decode_runs_swap_ab_by_default():
+    """The heuristic sends a decode GEMM (M <= 64, K-major activations) to swap-AB with split-K, says so
+    in the log, and matches the float64 reference; a vmapped decode (a batch of activation matrices
+    against one weight, read with batch stride 0) too."""
+    arch = _require_kernels()
+    if arch != "sm_90a":
+        pytest.skip("the sm_90a heuristic")
+    s = seed_of("decode")
+    x, w = rand(s, (16, 4096), BF16), rand(s + 1, (4096, 8192), BF16)
+    jax_tmem.clear_decisions()
+    o1, o2 = _run_poisoned(lambda a, b: jax_tmem.matmul(a, b, out_dtype=BF16, path="kernel"), (16, 8192), BF16, x, w)
+    target = jax_tmem.decisions()[-1].target
+    assert "swap-AB 128(N)x16(M)" in target and "K splits" in target, target
+    ref = _ref(x, w, (((1,), (0,)), ((), ())))
+    assert np.abs(o1 - ref).max() / np.abs(ref).max() < _tol(BF16, BF16)
+    np.testing.assert_array_equal(o1, o2)
+    xs = rand(s + 2, (3, 5, 4096), BF16)
+    out = np.asarray(jax.jit(jax.vmap(lambda a: jax_tmem.matmul(a, w, out_dtype=F32, path="kernel")))(xs))
+    ref = np.stack([_ref(xs[i], w, (((1,), (0,)), ((), ()))) for i in range(3)])
+    assert np.abs(out - ref).max() / np.abs(ref).max() < _tol(BF16, F32)
 
 
 def test_log_names_the_kernel_menu_entry():
@@ -317,7 +382,7 @@ def test_log_names_the_kernel_menu_entry():
     assert f"(config {forced}, forced)" in jax_tmem.decisions()[-1].target
     with pytest.raises(ValueError, match="menu entry"):
         jax.jit(lambda x, y: ops._gemm(x, y, None, None, dn, np.dtype(F32), _primitive.Epilogue(), "kernel",
-                                       True, 11))(a, b)
+                                       True, 15))(a, b)
 
 
 def test_heuristic_keeps_register_epilogue_for_unaligned_output_rows():
@@ -327,12 +392,13 @@ def test_heuristic_keeps_register_epilogue_for_unaligned_output_rows():
     if arch != "sm_90a":
         pytest.skip("the sm_90a heuristic")
     s = seed_of("unaligned_out")
-    a, b = rand(s, (2048, 512), BF16), rand(s + 1, (512, 2044), BF16)
+    a, b = rand(s, (2048, 512), BF16), rand(s + 1, (2044, 512), BF16)  # b stored (N, K): 1024-byte rows
+    dn = (((1,), (1,)), ((), ()))
     jax_tmem.clear_decisions()
-    f = lambda x, y: jax_tmem.matmul(x, y, out_dtype=BF16, path="kernel")
+    f = lambda x, y: jax_tmem.dot_general(x, y, dn, preferred_element_type=BF16, path="kernel")
     o1, o2 = _run_poisoned(f, (2048, 2044), BF16, a, b)
     assert "TMA-store" not in jax_tmem.decisions()[-1].target, jax_tmem.decisions()[-1]
-    ref = _ref(a, b, (((1,), (0,)), ((), ())))
+    ref = _ref(a, b, dn)
     assert not np.isnan(o1).any()
     assert np.abs(o1 - ref).max() / np.abs(ref).max() < _tol(BF16, BF16)
     np.testing.assert_array_equal(o1, o2)

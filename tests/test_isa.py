@@ -754,34 +754,71 @@ def test_sm90_descriptor_stepping_matches_reencoding(lbo, swizzle):
 # The same C++ code the CUDA dispatchers call (cpp/include/jax_tmem/menu.h); H200 = 132 SMs, B200 = 148.
 
 SM90_NAMES = {0: "128x128 cooperative", 1: "128x256 cooperative", 2: "128x64 cooperative",
-              8: "128x256 cooperative, TMA-store epilogue", 9: "128x128 cooperative, TMA-store epilogue"}
+              8: "128x256 cooperative, TMA-store epilogue", 9: "128x128 cooperative, TMA-store epilogue",
+              11: "swap-AB 128(N)x16(M), split-K", 12: "swap-AB 128(N)x32(M), split-K",
+              13: "swap-AB 128(N)x64(M), split-K", 14: "128x128 cooperative, split-K"}
 
 
 @pytest.mark.parametrize("m,n,k,batch,out,expect", [
     (8192, 8192, 8192, 1, "bfloat16", 8),   # 64 x 32 = 2048 tiles of 128x256 >= 132: the widest tile
     (4096, 4096, 4096, 1, "bfloat16", 8),   # 32 x 16 = 512
     (2048, 2048, 2048, 1, "bfloat16", 9),   # 16 x 8 = 128 < 132 at 256 wide; 16 x 16 = 256 at 128 wide
-    (128, 8192, 8192, 1, "bfloat16", 2),    # decode: 32 / 64 / 128 tiles, none fills 132 SMs -> the narrowest
-    (16, 8192, 8192, 1, "bfloat16", 2),
-    (1, 8192, 8192, 1, "bfloat16", 2),
+    (128, 8192, 8192, 1, "bfloat16", 2),    # 32 / 64 / 128 tiles, none fills 132 SMs -> the narrowest
+    (64, 8192, 8192, 1, "bfloat16", 13),    # decode, M <= 64: swap-AB, the narrowest wgmma N that holds M
+    (33, 8192, 8192, 1, "bfloat16", 13),
+    (32, 8192, 8192, 1, "bfloat16", 12),
+    (16, 8192, 8192, 1, "bfloat16", 11),
+    (1, 8192, 8192, 1, "bfloat16", 11),
+    (512, 512, 65536, 1, "bfloat16", 14),   # 32 tiles of 128x64 < 132 / 2 and 1024 K blocks: split-K
     (256, 256, 64, 66, "bfloat16", 8),      # batch counts: 66 x 2 x 1 = 132 tiles of 128x256
     (8192, 8196, 8192, 1, "bfloat16", 1),   # rows of 16392 bytes: no TMA store, the register epilogue
     (8192, 8196, 8192, 1, "float32", 8),    # the same N in f32: 32784-byte rows, TMA store
     (2048, 2044, 2048, 1, "float16", 0),
 ])
 def test_sm90_heuristic(m, n, k, batch, out, expect):
+    """Also: swap-AB needs a K-major lhs (see test_sm90_swap_ab_needs_k_major_lhs)."""
     cfg, name = isa.kernel_choice("sm_90a", m, n, k, batch=batch, num_sms=132, out_dtype=out)
     assert cfg == expect, (cfg, name)
     assert name == SM90_NAMES[expect]
 
 
-@pytest.mark.parametrize("config", [0, 1, 2, 3, 5, 6, 7, 8, 9, 10])
+def test_sm90_swap_ab_needs_k_major_lhs():
+    cfg, _ = isa.kernel_choice("sm_90a", 16, 8192, 8192, num_sms=132, a_mn_major=True)
+    assert cfg == 2
+
+
+@pytest.mark.parametrize("m,n,k,dtype,splits", [
+    (16, 8192, 8192, "bfloat16", 2),        # 64 swap tiles of 128 weight rows: 2 splits fill 128 of 132 SMs
+    (16, 8192, 8192, "float8_e4m3fn", 2),
+    (16, 32768, 8192, "bfloat16", 1),       # 256 tiles fill the GPU alone
+    (16, 8192, 256, "bfloat16", 1),         # 4 K blocks of 64: at least 4 per split
+    (16, 1024, 8192, "bfloat16", 8),        # 8 tiles: 16 would fill, capped at 8 splits
+    (512, 512, 65536, "bfloat16", 8),       # 16 tiles of 128x128
+    (512, 512, 65536, "float32", 8),
+])
+def test_sm90_split_plan(m, n, k, dtype, splits):
+    """The split count and the workspace Python allocates for the launcher: splits x M x N rounded up
+    to 4, f32, in the output's orientation."""
+    plan = isa.kernel_plan("sm_90a", m, n, k, a_dtype=dtype, num_sms=132)
+    assert plan["splits"] == splits, plan
+    assert plan["workspace_floats"] == splits * m * ((n + 3) // 4 * 4)
+
+
+def test_sm90_forced_splits_clamped_to_k_blocks():
+    plan = isa.kernel_plan("sm_90a", 16, 4096, 200, config=11, splits=9)  # 200 bf16 = 4 K blocks of 64
+    assert plan["config"] == 11 and plan["splits"] == 4
+    plan = isa.kernel_plan("sm_90a", 1000, 1000, 1000, config=14, splits=3)
+    assert plan["splits"] == 3 and plan["workspace_floats"] == 3 * 1000 * 1000
+    assert isa.kernel_plan("sm_90a", 8192, 8192, 8192, config=8)["workspace_floats"] == 0
+
+
+@pytest.mark.parametrize("config", [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14])
 def test_sm90_forced_config_is_kept(config):
     cfg, name = isa.kernel_choice("sm_90a", 8192, 8192, 8192, config=config)
     assert cfg == config and name
 
 
-@pytest.mark.parametrize("arch,config", [("sm_90a", 4), ("sm_90a", 11), ("sm_90a", -2), ("sm_100a", 2),
+@pytest.mark.parametrize("arch,config", [("sm_90a", 4), ("sm_90a", 15), ("sm_90a", -2), ("sm_100a", 2),
                                          ("sm_100a", 3), ("sm_103a", 6)])
 def test_config_outside_the_menu_raises(arch, config):
     with pytest.raises(ValueError, match="menu entry"):

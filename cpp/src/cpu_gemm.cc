@@ -93,13 +93,15 @@ void cpu_gemm(const GemmProblem& p, const void* a, const void* b, const float* b
 }
 
 ffi::Error cpu_gemm_handler(ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::RemainingArgs rest,
-                            ffi::Result<ffi::AnyBuffer> out, JAX_TMEM_GEMM_ATTR_PARAMS) {
+                            ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> workspace,
+                            JAX_TMEM_GEMM_ATTR_PARAMS) {
+  (void)workspace;  // the CPU loop nest needs no split-K workspace
   GemmProblem p;
   const void* bias = nullptr;
   const void* c = nullptr;
   ffi::Error err = decode_problem(p, a, b, rest, out, batch, m, n, k, a_mn_major, b_mn_major, lda,
                                   ldb, stride_a, stride_b, activation, alpha, has_bias, has_c,
-                                  config, &bias, &c);
+                                  config, splits, &bias, &c);
   if (err.failure()) return err;
   if (p.a_type == DType::kS8)
     cpu_gemm<int32_t>(p, a.untyped_data(), b.untyped_data(), static_cast<const float*>(bias), c, out->untyped_data());

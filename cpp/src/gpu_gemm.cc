@@ -39,12 +39,13 @@ DeviceInfo device_info(int dev) {
 }
 
 ffi::Error cuda_gemm_handler(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::RemainingArgs rest,
-                             ffi::Result<ffi::AnyBuffer> out, JAX_TMEM_GEMM_ATTR_PARAMS) {
+                             ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> workspace,
+                             JAX_TMEM_GEMM_ATTR_PARAMS) {
   GemmLaunch L{};
   const void* bias = nullptr;
   const void* c = nullptr;
   ffi::Error err = decode_problem(L.p, a, b, rest, out, batch, m, n, k, a_mn_major, b_mn_major, lda, ldb,
-                                  stride_a, stride_b, activation, alpha, has_bias, has_c, config, &bias, &c);
+                                  stride_a, stride_b, activation, alpha, has_bias, has_c, config, splits, &bias, &c);
   if (err.failure()) return err;
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) return ffi::Error::Internal("jax_tmem gemm: cudaGetDevice failed");
@@ -54,6 +55,10 @@ ffi::Error cuda_gemm_handler(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuff
   L.bias = static_cast<const float*>(bias);
   L.c = c;
   L.out = out->untyped_data();
+  if (workspace->element_type() != ffi::DataType::F32)
+    return ffi::Error::InvalidArgument("jax_tmem gemm: the workspace result must be float32");
+  L.ws = static_cast<float*>(workspace->untyped_data());
+  L.ws_count = static_cast<int64_t>(workspace->element_count());
   L.num_sms = info.num_sms;
   L.cc = info.cc;
   L.stream = stream;

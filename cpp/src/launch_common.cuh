@@ -8,7 +8,9 @@
 #include <string>
 
 #include "jax_tmem/epilogue.cuh"
+#include "jax_tmem/kernels/splitk_reduce.cuh"
 #include "jax_tmem/launch.h"
+#include "jax_tmem/menu.h"
 #include "jax_tmem/tma_desc.h"
 
 namespace jax_tmem {
@@ -43,7 +45,24 @@ inline epilogue::KernelParams kernel_params(const GemmLaunch& L) {
   prm.b_batched = p.batch > 1 && p.stride_b != 0;
   prm.epi = epilogue::Args{L.out, L.c, L.bias, p.alpha, static_cast<int32_t>(p.activation),
                            static_cast<int32_t>(p.out_type)};
+  prm.ws = nullptr;
+  prm.ws_ld = 0;
+  prm.splits = 1;
   return prm;
+}
+
+// The reduce pass of a split-K / swap-AB plan (splitk_reduce.cuh) over rows x n outputs.
+inline std::string launch_splitk_reduce(const GemmLaunch& L, int splits, int64_t rows, int n, int ws_ld) {
+  const int64_t threads = rows * ((n + kReduceCols - 1) / kReduceCols);
+  const int64_t blocks = (threads + kReduceThreads - 1) / kReduceThreads;
+  if (blocks >= (int64_t(1) << 31)) return "the split-K reduce grid is too large";
+  const GemmProblem& p = L.p;
+  const epilogue::Args e{L.out, L.c, L.bias, p.alpha, static_cast<int32_t>(p.activation),
+                         static_cast<int32_t>(p.out_type)};
+  splitk_reduce_kernel<kReduceCols><<<static_cast<unsigned>(blocks), kReduceThreads, 0, L.stream>>>(L.ws, splits, rows, n, ws_ld, e);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return std::string("split-K reduce launch failed: ") + cudaGetErrorString(err);
+  return "";
 }
 
 // Builds the maps and launches `kernel` on a persistent grid: one CTA (or one cluster of
@@ -91,7 +110,27 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
   }
   const GemmProblem& p = L.p;
   const int64_t tiles = p.batch * ((p.m + C::TILE_M - 1) / C::TILE_M) * ((p.n + C::BLOCK_N - 1) / C::BLOCK_N);
-  cfg.gridDim = dim3(kCluster * static_cast<int>(std::min<int64_t>(tiles, resident)), 1, 1);
+  epilogue::KernelParams prm = kernel_params(L);
+  int64_t units = tiles;
+  // Split-K / swap-AB: the partial sums go to the workspace in the output's orientation (for swap-AB
+  // the launcher swapped the operands, so the output is the kernel's n x m), then the reduce pass.
+  const int64_t out_rows = p.batch * (C::kPartialOut == 2 ? p.n : p.m);
+  const int64_t out_cols = C::kPartialOut == 2 ? p.m : p.n;
+  if constexpr (C::kPartialOut != 0) {
+    const int64_t k_blocks = (p.k + C::BLOCK_K - 1) / C::BLOCK_K;
+    if (p.splits < 1 || p.splits > k_blocks)
+      return "split-K: splits " + std::to_string(p.splits) + " outside [1, " + std::to_string(k_blocks) + "] K blocks";
+    const int64_t ld = menu::workspace_ld(out_cols);
+    if (L.ws == nullptr || L.ws_count < p.splits * out_rows * ld)
+      return "split-K: the workspace has " + std::to_string(L.ws_count) + " floats, the plan needs " +
+             std::to_string(p.splits * out_rows * ld);
+    if (tiles * p.splits >= (int64_t(1) << 31)) return "split-K: too many work units";
+    prm.ws = L.ws;
+    prm.ws_ld = static_cast<int>(ld);
+    prm.splits = p.splits;
+    units = tiles * p.splits;
+  }
+  cfg.gridDim = dim3(kCluster * static_cast<int>(std::min<int64_t>(units, resident)), 1, 1);
   cudaError_t e;
   if constexpr (C::kOutMap) {  // sm_90a kernels: a third map for the TMA-store epilogue (unused otherwise)
     CUtensorMap map_out = {};
@@ -101,12 +140,14 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
                                 128 / dtype_bytes(p.out_type), C::OUT_BOX_ROWS);
       if (!err.empty()) return "output (TMA store epilogue): " + err;
     }
-    e = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_out, kernel_params(L));
+    e = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_out, prm);
   } else {
-    e = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, kernel_params(L));
+    e = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, prm);
   }
   if (e == cudaSuccess) e = cudaGetLastError();
   if (e != cudaSuccess) return std::string("kernel launch failed: ") + cudaGetErrorString(e);
+  if constexpr (C::kPartialOut != 0)
+    return launch_splitk_reduce(L, p.splits, out_rows, static_cast<int>(out_cols), prm.ws_ld);
   return "";
 }
 

@@ -28,6 +28,14 @@ nb::capsule encapsulate(T* fn) {
   return nb::capsule(reinterpret_cast<void*>(fn));
 }
 
+// jax_tmem's dtype numbering from a numpy dtype name (kInvalid if none).
+jax_tmem::DType dtype_from_name(const std::string& d) {
+  for (auto t : {jax_tmem::DType::kF32, jax_tmem::DType::kBF16, jax_tmem::DType::kF16, jax_tmem::DType::kE4M3,
+                 jax_tmem::DType::kE5M2, jax_tmem::DType::kS8})
+    if (d == jax_tmem::dtype_name(t)) return t;
+  return jax_tmem::DType::kInvalid;
+}
+
 // ---- jax_tmem.isa: the kernels' own encoders, with argument checks that raise ValueError ----------
 using jax_tmem::desc::Elem;
 using jax_tmem::desc::MmaKind;
@@ -203,31 +211,34 @@ NB_MODULE(_jax_tmem, m) {
   }, "How this extension was built: jaxlib/FFI API version of the headers, CUDA archs.");
 
   m.def("kernel_choice", [](const std::string& arch, int64_t batch, int64_t m_, int64_t n, int64_t k,
-                            const std::string& a_dtype, int config, int num_sms, const std::string& out_dtype) {
+                            const std::string& a_dtype, int config, int num_sms, const std::string& out_dtype,
+                            bool a_mn_major, int splits) {
     jax_tmem::GemmProblem p;
-    p.batch = batch; p.m = m_; p.n = n; p.k = k; p.config = config;
-    p.a_type = a_dtype == "int8" ? jax_tmem::DType::kS8 : jax_tmem::DType::kBF16;  // only int8 changes the choice
-    // The output's element size decides whether its rows allow the TMA-store epilogue.
-    p.out_type = out_dtype == "float32" ? jax_tmem::DType::kF32
-               : out_dtype == "float16" ? jax_tmem::DType::kF16
-               : out_dtype == "bfloat16" ? jax_tmem::DType::kBF16 : jax_tmem::DType::kInvalid;
-    if (p.out_type == jax_tmem::DType::kInvalid) throw std::invalid_argument("out_dtype must be float32, bfloat16 or float16");
+    p.batch = batch; p.m = m_; p.n = n; p.k = k; p.config = config; p.a_mn_major = a_mn_major; p.splits = splits;
+    p.a_type = dtype_from_name(a_dtype);  // the element size sets the K blocks of a split
+    p.out_type = dtype_from_name(out_dtype);  // its size decides whether rows allow the TMA-store epilogue
+    if (p.a_type == jax_tmem::DType::kInvalid) throw std::invalid_argument("unknown a_dtype " + a_dtype);
+    if (p.out_type != jax_tmem::DType::kF32 && p.out_type != jax_tmem::DType::kBF16 && p.out_type != jax_tmem::DType::kF16)
+      throw std::invalid_argument("out_dtype must be float32, bfloat16 or float16");
     if (num_sms < 1) throw std::invalid_argument("num_sms must be >= 1");
+    if (batch < 1 || m_ < 1 || n < 1 || k < 1) throw std::invalid_argument("batch, m, n, k must be >= 1");
+    if (splits < 0 || splits > 64) throw std::invalid_argument("splits must be in [0, 64]");
     if (arch == "sm_90a") {
       if (!jax_tmem::menu::sm90_valid(config)) throw std::invalid_argument("not an sm_90a menu entry: " + std::to_string(config));
-      const auto t = jax_tmem::menu::sm90_choose(p, num_sms);
-      return nb::make_tuple(static_cast<int>(t), jax_tmem::menu::sm90_name(t));
+      const auto plan = jax_tmem::menu::sm90_plan(p, num_sms);
+      return nb::make_tuple(plan.config, jax_tmem::menu::sm90_name(static_cast<jax_tmem::menu::Sm90>(plan.config)),
+                            plan.splits, plan.ws_floats);
     }
     if (arch == "sm_100a" || arch == "sm_103a") {
       if (!jax_tmem::menu::sm100_valid(config)) throw std::invalid_argument("not an sm_100a menu entry: " + std::to_string(config));
       const auto t = jax_tmem::menu::sm100_choose(p, num_sms);
-      return nb::make_tuple(static_cast<int>(t), jax_tmem::menu::sm100_name(t));
+      return nb::make_tuple(static_cast<int>(t), jax_tmem::menu::sm100_name(t), 1, int64_t(0));
     }
     throw std::invalid_argument("arch must be sm_90a, sm_100a or sm_103a, got " + arch);
   }, nb::arg("arch"), nb::arg("batch"), nb::arg("m"), nb::arg("n"), nb::arg("k"), nb::arg("a_dtype"),
-     nb::arg("config"), nb::arg("num_sms"), nb::arg("out_dtype"),
-     "The kernel-menu entry (config number, name) the CUDA dispatcher runs for this problem: the same "
-     "heuristic code (jax_tmem/menu.h) the launchers call.");
+     nb::arg("config"), nb::arg("num_sms"), nb::arg("out_dtype"), nb::arg("a_mn_major"), nb::arg("splits"),
+     "The plan the CUDA dispatcher runs for this problem: (menu entry, its name, K splits, f32 workspace "
+     "floats) - the same code (jax_tmem/menu.h) the launchers call.");
 
   m.def("cuda_device_sms", []() {
 #if JAX_TMEM_HAS_CUDA

@@ -24,14 +24,17 @@ std::string sm90_gemm_launch(const GemmLaunch& L) {
   if (!menu::sm90_valid(p.config))
     return "sm_90a config must be -1 (heuristic), 0 (128x128), 1 (128x256), 2 (128x64), 3 (128x128 ping-pong), "
            "5 (128x256, staged epilogue), 6 (128x256, 2x1 cluster), 7 (128x128, 2x1 cluster), "
-           "8 (128x256, TMA-store epilogue), 9 (128x128, TMA-store epilogue) or 10 (128x256, 2x1 cluster, "
-           "TMA-store epilogue)";
+           "8 (128x256, TMA-store epilogue), 9 (128x128, TMA-store epilogue), 10 (128x256, 2x1 cluster, "
+           "TMA-store epilogue), 11-13 (swap-AB 128x16/32/64, split-K) or 14 (128x128, split-K)";
   if (p.m >= (int64_t(1) << 31) || p.n >= (int64_t(1) << 31) || p.k >= (int64_t(1) << 31))
     return "dimensions must be < 2^31";
-  const Tile tile = menu::sm90_choose(p, L.num_sms);
-  if (p.a_type == DType::kBF16 && p.b_type == DType::kBF16) return run_16bit<Kind::kBF16>(L, tile);
-  if (p.a_type == DType::kF16 && p.b_type == DType::kF16) return run_16bit<Kind::kF16>(L, tile);
-  return run_8bit_or_tf32(L, tile);
+  const menu::Plan plan = menu::sm90_plan(p, L.num_sms, L.ws_count);
+  const Tile tile = static_cast<Tile>(plan.config);
+  GemmLaunch R = menu::sm90_swap_ab(tile) ? swap_ab(L) : L;
+  R.p.splits = plan.splits;
+  if (R.p.a_type == DType::kBF16 && R.p.b_type == DType::kBF16) return run_16bit<Kind::kBF16>(R, tile);
+  if (R.p.a_type == DType::kF16 && R.p.b_type == DType::kF16) return run_16bit<Kind::kF16>(R, tile);
+  return run_8bit_or_tf32(R, tile);
 }
 
 }  // namespace jax_tmem

@@ -34,8 +34,36 @@ std::string run_tile(const GemmLaunch& L, Tile tile) {
     case Tile::k128x128TmaStore: return run<Config<K, 128, 6, AMN, BMN, false, false, 1, /*kTmaStore=*/true>>(L);
     case Tile::k128x256Cluster2TmaStore:
       return run<Config<K, 256, 4, AMN, BMN, false, false, /*kClusterM=*/2, /*kTmaStore=*/true>>(L);
+    case Tile::k128x128SplitK: return run<Config<K, 128, 6, AMN, BMN, false, false, 1, false, /*kPartialOut=*/1>>(L);
+    // Swap-AB (the launcher swapped the operands): B is the activation, K-major, 16-64 rows a tile.
+    case Tile::k128x16SwapAB:
+    case Tile::k128x32SwapAB:
+    case Tile::k128x64SwapAB:
+      if constexpr (BMN) {
+        return "swap-AB entries need a K-major lhs (the activation)";
+      } else {
+        if (tile == Tile::k128x16SwapAB) return run<Config<K, 16, 12, AMN, false, false, false, 1, false, 2>>(L);
+        if (tile == Tile::k128x32SwapAB) return run<Config<K, 32, 11, AMN, false, false, false, 1, false, 2>>(L);
+        return run<Config<K, 64, 9, AMN, false, false, false, 1, false, 2>>(L);
+      }
     default: return run<Config<K, 128, 6, AMN, BMN>>(L);
   }
+}
+
+// The swap-AB view of a launch: out^T = B A^T, i.e. the kernel's A is the problem's B (the weight) and
+// its B the problem's A; M and N, the majorness flags, pitches and batch strides trade places. The
+// epilogue arguments stay in the output's orientation (the reduce pass runs them).
+inline GemmLaunch swap_ab(const GemmLaunch& L) {
+  GemmLaunch S = L;
+  GemmProblem& q = S.p;
+  const GemmProblem& p = L.p;
+  q.m = p.n; q.n = p.m;
+  q.a_mn_major = p.b_mn_major; q.b_mn_major = p.a_mn_major;
+  q.lda = p.ldb; q.ldb = p.lda;
+  q.stride_a = p.stride_b; q.stride_b = p.stride_a;
+  q.a_type = p.b_type; q.b_type = p.a_type;
+  S.a = L.b; S.b = L.a;
+  return S;
 }
 
 // Defined in sm90_gemm_8bit.cu: tf32 and every fp8 mix (K-major A and B only).

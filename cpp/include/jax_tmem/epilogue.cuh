@@ -25,6 +25,11 @@ struct KernelParams {
   int m, n, k, batch;
   int a_batched, b_batched;  // 0: the operand is broadcast over the batch (tensor-map batch index 0)
   Args epi;
+  // Split-K / swap-AB kernels only (kPartialOut): the f32 workspace, its row pitch (floats, even) and
+  // the number of K splits. Null / 0 / 1 otherwise.
+  float* ws;
+  int ws_ld;
+  int splits;
 };
 
 __device__ __forceinline__ float load_out(const void* base, int32_t t, int64_t idx) {

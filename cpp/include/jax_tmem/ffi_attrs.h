@@ -24,7 +24,8 @@ inline DType to_dtype(ffi::DataType t) {
   }
 }
 
-// Binding shared by both handlers: a, b, then [bias][c] as remaining args, one result.
+// Binding shared by both handlers: a, b, then [bias][c] as remaining args; results: the output and an
+// f32 workspace (split-K / swap-AB partial sums; one element when the plan needs none).
 #define JAX_TMEM_GEMM_BINDING(ctx_binding)                                                      \
   ::xla::ffi::Ffi::Bind()                                                                            \
       ctx_binding                                                                               \
@@ -32,6 +33,7 @@ inline DType to_dtype(ffi::DataType t) {
       .Arg<::xla::ffi::AnyBuffer>()        /* b */                                                   \
       .RemainingArgs()                /* [bias f32 (n,)] [c (batch, m, n), aliased to out] */   \
       .Ret<::xla::ffi::AnyBuffer>()        /* out (batch, m, n) */                                   \
+      .Ret<::xla::ffi::AnyBuffer>()        /* workspace, f32 */                                      \
       .Attr<int64_t>("batch")                                                                   \
       .Attr<int64_t>("m")                                                                       \
       .Attr<int64_t>("n")                                                                       \
@@ -46,13 +48,14 @@ inline DType to_dtype(ffi::DataType t) {
       .Attr<float>("alpha")                                                                     \
       .Attr<bool>("has_bias")                                                                   \
       .Attr<bool>("has_c")                                                                      \
-      .Attr<int32_t>("config")
+      .Attr<int32_t>("config")                                                                  \
+      .Attr<int32_t>("splits")
 
 // The attribute part of a handler's signature, in binding order.
 #define JAX_TMEM_GEMM_ATTR_PARAMS                                                               \
   int64_t batch, int64_t m, int64_t n, int64_t k, bool a_mn_major, bool b_mn_major,            \
       int64_t lda, int64_t ldb, int64_t stride_a, int64_t stride_b, int32_t activation,         \
-      float alpha, bool has_bias, bool has_c, int32_t config
+      float alpha, bool has_bias, bool has_c, int32_t config, int32_t splits
 
 // Fills a GemmProblem from decoded arguments and validates it against the buffers.
 // On success returns Error::Success() and sets *bias/*c to the optional buffers (or null).
@@ -64,7 +67,7 @@ inline ffi::Error decode_problem(GemmProblem& p, ffi::AnyBuffer a, ffi::AnyBuffe
   p.a_mn_major = a_mn_major; p.b_mn_major = b_mn_major;
   p.lda = lda; p.ldb = ldb; p.stride_a = stride_a; p.stride_b = stride_b;
   p.activation = static_cast<Activation>(activation);
-  p.alpha = alpha; p.has_bias = has_bias; p.has_c = has_c; p.config = config;
+  p.alpha = alpha; p.has_bias = has_bias; p.has_c = has_c; p.config = config; p.splits = splits;
   p.a_type = to_dtype(a.element_type());
   p.b_type = to_dtype(b.element_type());
   p.out_type = to_dtype(out->element_type());

@@ -56,6 +56,7 @@ struct GemmProblem {
   float alpha = 1.0f;
   bool has_bias = false, has_c = false;
   int32_t config = -1;                 // index into the arch's kernel menu; -1 = heuristic
+  int32_t splits = 0;                  // K splits of a split-K / swap-AB entry; 0 = heuristic
 
   // Number of rows and columns of each operand's 2-D view.
   int64_t a_rows() const { return a_mn_major ? k : m; }
@@ -99,6 +100,7 @@ inline std::string validate(const GemmProblem& p, int64_t a_count, int64_t b_cou
     return "output has " + s(out_count) + " elements, expected batch*m*n = " + s(p.batch * p.m * p.n);
   if (p.has_bias && bias_count != p.n) return "bias has " + s(bias_count) + " elements, expected n = " + s(p.n);
   if (p.has_c && c_count != out_count) return "c has " + s(c_count) + " elements, expected " + s(out_count);
+  if (p.splits < 0 || p.splits > 64) return "splits must be in [0, 64] (0 = heuristic), got " + s(p.splits);
   int act = static_cast<int>(p.activation);
   if (act < 0 || act > 4) return "unknown activation code " + s(act);
   return "";

@@ -16,6 +16,8 @@ struct GemmLaunch {
   const float* bias;  // may be null
   const void* c;      // may be null (aliases out)
   void* out;
+  float* ws;         // f32 workspace of split-K / swap-AB plans (XLA-allocated, contents undefined)
+  int64_t ws_count;  // its size in floats
   int num_sms;
   int cc;  // compute capability, major * 10 + minor
   cudaStream_t stream;

@@ -80,6 +80,7 @@ struct Config {
   static constexpr int BOX_M = BLOCK_M, BOX_N = BLOCK_N;  // rows of A / B one CTA loads per tile
   static constexpr int TILE_M = BLOCK_M;  // rows of one scheduler tile
   static constexpr bool kOutMap = true;  // the kernel takes an output tensor map (used if kTmaStore)
+  static constexpr int kPartialOut = 0;   // no split-K on sm_100a yet
   static constexpr bool kTmaStore = kTmaStore_;
   static constexpr int OUT_BOX_ROWS = 32;  // an epilogue warp's TMEM lane quadrant
   static constexpr int OUT_BOX_BYTES = OUT_BOX_ROWS * 128;

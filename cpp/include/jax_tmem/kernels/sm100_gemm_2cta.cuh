@@ -34,6 +34,7 @@ struct Config2Cta {
   static constexpr int BOX_M = CTA_M, BOX_N = CTA_N;
   static constexpr int TILE_M = BLOCK_M;  // rows of one scheduler tile (the pair's)
   static constexpr bool kOutMap = false;  // the kernel takes A and B tensor maps only
+  static constexpr int kPartialOut = 0;   // no split-K on sm_100a yet
   static constexpr int CTAS_PER_TILE = 2;   // launched as (2,1,1) clusters by launch_persistent
   static constexpr int A_BYTES = CTA_M * 128;
   static constexpr int B_BYTES = CTA_N * 128;

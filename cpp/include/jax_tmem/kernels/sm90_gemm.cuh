@@ -49,9 +49,13 @@ constexpr int kind_elem_bytes(Kind k) {
 //   into a double-buffered, 128B-swizzled shared-memory box and one thread stores it with a TMA
 //   bulk tensor store (edges clipped by TMA); the stores drain while the next tile's MMAs run.
 //   Menu config 8.
+// kPartialOut (1 split-K, 2 swap-AB with split-K): no epilogue here; each work unit (tile, K range)
+//   writes its f32 accumulators to the workspace (partial_store) and a second kernel reduces them
+//   in a fixed order and runs the epilogue (splitk_reduce.cuh): deterministic. Menu configs 11-14.
 template <Kind kKind_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_, bool kPingPong_ = false,
-          bool kSmemEpilogue_ = false, int kClusterM_ = 1, bool kTmaStore_ = false>
+          bool kSmemEpilogue_ = false, int kClusterM_ = 1, bool kTmaStore_ = false, int kPartialOut_ = 0>
 struct Config {
+  static constexpr int kPartialOut = kPartialOut_;
   static constexpr Kind kKind = kKind_;
   static constexpr bool kPingPong = kPingPong_;
   static constexpr bool kSmemEpilogue = kSmemEpilogue_;
@@ -81,7 +85,11 @@ struct Config {
   static constexpr int kGroupM = 8;
   static constexpr int ACC_REGS = BLOCK_N / 2;         // f32 accumulators per consumer thread
 
-  static_assert(BLOCK_N == 64 || BLOCK_N == 128 || BLOCK_N == 256, "wgmma N must be 64, 128 or 256 here");
+  static_assert(BLOCK_N == 16 || BLOCK_N == 32 || BLOCK_N == 64 || BLOCK_N == 128 || BLOCK_N == 256,
+                "wgmma N must be 16, 32, 64, 128 or 256 here");
+  static_assert(BLOCK_N >= 64 || !kBMN, "an MN-major B is loaded in 64-element chunks: BLOCK_N >= 64");
+  static_assert(kPartialOut == 0 || (!kPingPong && !kSmemEpilogue && !kTmaStore && kClusterM_ == 1),
+                "split-K partials: the plain cooperative schedule only");
   static_assert(!kPingPong || BLOCK_N <= 128, "ping-pong keeps 2 x BLOCK_N / 2 accumulators per thread: N <= 128");
   static_assert(!(kPingPong && kSmemEpilogue), "the staged epilogue is built for the cooperative schedule");
   static_assert(!(kTmaStore && (kPingPong || kSmemEpilogue)), "the TMA-store epilogue is cooperative-only");
@@ -89,7 +97,7 @@ struct Config {
   static_assert(SMEM_BYTES <= 232448, "shared memory per CTA exceeds 227 KB");
   static_assert(SMEM_BYTES + 1024 < (1 << 18), "descriptor stepping (sm90_desc_advance) needs addresses < 2^18");
   static_assert(CLUSTER_M == 1 || (CLUSTER_M == 2 && !kPingPong), "B multicast: (2,1,1) clusters, cooperative only");
-  static_assert((BLOCK_N / CLUSTER_M) % 64 == 0, "each CTA multicasts whole 64-row (8 KB) pieces of B");
+  static_assert(CLUSTER_M == 1 || (BLOCK_N / CLUSTER_M) % 64 == 0, "each CTA multicasts whole 64-row (8 KB) pieces of B");
   static_assert(STAGE_BYTES % 1024 == 0, "128B-swizzle tiles must stay 1024-byte aligned");
 };
 
@@ -101,35 +109,42 @@ __device__ __forceinline__ void mma_step(float (&acc)[C::ACC_REGS], uint64_t da,
   using namespace jax_tmem::ptx;
   constexpr int N = C::BLOCK_N;
   constexpr int TA = C::kAMN ? 1 : 0, TB = C::kBMN ? 1 : 0;
-  if constexpr (C::kKind == Kind::kBF16) {
-    if constexpr (N == 256) wgmma_m64n256k16_bf16<TA, TB>(acc, da, db, scale_d);
-    else if constexpr (N == 128) wgmma_m64n128k16_bf16<TA, TB>(acc, da, db, scale_d);
-    else wgmma_m64n64k16_bf16<TA, TB>(acc, da, db, scale_d);
-  } else if constexpr (C::kKind == Kind::kF16) {
-    if constexpr (N == 256) wgmma_m64n256k16_f16<TA, TB>(acc, da, db, scale_d);
-    else if constexpr (N == 128) wgmma_m64n128k16_f16<TA, TB>(acc, da, db, scale_d);
-    else wgmma_m64n64k16_f16<TA, TB>(acc, da, db, scale_d);
-  } else if constexpr (C::kKind == Kind::kTF32) {
-    if constexpr (N == 256) wgmma_m64n256k8_tf32(acc, da, db, scale_d);
-    else if constexpr (N == 128) wgmma_m64n128k8_tf32(acc, da, db, scale_d);
-    else wgmma_m64n64k8_tf32(acc, da, db, scale_d);
-  } else if constexpr (C::kKind == Kind::kE4M3E4M3) {
-    if constexpr (N == 256) wgmma_m64n256k32_e4m3_e4m3(acc, da, db, scale_d);
-    else if constexpr (N == 128) wgmma_m64n128k32_e4m3_e4m3(acc, da, db, scale_d);
-    else wgmma_m64n64k32_e4m3_e4m3(acc, da, db, scale_d);
-  } else if constexpr (C::kKind == Kind::kE4M3E5M2) {
-    if constexpr (N == 256) wgmma_m64n256k32_e4m3_e5m2(acc, da, db, scale_d);
-    else if constexpr (N == 128) wgmma_m64n128k32_e4m3_e5m2(acc, da, db, scale_d);
-    else wgmma_m64n64k32_e4m3_e5m2(acc, da, db, scale_d);
-  } else if constexpr (C::kKind == Kind::kE5M2E4M3) {
-    if constexpr (N == 256) wgmma_m64n256k32_e5m2_e4m3(acc, da, db, scale_d);
-    else if constexpr (N == 128) wgmma_m64n128k32_e5m2_e4m3(acc, da, db, scale_d);
-    else wgmma_m64n64k32_e5m2_e4m3(acc, da, db, scale_d);
-  } else {
-    if constexpr (N == 256) wgmma_m64n256k32_e5m2_e5m2(acc, da, db, scale_d);
-    else if constexpr (N == 128) wgmma_m64n128k32_e5m2_e5m2(acc, da, db, scale_d);
-    else wgmma_m64n64k32_e5m2_e5m2(acc, da, db, scale_d);
-  }
+  if constexpr (C::kKind == Kind::kBF16) wgmma_bf16<N, TA, TB>(acc, da, db, scale_d);
+  else if constexpr (C::kKind == Kind::kF16) wgmma_f16<N, TA, TB>(acc, da, db, scale_d);
+  else if constexpr (C::kKind == Kind::kTF32) wgmma_tf32<N>(acc, da, db, scale_d);
+  else if constexpr (C::kKind == Kind::kE4M3E4M3) wgmma_e4m3_e4m3<N>(acc, da, db, scale_d);
+  else if constexpr (C::kKind == Kind::kE4M3E5M2) wgmma_e4m3_e5m2<N>(acc, da, db, scale_d);
+  else if constexpr (C::kKind == Kind::kE5M2E4M3) wgmma_e5m2_e4m3<N>(acc, da, db, scale_d);
+  else wgmma_e5m2_e5m2<N>(acc, da, db, scale_d);
+}
+
+// Split-K / swap-AB (kPartialOut): the raw f32 accumulators of one work unit go to the workspace, in
+// the OUTPUT's orientation, slab [split][batch] of [out rows][ws_ld] (splitk_reduce.cuh then sums the
+// slabs in split order and runs the epilogue). kPartialOut == 1: kernel rows are output rows.
+// kPartialOut == 2 (swap-AB: the kernel computes out^T, its A is the weight): kernel rows are output
+// columns, so each value goes to the transposed place (rows = lanes / 4: 8 consecutive floats).
+template <class C>
+__device__ __forceinline__ void partial_store(const float (&acc)[C::ACC_REGS], const Params& p, int batch,
+                                              int split, int row0, int col0) {
+  constexpr int J = C::BLOCK_N / 8;
+  const int64_t slab = static_cast<int64_t>(split) * p.batch + batch;
+#pragma unroll
+  for (int j = 0; j < J; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + 8 * h, col = col0 + 8 * j;
+      if (row >= p.m || col >= p.n) continue;
+      const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+      if constexpr (C::kPartialOut == 1) {
+        float* w = p.ws + (slab * p.m + row) * p.ws_ld + col;  // ws_ld is even: pairs are aligned
+        if (col + 1 < p.n) *reinterpret_cast<float2*>(w) = make_float2(v0, v1);
+        else w[0] = v0;
+      } else {
+        float* w = p.ws + (slab * p.n + col) * p.ws_ld + row;
+        w[0] = v0;
+        if (col + 1 < p.n) w[p.ws_ld] = v1;
+      }
+    }
 }
 
 // The fused epilogue on the accumulator fragment: y = act(alpha * acc + bias) + c, cast, masked store.
@@ -324,6 +339,14 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
                                                          (p.n + C::BLOCK_N - 1) / C::BLOCK_N, p.batch};
   const int num_tiles = scheduler.num_tiles();
   const int k_blocks = (p.k + C::BLOCK_K - 1) / C::BLOCK_K;
+  // Work units: (tile, split) pairs, unit u = tile * splits + split; split s runs k-blocks
+  // [s * k_blocks / splits, (s + 1) * k_blocks / splits), never empty (the host keeps splits <= k_blocks).
+  const int splits = C::kPartialOut ? p.splits : 1;
+  const int num_units = num_tiles * splits;
+  const auto k_range = [&](int split, int& kb0, int& kb1) {
+    kb0 = static_cast<int>(static_cast<int64_t>(split) * k_blocks / splits);
+    kb1 = static_cast<int>(static_cast<int64_t>(split + 1) * k_blocks / splits);
+  };
   // Every CTA of a cluster walks the same tiles (the cluster's tile); CTA `rank` owns rows
   // [rank * BLOCK_M, rank * BLOCK_M + BLOCK_M) of it. Rows past M are zero-filled and not stored.
   const uint32_t rank = C::CLUSTER_M > 1 ? cluster_ctarank() : 0u;
@@ -336,11 +359,14 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
       prefetch_tensormap(&tma_a);
       prefetch_tensormap(&tma_b);
       PipelineState<C::kStages> st;
-      for (int t = first_tile; t < num_tiles; t += tile_step) {
+      for (int u = first_tile; u < num_units; u += tile_step) {
+        const int t = u / splits;
+        int kb0, kb1;
+        k_range(u - t * splits, kb0, kb1);
         const sched::TileCoord tc = scheduler.coord(t);
         const int m0 = tc.m_blk * C::TILE_M + rank * C::BLOCK_M, n0 = tc.n_blk * C::BLOCK_N;
         const int ab = p.a_batched ? tc.batch : 0, bb = p.b_batched ? tc.batch : 0;
-        for (int kb = 0; kb < k_blocks; ++kb) {
+        for (int kb = kb0; kb < kb1; ++kb) {
           mbarrier_wait(&empty[st.stage], st.phase ^ 1u);
           uint8_t* sa = smem + st.stage * C::STAGE_BYTES;
           uint8_t* sb = sa + C::A_BYTES;
@@ -467,11 +493,14 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
         if (lane == 0) mbarrier_arrive(&empty[s]);
       }
     };
-    for (int t = first_tile; t < num_tiles; t += tile_step) {
+    for (int u = first_tile; u < num_units; u += tile_step) {
+      const int t = u / splits, split = u - t * splits;
+      int kb0, kb1;
+      k_range(split, kb0, kb1);
       const sched::TileCoord tc = scheduler.coord(t);
       const int cta_row0 = tc.m_blk * C::TILE_M + rank * C::BLOCK_M;
       int prev_stage = -1;
-      for (int kb = 0; kb < k_blocks; ++kb) {
+      for (int kb = kb0; kb < kb1; ++kb) {
         mbarrier_wait(&full[st.stage], st.phase);
         const uint32_t stage_off = st.stage * C::STAGE_BYTES;
         fence_operands(acc);
@@ -480,7 +509,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
         for (int ks = 0; ks < C::BLOCK_K / C::INSTR_K; ++ks) {
           const uint64_t da = desc::sm90_desc_advance(desc_a0, stage_off + ks * K_STEP_A);
           const uint64_t db = desc::sm90_desc_advance(desc_b0, stage_off + ks * K_STEP_B);
-          mma_step<C>(acc, da, db, (kb > 0 || ks > 0) ? 1u : 0u);
+          mma_step<C>(acc, da, db, (kb > kb0 || ks > 0) ? 1u : 0u);
         }
         wgmma_commit();
         fence_operands(acc);
@@ -498,6 +527,11 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
 
       // ---------------- epilogue: registers -> global ----------------
       // wgmma D fragment: acc[i] holds row 16*w + lane/4 + 8*((i/2)%2), col 8*(i/4) + 2*(lane%4) + i%2.
+      if constexpr (C::kPartialOut) {
+        partial_store<C>(acc, p, tc.batch, split, cta_row0 + cw * 64 + 16 * (warp % 4) + lane / 4,
+                         tc.n_blk * C::BLOCK_N + 2 * (lane % 4));
+        continue;
+      }
       if constexpr (C::kSmemEpilogue) {
         epilogue_store_staged<C>(acc, p, tc, cta_row0, cw, epi_stage + cw * 64 * C::EPI_STRIDE);
         continue;
