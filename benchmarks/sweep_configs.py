@@ -28,6 +28,14 @@ def _once(fn, args):
     return bench_gemm.timed_batch(fn, args)  # a few back-to-back dispatches, one wait
 
 
+def _parse(c: str):
+    """ "8" -> menu entry 8; "11:2" -> entry 11 with 2 K splits (split-K / swap-AB entries)."""
+    if ":" in c:
+        e, s = c.split(":")
+        return (int(e), int(s))
+    return int(c)
+
+
 def sweep_shape(m, n, k, dtype, configs, rounds, b_layout="KN"):
     dt = jnp.dtype(dtype)
     r = int(max(2, min(16, (2 << 30) // max(k * n * dt.itemsize, 1))))
@@ -36,8 +44,8 @@ def sweep_shape(m, n, k, dtype, configs, rounds, b_layout="KN"):
     many = lambda f: jax.jit(lambda aa, bb: [f(x, y) for x, y in zip(aa, bb)])
     variants = {"xla": many(lambda x, y: jax.lax.dot_general(x, y, dn, preferred_element_type=jnp.bfloat16))}
     for c in configs:
-        variants[f"cfg{c}"] = many(lambda x, y, c=c: ops._gemm(x, y, None, None, dn, jnp.dtype("bfloat16"),
-                                                              _primitive.Epilogue(), "kernel", True, c))
+        variants[f"cfg{c}"] = many(lambda x, y, c=_parse(c): ops._gemm(x, y, None, None, dn, jnp.dtype("bfloat16"),
+                                                                      _primitive.Epilogue(), "kernel", True, c))
     for f in variants.values():  # compile + warm up
         jax.block_until_ready(f(a, b))
         jax.block_until_ready(f(a, b))
@@ -59,13 +67,14 @@ def sweep_shape(m, n, k, dtype, configs, rounds, b_layout="KN"):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--configs", required=True, help="comma-separated menu entries, e.g. 1,6,8")
+    ap.add_argument("--configs", required=True, help='comma-separated menu entries, e.g. 1,6,8; "11:2" = entry 11 '
+                    'with 2 K splits')
     ap.add_argument("--shapes", default="0,1,2,4", help="indices into bench_gemm.SHAPES")
     ap.add_argument("--shape-list", default="", help='extra shapes "M,N,K,dtype[,NK];..." (NK: b stored (N, K))')
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--out", default=".")
     args = ap.parse_args()
-    configs = [int(c) for c in args.configs.split(",") if c]
+    configs = [c for c in args.configs.split(",") if c]
     info = dict(device=jax.devices()[0].device_kind, jax=jax.__version__, date=time.strftime("%Y-%m-%d %H:%M"),
                 rounds=args.rounds)
     print(json.dumps(info), flush=True)
@@ -82,7 +91,7 @@ def main():
             r = dict(m=m, n=n, k=k, dtype=dt, error=f"{type(e).__name__}: {e}"[:500])
             print(f"{m}x{n}x{k} {dt}: {r['error']}", flush=True)
         else:
-            line = f"{m}x{n}x{k} {dt}: xla {r['xla_tflops']:.0f}"
+            line = f"{m}x{n}x{k} {dt} B {r['b_layout']}: xla {r['xla_tflops']:.0f}"
             for c in configs:
                 med, lo, hi = r[f"cfg{c}_vs_xla"]
                 line += f" | cfg{c} {r[f'cfg{c}_tflops']:.0f} ({med:.3f} x xla, {lo:.3f}..{hi:.3f})"

@@ -124,6 +124,11 @@ def test_sm90_uses_wgmma(sass):
     assert "UTMALDG.3D.MULTICAST" in sm90, "the 2x1-cluster kernels' B multicast is missing from the sm_90a SASS"
     assert "UTMASTG.3D" in sm90, "the TMA-store epilogue (config 8) is missing from the sm_90a SASS"
     assert "SYNCS.PHASECHK" in sm90, "mbarrier waits missing from the sm_90a SASS"
+    # swap-AB decode kernels: the narrow wgmma N; split-K: the programmatic dependent launch of the
+    # reduce pass (griddepcontrol.launch_dependents -> PREEXIT, griddepcontrol.wait -> ACQBULK)
+    for op in ("HGMMA.64x16x16.F32.BF16", "HGMMA.64x32x16.F32.BF16", "QGMMA.64x16x32.F32.E4M3.E4M3",
+               "PREEXIT", "ACQBULK"):
+        assert op in sm90, f"{op} missing from the sm_90a SASS"
 
 
 def test_no_spills_or_local_memory(resources):

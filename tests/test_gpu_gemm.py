@@ -319,6 +319,7 @@ def test_split_k_and_swap_ab(config, splits, dtypes, b_major):
     for m, n, k, batch, out_dtype, with_c in cases:
         if b_major == "MN" and n == 1:
             continue  # an MN-major (K, 1) weight has 2-byte rows: TMA cannot read it (the fallback's case)
+        k = -(-k * np.dtype(dtypes[0]).itemsize // 16) * 16 // np.dtype(dtypes[0]).itemsize  # 16-byte rows
         s = seed_of("splitk", config, splits, dtypes, b_major, m, n, k)
         a, b, dn = _layout_operands(s, dtypes[0], dtypes[1], m, n, k, "K", b_major, batch)
         out_shape = ((batch,) if batch else ()) + (m, n)

@@ -59,8 +59,20 @@ inline std::string launch_splitk_reduce(const GemmLaunch& L, int splits, int64_t
   const GemmProblem& p = L.p;
   const epilogue::Args e{L.out, L.c, L.bias, p.alpha, static_cast<int32_t>(p.activation),
                          static_cast<int32_t>(p.out_type)};
-  splitk_reduce_kernel<kReduceCols><<<static_cast<unsigned>(blocks), kReduceThreads, 0, L.stream>>>(L.ws, splits, rows, n, ws_ld, e);
-  const cudaError_t err = cudaGetLastError();
+  // A programmatic dependent launch (the GEMM kernels trigger it once all their CTAs are resident);
+  // correctness does not depend on it: the reduce kernel starts with griddepcontrol.wait.
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.gridDim = dim3(static_cast<unsigned>(blocks), 1, 1);
+  cfg.blockDim = dim3(kReduceThreads, 1, 1);
+  cfg.stream = L.stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  cudaError_t err = cudaLaunchKernelEx(&cfg, splitk_reduce_kernel<kReduceCols>, static_cast<const float*>(L.ws),
+                                       splits, rows, n, ws_ld, e);
+  if (err == cudaSuccess) err = cudaGetLastError();
   if (err != cudaSuccess) return std::string("split-K reduce launch failed: ") + cudaGetErrorString(err);
   return "";
 }

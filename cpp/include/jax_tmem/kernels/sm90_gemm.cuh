@@ -334,6 +334,8 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
   // NOTE: with a cluster, the peer's barriers must be initialised before our multicast reaches them.
   if constexpr (C::CLUSTER_M > 1) cluster_sync();
   else __syncthreads();
+  // Split-K: the reduce pass may be launched now (its CTAs wait for this grid to complete).
+  if constexpr (C::kPartialOut != 0) griddep_launch_dependents();
 
   const sched::PersistentScheduler<C::kGroupM> scheduler{(p.m + C::TILE_M - 1) / C::TILE_M,
                                                          (p.n + C::BLOCK_N - 1) / C::BLOCK_N, p.batch};

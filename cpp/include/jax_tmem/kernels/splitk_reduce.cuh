@@ -6,11 +6,15 @@
 // 0, 1, ..., splits - 1 (a fixed order, so the result is bitwise repeatable), then runs the same
 // row-segment epilogue as the sm_100a kernels (alpha, bias, activation, accumulate into c, cast) and
 // stores. No atomics, no counters, no memset: the workspace is an ordinary XLA-allocated output.
+// It is launched as a programmatic dependent of the GEMM kernel (launch_splitk_reduce): its CTAs can be
+// resident before the GEMM ends and start with griddepcontrol.wait, which returns once the GEMM grid has
+// completed and its workspace writes are visible, so the launch gap between the two kernels is hidden.
 #pragma once
 
 #include <cstdint>
 
 #include "jax_tmem/epilogue.cuh"
+#include "jax_tmem/ptx/common.cuh"
 
 namespace jax_tmem {
 
@@ -23,6 +27,7 @@ template <int kCols = kReduceCols>
 __global__ void __launch_bounds__(kReduceThreads)
     splitk_reduce_kernel(const float* __restrict__ ws, int splits, int64_t rows, int n, int ws_ld,
                          const epilogue::Args e) {
+  ptx::griddep_wait();
   const int segs = (n + kCols - 1) / kCols;
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * kReduceThreads + threadIdx.x;
   if (idx >= rows * segs) return;

@@ -30,4 +30,13 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
+// Programmatic dependent launch (PTX ISA: griddepcontrol, sm_90+). launch_dependents: this CTA no
+// longer holds back the launch of the grid that depends on ours (it may start and wait);
+// wait: block until every prerequisite grid has completed and its memory operations are visible
+// (a no-op when the grid was launched without a programmatic dependency).
+__device__ __forceinline__ void griddep_launch_dependents() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+__device__ __forceinline__ void griddep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
 }  // namespace jax_tmem::ptx
