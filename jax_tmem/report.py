@@ -116,12 +116,17 @@ def main() -> int:
                   f"{'OK' if ok else 'FAIL'}  [{target}]")
     _line("")
     _line("benchmark vs jnp.dot (same run; TFLOP/s, median of 5 x 10 calls):")
-    shapes = [(4096, 4096, 4096, "bfloat16"), (4096, 4096, 4096, "float8_e4m3fn")] if on_gpu else \
-        [(512, 512, 512, "float32")]
+    # A decode shape too (M = 16: memory-bound, swap-AB + split-K on Hopper): also in TB/s of operands.
+    shapes = [(4096, 4096, 4096, "bfloat16"), (4096, 4096, 4096, "float8_e4m3fn"), (16, 8192, 8192, "bfloat16")] \
+        if on_gpu else [(512, 512, 512, "float32")]
     for m, n, k, dt in shapes:
         r = _bench(m, n, k, dt)
+        tb = ""
+        if m <= 128:
+            nbytes = (m * k + k * n + m * n) * jnp.dtype(dt).itemsize
+            tb = f"  ({nbytes * r['jax_tmem'] / (2 * m * n * k):.2f} TB/s vs {nbytes * r['jnp.dot'] / (2 * m * n * k):.2f})"
         _line(f"  {m}x{n}x{k} {dt}: jax_tmem {r['jax_tmem']:.1f}  jnp.dot {r['jnp.dot']:.1f}  "
-              f"ratio {r['jax_tmem'] / r['jnp.dot']:.2f}")
+              f"ratio {r['jax_tmem'] / r['jnp.dot']:.2f}{tb}")
     _line("")
     _line("RESULT: " + ("all correctness checks passed" if not failures else f"{failures} correctness check(s) FAILED"))
     return 1 if failures else 0

@@ -83,6 +83,18 @@ def _kernels_by_arch(text: str) -> dict[str, str]:
     return {k: "\n".join(v) for k, v in chunks.items()}
 
 
+def _functions(text: str) -> dict[str, str]:
+    """Splits one arch's SASS into per-kernel chunks (mangled name -> text)."""
+    chunks, cur = {}, None
+    for line in text.splitlines():
+        m = re.search(r"Function : (\S+)", line)
+        if m:
+            cur = m.group(1)
+        if cur:
+            chunks.setdefault(cur, []).append(line)
+    return {k: "\n".join(v) for k, v in chunks.items()}
+
+
 def test_every_built_arch_has_sass(sass):
     built = [a for a in _ext.build_info()["cuda_archs"].split(",") if a]
     assert built, "a CUDA build with no archs"
@@ -109,6 +121,9 @@ def test_sm100_uses_tcgen05(sass, arch):
                "UTMASTG.3D"):
         assert op in code, f"{op} missing from the {arch} SASS"
     assert "HGMMA" not in code and "QGMMA" not in code, "wgmma in a Blackwell cubin"
+    # the CTA pair with the TMA-store epilogue (config 9): one kernel with both
+    pair_tma = [f for f, t in _functions(code).items() if "UTCHMMA.2CTA" in t and "UTMASTG.3D" in t]
+    assert pair_tma, f"no {arch} CTA-pair kernel with a TMA-store epilogue"
     # kind::i8 exists on sm_100a only (ptxas rejects it for sm_103a, where the kernel traps instead)
     assert ("UTCIMMA" in code) == (arch == "sm_100a"), f"UTCIMMA presence wrong for {arch}"
 
@@ -129,6 +144,10 @@ def test_sm90_uses_wgmma(sass):
     for op in ("HGMMA.64x16x16.F32.BF16", "HGMMA.64x32x16.F32.BF16", "QGMMA.64x16x32.F32.E4M3.E4M3",
                "PREEXIT", "ACQBULK"):
         assert op in sm90, f"{op} missing from the sm_90a SASS"
+    funcs = _functions(sm90)
+    reduce = [t for f, t in funcs.items() if "splitk_reduce" in f]
+    assert reduce and all("ACQBULK" in t for t in reduce), "the reduce pass must wait on its prerequisite grid"
+    assert any("PREEXIT" in t and "HGMMA.64x16x16" in t for t in funcs.values()), "swap-AB kernel without PDL trigger"
 
 
 def test_no_spills_or_local_memory(resources):

@@ -211,7 +211,7 @@ def test_command_buffers_on_and_off_agree(variant):
     if variant == "split_k" and arch != "sm_90a":
         pytest.skip("split-K is an sm_90a menu entry")
     config = {"heuristic": -1, "cluster": 6 if arch == "sm_90a" else 4,
-              "tma_store": 8, "cluster_tma_store": 10 if arch == "sm_90a" else 8, "split_k": 14}[variant]
+              "tma_store": 8, "cluster_tma_store": 10 if arch == "sm_90a" else 9, "split_k": 14}[variant]
     import subprocess, sys, os, textwrap
     prog = textwrap.dedent("""
         import sys
@@ -269,7 +269,7 @@ SM90_MENU = (0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14)  # 128x128, 128x256,
 #   TMA-store epilogue, 128x256 2x1 cluster with the TMA-store epilogue, swap-AB 128x16/32/64 (split-K),
 #   128x128 split-K
 SWAP_AB = (11, 12, 13)
-SM100_MENU = (0, 1, 4, 8)  # 128x128, 128x256, 256x256 CTA pair, 128x256 TMA-store epilogue
+SM100_MENU = (0, 1, 4, 8, 9)  # 128x128, 128x256, 256x256 CTA pair, 128x256 and the pair with the TMA-store epilogue
 
 
 @pytest.mark.parametrize("config", [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14],

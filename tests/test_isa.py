@@ -836,7 +836,7 @@ def test_sm100_heuristic(m, n, dtype, expect):
     assert cfg == expect, (cfg, name)
 
 
-@pytest.mark.parametrize("config", [0, 1, 4, 8])
+@pytest.mark.parametrize("config", [0, 1, 4, 8, 9])
 def test_sm100_forced_config_is_kept(config):
     cfg, name = isa.kernel_choice("sm_100a", 8192, 8192, 8192, a_dtype="bfloat16", config=config, num_sms=148)
     assert cfg == config and name

@@ -19,7 +19,8 @@ std::string run(const GemmLaunch& L) {
 
 // The fixed menu: 128 x 256 tiles (4 stages, 512 TMEM columns = two 256-column accumulators) or
 // 128 x 128 (6 stages, 256 columns).
-// The CTA-pair kernel: 256 x 256 tiles over a (2,1,1) cluster, 6 stages of 32 KB per CTA.
+// The CTA-pair kernel: 256 x 256 tiles over a (2,1,1) cluster, 6 stages of 32 KB per CTA (with the
+// TMA-store epilogue, config 9, plus 32 KB of output boxes).
 template <class C>
 std::string run_2cta(const GemmLaunch& L) {
   return launch_persistent<C>(sm100_gemm_2cta_kernel<C>, L);
@@ -33,6 +34,9 @@ std::string run_tile(const GemmLaunch& L, Tile tile) {
       else return run_2cta<Config2Cta<K, 256, 6, AMN, BMN>>(L);
     case Tile::k128x256: return run<Config<K, 256, 4, AMN, BMN>>(L);
     case Tile::k128x256TmaStore: return run<Config<K, 256, 4, AMN, BMN, /*kTmaStore=*/true>>(L);
+    case Tile::k256x256PairTmaStore:
+      if constexpr (K == Kind::kS8S8) return run<Config<K, 256, 4, AMN, BMN, true>>(L);  // no kind::i8 pair kernel
+      else return run_2cta<Config2Cta<K, 256, 6, AMN, BMN, /*kTmaStore=*/true>>(L);
     default: return run<Config<K, 128, 6, AMN, BMN>>(L);
   }
 }

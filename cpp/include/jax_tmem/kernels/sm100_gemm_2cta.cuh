@@ -10,7 +10,9 @@
 //           .multicast::cluster to both CTAs' empty[s] and, per tile, to both CTAs' tmem_full[a].
 //   warp 2  TMEM: tcgen05.alloc/dealloc .cta_group::2, with a cluster barrier before each (pitfall 3).
 //   warps 4-7 epilogue: its own 128 rows; tmem_empty lives in the leader and counts the 8 epilogue
-//           warps of the pair (remote arrive from the peer).
+//           warps of the pair (remote arrive from the peer). kTmaStore (menu config 9): each warp stores
+//           its 32 rows through a double-buffered swizzled box and TMA (the 1-CTA kernel's
+//           epilogue_tile_tma; the StoreRing protocol ran on the H200 as sm_90a config 8).
 // NOTHING IN THIS FILE HAS BEEN EXECUTED ON A BLACKWELL GPU (compiled and SASS-checked only).
 #pragma once
 
@@ -19,7 +21,7 @@
 
 namespace jax_tmem::sm100 {
 
-template <Kind kKind_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_>
+template <Kind kKind_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_, bool kTmaStore_ = false>
 struct Config2Cta {
   static constexpr Kind kKind = kKind_;
   static constexpr int BLOCK_M = 256;               // rows per pair tile (128 per CTA)
@@ -33,8 +35,12 @@ struct Config2Cta {
   static constexpr int CTA_M = BLOCK_M / 2, CTA_N = BLOCK_N / 2;  // this CTA's share of A rows / B columns
   static constexpr int BOX_M = CTA_M, BOX_N = CTA_N;
   static constexpr int TILE_M = BLOCK_M;  // rows of one scheduler tile (the pair's)
-  static constexpr bool kOutMap = false;  // the kernel takes A and B tensor maps only
+  static constexpr bool kOutMap = true;  // the kernel takes an output tensor map (used if kTmaStore)
   static constexpr int kPartialOut = 0;   // no split-K on sm_100a yet
+  static constexpr bool kTmaStore = kTmaStore_;
+  static constexpr int OUT_BOX_ROWS = 32;  // an epilogue warp's TMEM lane quadrant
+  static constexpr int OUT_BOX_BYTES = OUT_BOX_ROWS * 128;
+  static constexpr int OUT_BYTES = kTmaStore ? 4 * 2 * OUT_BOX_BYTES : 0;  // 2 boxes per epilogue warp
   static constexpr int CTAS_PER_TILE = 2;   // launched as (2,1,1) clusters by launch_persistent
   static constexpr int A_BYTES = CTA_M * 128;
   static constexpr int B_BYTES = CTA_N * 128;
@@ -45,7 +51,7 @@ struct Config2Cta {
   static constexpr uint32_t ACC_STRIDE = kTmem.acc_offset(1);
   static constexpr int NUM_THREADS = 256;
   static constexpr int kGroupM = 4;
-  static constexpr int SMEM_BYTES = kStages * STAGE_BYTES + 1024 + (2 * kStages + 2 * kAccStages) * 8 + 16;
+  static constexpr int SMEM_BYTES = kStages * STAGE_BYTES + OUT_BYTES + 1024 + (2 * kStages + 2 * kAccStages) * 8 + 16;
   static constexpr uint32_t IDESC =
       desc::sm100_instr_desc(static_cast<uint32_t>(desc::format_code(mma_kind(kKind), elem_a(kKind))),
                              static_cast<uint32_t>(desc::format_code(mma_kind(kKind), elem_b(kKind))),
@@ -72,13 +78,14 @@ __device__ __forceinline__ void issue_mma_2cta(uint32_t d_tmem, uint64_t da, uin
 template <class C>
 __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     sm100_gemm_2cta_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b,
-                           const Params p) {
+                           const __grid_constant__ CUtensorMap tma_out, const Params p) {
 #if defined(__CUDA_ARCH__) && (defined(__CUDA_ARCH_FEAT_SM100_ALL) || defined(__CUDA_ARCH_FEAT_SM103_ALL))
   using namespace jax_tmem::ptx;
   // NOTE: both CTAs must use identical shared-memory offsets: the leader's descriptors address the
   // peer's tiles, and the commit multicast / peer-masked TMA barrier address are offsets too.
   uint8_t* smem = aligned_dynamic_smem();
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + C::kStages * C::STAGE_BYTES);
+  uint8_t* out_bufs = smem + C::kStages * C::STAGE_BYTES;  // kTmaStore only (OUT_BYTES, 1024-aligned)
+  uint64_t* full = reinterpret_cast<uint64_t*>(out_bufs + C::OUT_BYTES);
   uint64_t* empty = full + C::kStages;
   uint64_t* tmem_full = empty + C::kStages;
   uint64_t* tmem_empty = tmem_full + C::kAccStages;
@@ -167,6 +174,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     const int quadrant = warp % 4;
     const uint32_t leader_tmem_empty = mapa_shared(smem_addr(tmem_empty), 0);
     PipelineState<C::kAccStages> acc;
+    epilogue::StoreRing<C::OUT_BOX_BYTES> ring{out_bufs + quadrant * 2 * C::OUT_BOX_BYTES, 0u};  // kTmaStore
     for (int t = pair; t < num_tiles; t += num_pairs) {
       const sched::TileCoord tc = scheduler.coord(t);
       mbarrier_wait(&tmem_full[acc.stage], acc.phase);
@@ -174,12 +182,18 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
       const int row = tc.m_blk * C::BLOCK_M + rank * C::CTA_M + quadrant * 32 + lane;
       const int64_t row_index = static_cast<int64_t>(tc.batch) * p.m + row;
       const uint32_t taddr = tmem_base + acc.stage * C::ACC_STRIDE + (static_cast<uint32_t>(quadrant * 32) << 16);
-      epilogue_tile<C>(taddr, row, row_index, tc.n_blk, p);
+      if constexpr (C::kTmaStore)
+        epilogue_tile_tma<C>(taddr, row, row_index, tc.m_blk * C::BLOCK_M + rank * C::CTA_M + quadrant * 32, tc.batch,
+                             tc.n_blk, p, &tma_out, ring, lane);
+      else
+        epilogue_tile<C>(taddr, row, row_index, tc.n_blk, p);
       tcgen05_fence_before_thread_sync();
       __syncwarp();
       if (lane == 0) mbarrier_arrive_cluster(leader_tmem_empty + acc.stage * 8);
       acc.advance();
     }
+    // The output is complete only once this warp's bulk stores have been performed.
+    if constexpr (C::kTmaStore) ring.drain(lane == 0);
   }
 
   __syncthreads();
