@@ -124,6 +124,12 @@ def test_sm100_uses_tcgen05(sass, arch):
     # the CTA pair with the TMA-store epilogue (config 9): one kernel with both
     pair_tma = [f for f, t in _functions(code).items() if "UTCHMMA.2CTA" in t and "UTMASTG.3D" in t]
     assert pair_tma, f"no {arch} CTA-pair kernel with a TMA-store epilogue"
+    # split-K / swap-AB (configs 11-14): tcgen05 kernels that trigger the reduce pass, which waits
+    funcs = _functions(code)
+    assert any("PREEXIT" in t and ("UTCHMMA" in t or "UTCQMMA" in t) for t in funcs.values()), \
+        f"no {arch} split-K kernel (griddepcontrol.launch_dependents)"
+    reduce = [t for f, t in funcs.items() if "splitk_reduce" in f]
+    assert reduce and all("ACQBULK" in t for t in reduce), f"the {arch} reduce pass must wait on the GEMM grid"
     # kind::i8 exists on sm_100a only (ptxas rejects it for sm_103a, where the kernel traps instead)
     assert ("UTCIMMA" in code) == (arch == "sm_100a"), f"UTCIMMA presence wrong for {arch}"
 

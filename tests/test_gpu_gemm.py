@@ -208,8 +208,6 @@ def test_command_buffers_on_and_off_agree(variant):
     heuristic's kernels, and with every GEMM of the step (forward and gradients) forced onto a cluster
     kernel (launched with a cluster-shape attribute) or the TMA-store epilogue."""
     arch = _require_kernels()
-    if variant == "split_k" and arch != "sm_90a":
-        pytest.skip("split-K is an sm_90a menu entry")
     config = {"heuristic": -1, "cluster": 6 if arch == "sm_90a" else 4,
               "tma_store": 8, "cluster_tma_store": 10 if arch == "sm_90a" else 9, "split_k": 14}[variant]
     import subprocess, sys, os, textwrap
@@ -269,7 +267,8 @@ SM90_MENU = (0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14)  # 128x128, 128x256,
 #   TMA-store epilogue, 128x256 2x1 cluster with the TMA-store epilogue, swap-AB 128x16/32/64 (split-K),
 #   128x128 split-K
 SWAP_AB = (11, 12, 13)
-SM100_MENU = (0, 1, 4, 8, 9)  # 128x128, 128x256, 256x256 CTA pair, 128x256 and the pair with the TMA-store epilogue
+SM100_MENU = (0, 1, 4, 8, 9, 11, 12, 13, 14)  # 128x128, 128x256, 256x256 CTA pair, 128x256 and the pair with the
+#   TMA-store epilogue, swap-AB 128x16/32/64 (split-K), 128x128 split-K
 
 
 @pytest.mark.parametrize("config", [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14],
@@ -286,7 +285,7 @@ def test_every_menu_config(config, dtypes, layout):
     menu = SM90_MENU if arch == "sm_90a" else SM100_MENU
     if config not in menu:
         pytest.skip(f"config {config} is not in the {arch} menu")
-    if config in SWAP_AB and arch == "sm_90a" and layout[0] == "MN":
+    if config in SWAP_AB and layout[0] == "MN":
         pytest.skip("swap-AB reads the lhs as its narrow wgmma B operand: K-major only (the heuristic knows)")
     from jax_tmem import _primitive, ops
     for m, n, k in [(1000, 776, 1008), (264, 136, 48), (2056, 1040, 304)]:
@@ -306,13 +305,11 @@ def test_every_menu_config(config, dtypes, layout):
 @pytest.mark.parametrize("dtypes,b_major", [((BF16, BF16), "K"), ((BF16, BF16), "MN"), ((F16, F16), "MN"),
                                             ((E4M3, E5M2), "K")], ids=lambda v: str(v))
 def test_split_k_and_swap_ab(config, splits, dtypes, b_major):
-    """The split-K entries (sm_90a): K splits written as f32 partials to the XLA-allocated workspace and
+    """The split-K entries (11-14 on both archs): K splits written as f32 partials to the XLA-allocated workspace and
     reduced in split order with the epilogue fused into the reduce pass; swap-AB (out^T = B A^T, the
     output stored transposed). Tails in M, N and K, M and N of 1, batches, bias + gelu + alpha,
     accumulate into c, every output dtype; bitwise repeatable (the reduction order is fixed)."""
-    arch = _require_kernels()
-    if arch != "sm_90a":
-        pytest.skip("split-K and swap-AB are sm_90a menu entries")
+    _require_kernels()
     from jax_tmem import _primitive, ops
     cases = [(1, 1000, 1000, 0, BF16, False), (7, 136, 4104, 2, F32, True), (64, 264, 520, 0, F16, True),
              (33, 8, 200, 3, BF16, False), (130, 1, 776, 0, F32, False)]
@@ -343,9 +340,7 @@ def test_decode_runs_swap_ab_by_default():
     """The heuristic sends a decode GEMM (M <= 64, K-major activations) to swap-AB with split-K, says so
     in the log, and matches the float64 reference; a vmapped decode (a batch of activation matrices
     against one weight, read with batch stride 0) too."""
-    arch = _require_kernels()
-    if arch != "sm_90a":
-        pytest.skip("the sm_90a heuristic")
+    _require_kernels()
     s = seed_of("decode")
     x, w = rand(s, (16, 4096), BF16), rand(s + 1, (4096, 8192), BF16)
     jax_tmem.clear_decisions()

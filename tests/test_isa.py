@@ -819,7 +819,7 @@ def test_sm90_forced_config_is_kept(config):
 
 
 @pytest.mark.parametrize("arch,config", [("sm_90a", 4), ("sm_90a", 15), ("sm_90a", -2), ("sm_100a", 2),
-                                         ("sm_100a", 3), ("sm_103a", 6)])
+                                         ("sm_100a", 3), ("sm_103a", 6), ("sm_100a", 15)])
 def test_config_outside_the_menu_raises(arch, config):
     with pytest.raises(ValueError, match="menu entry"):
         isa.kernel_choice(arch, 256, 256, 256, config=config)
@@ -828,7 +828,8 @@ def test_config_outside_the_menu_raises(arch, config):
 @pytest.mark.parametrize("m,n,dtype,expect", [
     (8192, 8192, "bfloat16", 4),   # 32 x 32 = 1024 pair tiles >= 148 / 2
     (2048, 2048, "bfloat16", 0),   # 8 x 8 = 64 pair tiles < 74; 16 x 8 = 128 < 148 at 256 wide; 256 at 128
-    (128, 8192, "bfloat16", 0),    # 1 x 32 pair tiles; 32 and 64 1-CTA tiles: none fills -> narrowest (128)
+    (128, 8192, "bfloat16", 14),   # 1 x 32 pair tiles; 32 / 64 1-CTA tiles: none fills -> 128x128, and with
+    #                                64 tiles <= 148 / 2 and K = 4096 (64 blocks): split-K over 2 splits
     (8192, 8192, "int8", 1),       # kind::i8 has no pair kernel: its pair choice runs 128x256 1-CTA
 ])
 def test_sm100_heuristic(m, n, dtype, expect):
@@ -836,7 +837,19 @@ def test_sm100_heuristic(m, n, dtype, expect):
     assert cfg == expect, (cfg, name)
 
 
-@pytest.mark.parametrize("config", [0, 1, 4, 8, 9])
+@pytest.mark.parametrize("m,n,k,dtype,expect,splits", [
+    (16, 8192, 8192, "bfloat16", 11, 2),       # decode on 148 SMs: 64 swap tiles x 2 splits
+    (64, 8192, 8192, "float8_e4m3fn", 13, 2),
+    (16, 8192, 8192, "int8", 0, 1),            # int8 has no split-K entries (s32 sums): dense 128x128
+    (512, 512, 65536, "bfloat16", 14, 8),      # 16 pair tiles / 16 1-CTA 128x256 tiles < 74: split-K
+])
+def test_sm100_decode_and_split_plan(m, n, k, dtype, expect, splits):
+    plan = isa.kernel_plan("sm_100a", m, n, k, a_dtype=dtype, num_sms=148)
+    assert (plan["config"], plan["splits"]) == (expect, splits), plan
+    assert plan["workspace_floats"] == (splits * m * ((n + 3) // 4 * 4) if splits > 1 or expect >= 11 else 0)
+
+
+@pytest.mark.parametrize("config", [0, 1, 4, 8, 9, 11, 12, 13, 14])
 def test_sm100_forced_config_is_kept(config):
     cfg, name = isa.kernel_choice("sm_100a", 8192, 8192, 8192, a_dtype="bfloat16", config=config, num_sms=148)
     assert cfg == config and name

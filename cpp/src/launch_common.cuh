@@ -51,6 +51,22 @@ inline epilogue::KernelParams kernel_params(const GemmLaunch& L) {
   return prm;
 }
 
+// The swap-AB view of a launch: out^T = B A^T, i.e. the kernel's A is the problem's B (the weight) and
+// its B the problem's A; M and N, the majorness flags, pitches and batch strides trade places. The
+// epilogue arguments stay in the output's orientation (the reduce pass runs them).
+inline GemmLaunch swap_ab(const GemmLaunch& L) {
+  GemmLaunch S = L;
+  GemmProblem& q = S.p;
+  const GemmProblem& p = L.p;
+  q.m = p.n; q.n = p.m;
+  q.a_mn_major = p.b_mn_major; q.b_mn_major = p.a_mn_major;
+  q.lda = p.ldb; q.ldb = p.lda;
+  q.stride_a = p.stride_b; q.stride_b = p.stride_a;
+  q.a_type = p.b_type; q.b_type = p.a_type;
+  S.a = L.b; S.b = L.a;
+  return S;
+}
+
 // The reduce pass of a split-K / swap-AB plan (splitk_reduce.cuh) over rows x n outputs.
 inline std::string launch_splitk_reduce(const GemmLaunch& L, int splits, int64_t rows, int n, int ws_ld) {
   const int64_t threads = rows * ((n + kReduceCols - 1) / kReduceCols);

@@ -231,8 +231,9 @@ NB_MODULE(_jax_tmem, m) {
     }
     if (arch == "sm_100a" || arch == "sm_103a") {
       if (!jax_tmem::menu::sm100_valid(config)) throw std::invalid_argument("not an sm_100a menu entry: " + std::to_string(config));
-      const auto t = jax_tmem::menu::sm100_choose(p, num_sms);
-      return nb::make_tuple(static_cast<int>(t), jax_tmem::menu::sm100_name(t), 1, int64_t(0));
+      const auto plan = jax_tmem::menu::sm100_plan(p, num_sms);
+      return nb::make_tuple(plan.config, jax_tmem::menu::sm100_name(static_cast<jax_tmem::menu::Sm100>(plan.config)),
+                            plan.splits, plan.ws_floats);
     }
     throw std::invalid_argument("arch must be sm_90a, sm_100a or sm_103a, got " + arch);
   }, nb::arg("arch"), nb::arg("batch"), nb::arg("m"), nb::arg("n"), nb::arg("k"), nb::arg("a_dtype"),

@@ -37,6 +37,21 @@ std::string run_tile(const GemmLaunch& L, Tile tile) {
     case Tile::k256x256PairTmaStore:
       if constexpr (K == Kind::kS8S8) return run<Config<K, 256, 4, AMN, BMN, true>>(L);  // no kind::i8 pair kernel
       else return run_2cta<Config2Cta<K, 256, 6, AMN, BMN, /*kTmaStore=*/true>>(L);
+    // Split-K / swap-AB (f32 partials + the reduce pass; not int8: the dispatcher refuses it first).
+    case Tile::k128x128SplitK:
+      if constexpr (K == Kind::kS8S8) return "split-K takes no int8";
+      else return run<Config<K, 128, 6, AMN, BMN, false, /*kPartialOut=*/1>>(L);
+    case Tile::k128x16SwapAB:
+    case Tile::k128x32SwapAB:
+    case Tile::k128x64SwapAB:
+      // The launcher swapped the operands: B is the activation, K-major, 16-64 rows a tile.
+      if constexpr (K == Kind::kS8S8 || BMN) {
+        return "swap-AB entries need a K-major lhs (the activation) and a non-int8 kind";
+      } else {
+        if (tile == Tile::k128x16SwapAB) return run<Config<K, 16, 12, AMN, false, false, 2>>(L);
+        if (tile == Tile::k128x32SwapAB) return run<Config<K, 32, 11, AMN, false, false, 2>>(L);
+        return run<Config<K, 64, 9, AMN, false, false, 2>>(L);
+      }
     default: return run<Config<K, 128, 6, AMN, BMN>>(L);
   }
 }

@@ -30,7 +30,7 @@ std::string sm90_gemm_launch(const GemmLaunch& L) {
     return "dimensions must be < 2^31";
   const menu::Plan plan = menu::sm90_plan(p, L.num_sms, L.ws_count);
   const Tile tile = static_cast<Tile>(plan.config);
-  GemmLaunch R = menu::sm90_swap_ab(tile) ? swap_ab(L) : L;
+  GemmLaunch R = menu::is_swap_ab(plan.config) ? swap_ab(L) : L;
   R.p.splits = plan.splits;
   if (R.p.a_type == DType::kBF16 && R.p.b_type == DType::kBF16) return run_16bit<Kind::kBF16>(R, tile);
   if (R.p.a_type == DType::kF16 && R.p.b_type == DType::kF16) return run_16bit<Kind::kF16>(R, tile);

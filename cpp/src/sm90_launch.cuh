@@ -50,22 +50,6 @@ std::string run_tile(const GemmLaunch& L, Tile tile) {
   }
 }
 
-// The swap-AB view of a launch: out^T = B A^T, i.e. the kernel's A is the problem's B (the weight) and
-// its B the problem's A; M and N, the majorness flags, pitches and batch strides trade places. The
-// epilogue arguments stay in the output's orientation (the reduce pass runs them).
-inline GemmLaunch swap_ab(const GemmLaunch& L) {
-  GemmLaunch S = L;
-  GemmProblem& q = S.p;
-  const GemmProblem& p = L.p;
-  q.m = p.n; q.n = p.m;
-  q.a_mn_major = p.b_mn_major; q.b_mn_major = p.a_mn_major;
-  q.lda = p.ldb; q.ldb = p.lda;
-  q.stride_a = p.stride_b; q.stride_b = p.stride_a;
-  q.a_type = p.b_type; q.b_type = p.a_type;
-  S.a = L.b; S.b = L.a;
-  return S;
-}
-
 // Defined in sm90_gemm_8bit.cu: tf32 and every fp8 mix (K-major A and B only).
 std::string run_8bit_or_tf32(const GemmLaunch& L, Tile tile);
 

@@ -72,7 +72,11 @@ constexpr uint32_t kind_idesc(Kind k, int n, bool a_mn, bool b_mn) {
 // kTmaStore: the epilogue warps store through shared memory with TMA (epilogue_tma.cuh): each warp
 // fills a 32-row x 128-byte swizzled box per column chunk (double-buffered) and its lane 0 stores it.
 // Menu config 8.
-template <Kind kKind_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_, bool kTmaStore_ = false>
+// kPartialOut (1 split-K, 2 swap-AB with split-K; menu configs 11-14, as on sm_90a): work units are
+// (tile, K split) pairs and the epilogue writes each unit's f32 accumulator rows to the workspace
+// (epilogue_tile_partial); the reduce pass (splitk_reduce.cuh) adds the splits and runs the epilogue.
+template <Kind kKind_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_, bool kTmaStore_ = false,
+          int kPartialOut_ = 0>
 struct Config {
   static constexpr Kind kKind = kKind_;
   static constexpr int BLOCK_M = 128;
@@ -80,7 +84,7 @@ struct Config {
   static constexpr int BOX_M = BLOCK_M, BOX_N = BLOCK_N;  // rows of A / B one CTA loads per tile
   static constexpr int TILE_M = BLOCK_M;  // rows of one scheduler tile
   static constexpr bool kOutMap = true;  // the kernel takes an output tensor map (used if kTmaStore)
-  static constexpr int kPartialOut = 0;   // no split-K on sm_100a yet
+  static constexpr int kPartialOut = kPartialOut_;
   static constexpr bool kTmaStore = kTmaStore_;
   static constexpr int OUT_BOX_ROWS = 32;  // an epilogue warp's TMEM lane quadrant
   static constexpr int OUT_BOX_BYTES = OUT_BOX_ROWS * 128;
@@ -112,6 +116,8 @@ struct Config {
   static_assert(!(kKind == Kind::kTF32 && (kAMN || kBMN)), "tf32 MN-major needs the 128B/32B-atom layout (not built)");
   static_assert(SMEM_BYTES <= 232448, "shared memory per CTA exceeds 227 KB");
   static_assert(STAGE_BYTES % 1024 == 0, "128B-swizzle tiles must stay 1024-byte aligned");
+  static_assert(kPartialOut == 0 || (!kTmaStore && kKind != Kind::kS8S8), "split-K: direct stores, no int8");
+  static_assert(BLOCK_N % 32 == 0 || (BLOCK_N == 16 && kPartialOut != 0), "the epilogue reads 32 (or 16) columns");
 };
 
 using Params = epilogue::KernelParams;
@@ -224,6 +230,46 @@ __device__ __forceinline__ void epilogue_tile_tma(uint32_t taddr, int row, int64
   else run(__half{});
 }
 
+// The split-K / swap-AB epilogue of one work unit for one warp: its 32 rows (one per thread) of raw f32
+// accumulators -> the workspace, in the output's orientation (the layout partial_store of the sm_90a
+// kernel writes). kPartialOut == 1: row-contiguous float4 stores. kPartialOut == 2 (swap-AB: kernel rows
+// are output columns): for each column, the warp's 32 lanes write 32 consecutive floats.
+template <class C>
+__device__ __forceinline__ void epilogue_tile_partial(uint32_t taddr, int row, int batch, int split, int n_blk,
+                                                      const Params& p) {
+  using namespace jax_tmem::ptx;
+  constexpr int W = C::BLOCK_N < 32 ? C::BLOCK_N : 32;  // columns per tcgen05.ld
+  const int64_t slab = static_cast<int64_t>(split) * p.batch + batch;
+#pragma unroll 1
+  for (int c = 0; c < C::BLOCK_N / W; ++c) {
+    uint32_t r[W];
+    if constexpr (W == 32) tmem_ld_32x32b_x32(taddr + c * W, r);
+    else tmem_ld_32x32b_x16(taddr + c * W, r);
+    tcgen05_wait_ld();
+    const int col0 = n_blk * C::BLOCK_N + c * W;
+    if (row >= p.m || col0 >= p.n) {
+      // nothing of this chunk is inside the output (the warp stays converged for the next tcgen05.ld)
+    } else if constexpr (C::kPartialOut == 1) {
+      float* w = p.ws + (slab * p.m + row) * p.ws_ld + col0;  // ws_ld % 4 == 0, col0 % 16 == 0: aligned
+      if (col0 + W <= p.ws_ld) {
+#pragma unroll
+        for (int j = 0; j < W; j += 4)
+          *reinterpret_cast<float4*>(w + j) = make_float4(__uint_as_float(r[j]), __uint_as_float(r[j + 1]),
+                                                          __uint_as_float(r[j + 2]), __uint_as_float(r[j + 3]));
+      } else {
+#pragma unroll
+        for (int j = 0; j < W; ++j)
+          if (col0 + j < p.n) w[j] = __uint_as_float(r[j]);
+      }
+    } else {
+      float* w = p.ws + (slab * p.n + col0) * p.ws_ld + row;
+#pragma unroll
+      for (int j = 0; j < W; ++j)
+        if (col0 + j < p.n) w[static_cast<int64_t>(j) * p.ws_ld] = __uint_as_float(r[j]);
+    }
+  }
+}
+
 template <class C>
 __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     sm100_gemm_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b,
@@ -267,6 +313,16 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
                                                          (p.n + C::BLOCK_N - 1) / C::BLOCK_N, p.batch};
   const int num_tiles = scheduler.num_tiles();
   const int k_blocks = (p.k + C::BLOCK_K - 1) / C::BLOCK_K;
+  // Work units (tile, K split), as in the sm_90a kernel: unit u = tile * splits + split, split s runs
+  // k-blocks [s * k_blocks / splits, (s + 1) * k_blocks / splits) (never empty: splits <= k_blocks).
+  const int splits = C::kPartialOut ? p.splits : 1;
+  const int num_units = num_tiles * splits;
+  const auto k_range = [&](int split, int& kb0, int& kb1) {
+    kb0 = static_cast<int>(static_cast<int64_t>(split) * k_blocks / splits);
+    kb1 = static_cast<int>(static_cast<int64_t>(split + 1) * k_blocks / splits);
+  };
+  // Split-K: the reduce pass may be launched now (its CTAs wait for this grid to complete).
+  if constexpr (C::kPartialOut != 0) griddep_launch_dependents();
 
   if (warp == kTmaWarp) {
     // ---------------- TMA producer (the sm_90a kernel's loop) ----------------
@@ -274,11 +330,14 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
       prefetch_tensormap(&tma_a);
       prefetch_tensormap(&tma_b);
       PipelineState<C::kStages> st;
-      for (int t = blockIdx.x; t < num_tiles; t += gridDim.x) {
+      for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
+        const int t = u / splits;
+        int kb0, kb1;
+        k_range(u - t * splits, kb0, kb1);
         const sched::TileCoord tc = scheduler.coord(t);
         const int m0 = tc.m_blk * C::BLOCK_M, n0 = tc.n_blk * C::BLOCK_N;
         const int ab = p.a_batched ? tc.batch : 0, bb = p.b_batched ? tc.batch : 0;
-        for (int kb = 0; kb < k_blocks; ++kb) {
+        for (int kb = kb0; kb < kb1; ++kb) {
           mbarrier_wait(&empty[st.stage], st.phase ^ 1u);
           uint8_t* sa = smem + st.stage * C::STAGE_BYTES;
           uint8_t* sb = sa + C::A_BYTES;
@@ -294,12 +353,14 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     if (elect_one()) {
       PipelineState<C::kStages> st;
       PipelineState<C::kAccStages> acc;
-      for (int t = blockIdx.x; t < num_tiles; t += gridDim.x) {
+      for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
+        int kb0, kb1;
+        k_range(u - (u / splits) * splits, kb0, kb1);
         // Wait until the epilogue has drained this accumulator buffer (passes at once the first time).
         mbarrier_wait(&tmem_empty[acc.stage], acc.phase ^ 1u);
         tcgen05_fence_after_thread_sync();
         const uint32_t d_tmem = tmem_base + acc.stage * C::ACC_STRIDE;
-        for (int kb = 0; kb < k_blocks; ++kb) {
+        for (int kb = kb0; kb < kb1; ++kb) {
           mbarrier_wait(&full[st.stage], st.phase);
           tcgen05_fence_after_thread_sync();
           const uint32_t a_base = smem_addr(smem + st.stage * C::STAGE_BYTES);
@@ -307,7 +368,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
 #pragma unroll
           for (int ks = 0; ks < C::BLOCK_K / C::UMMA_K; ++ks)
             issue_mma<C>(d_tmem, operand_desc<C, C::kAMN>(a_base, ks), operand_desc<C, C::kBMN>(b_base, ks),
-                         (kb > 0 || ks > 0) ? 1u : 0u);
+                         (kb > kb0 || ks > 0) ? 1u : 0u);
           // NOTE: commit tracks every prior MMA of this thread; it frees the slot once they retire.
           tcgen05_commit_cg1(&empty[st.stage]);
           st.advance();
@@ -322,14 +383,17 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     const int quadrant = warp % 4;  // NOTE: a warp may only touch TMEM lanes 32 * (warp % 4) + [0, 32)
     PipelineState<C::kAccStages> acc;
     epilogue::StoreRing<C::OUT_BOX_BYTES> ring{out_bufs + quadrant * 2 * C::OUT_BOX_BYTES, 0u};  // kTmaStore
-    for (int t = blockIdx.x; t < num_tiles; t += gridDim.x) {
+    for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
+      const int t = u / splits;
       const sched::TileCoord tc = scheduler.coord(t);
       mbarrier_wait(&tmem_full[acc.stage], acc.phase);
       tcgen05_fence_after_thread_sync();
       const int row = tc.m_blk * C::BLOCK_M + quadrant * 32 + lane;
       const int64_t row_index = static_cast<int64_t>(tc.batch) * p.m + row;
       const uint32_t taddr = tmem_base + acc.stage * C::ACC_STRIDE + (static_cast<uint32_t>(quadrant * 32) << 16);
-      if constexpr (C::kTmaStore)
+      if constexpr (C::kPartialOut != 0)
+        epilogue_tile_partial<C>(taddr, row, tc.batch, u - t * splits, tc.n_blk, p);
+      else if constexpr (C::kTmaStore)
         epilogue_tile_tma<C>(taddr, row, row_index, tc.m_blk * C::BLOCK_M + quadrant * 32, tc.batch, tc.n_blk, p,
                              &tma_out, ring, lane);
       else
