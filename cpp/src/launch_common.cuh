@@ -72,9 +72,7 @@ inline std::string launch_splitk_reduce(const GemmLaunch& L, int splits, int64_t
   const int64_t threads = rows * ((n + kReduceCols - 1) / kReduceCols);
   const int64_t blocks = (threads + kReduceThreads - 1) / kReduceThreads;
   if (blocks >= (int64_t(1) << 31)) return "the split-K reduce grid is too large";
-  const GemmProblem& p = L.p;
-  const epilogue::Args e{L.out, L.c, L.bias, p.alpha, static_cast<int32_t>(p.activation),
-                         static_cast<int32_t>(p.out_type)};
+  const epilogue::Args e = kernel_params(L).epi;  // the output's orientation (swap-AB leaves it alone)
   // A programmatic dependent launch (the GEMM kernels trigger it once all their CTAs are resident);
   // correctness does not depend on it: the reduce kernel starts with griddepcontrol.wait.
   cudaLaunchConfig_t cfg = {};
@@ -159,19 +157,15 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
     units = tiles * p.splits;
   }
   cfg.gridDim = dim3(kCluster * static_cast<int>(std::min<int64_t>(units, resident)), 1, 1);
-  cudaError_t e;
-  if constexpr (C::kOutMap) {  // sm_90a kernels: a third map for the TMA-store epilogue (unused otherwise)
-    CUtensorMap map_out = {};
-    if constexpr (C::kTmaStore) {
-      // The output [batch, m, n] (row-major, contiguous) in boxes of OUT_BOX_ROWS rows x 128 bytes.
-      err = tma::encode_operand(&map_out, L.out, p.out_type, p.n, p.m, p.batch, p.n, p.m * p.n,
-                                128 / dtype_bytes(p.out_type), C::OUT_BOX_ROWS);
-      if (!err.empty()) return "output (TMA store epilogue): " + err;
-    }
-    e = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_out, prm);
-  } else {
-    e = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, prm);
+  // Every kernel takes a third map, for the TMA-store epilogue (zeroed and unused otherwise).
+  CUtensorMap map_out = {};
+  if constexpr (C::kTmaStore) {
+    // The output [batch, m, n] (row-major, contiguous) in boxes of OUT_BOX_ROWS rows x 128 bytes.
+    err = tma::encode_operand(&map_out, L.out, p.out_type, p.n, p.m, p.batch, p.n, p.m * p.n,
+                              128 / dtype_bytes(p.out_type), C::OUT_BOX_ROWS);
+    if (!err.empty()) return "output (TMA store epilogue): " + err;
   }
+  cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_out, prm);
   if (e == cudaSuccess) e = cudaGetLastError();
   if (e != cudaSuccess) return std::string("kernel launch failed: ") + cudaGetErrorString(e);
   if constexpr (C::kPartialOut != 0)

@@ -55,18 +55,13 @@ enum class Sm90 : int {
   k128x256TmaStore = 8,
   k128x128TmaStore = 9,
   k128x256Cluster2TmaStore = 10,
-  // Decode (M <= 64): swap-AB. The kernel computes out^T = B A^T: the weight fills the 128-row side and
-  // the M activation rows a narrow wgmma N of 16 / 32 / 64, so no shared memory or L2 traffic is spent
-  // on zero rows and a ring slot holds 16 KB of weight (11-12 slots in flight per SM).
-  k128x16SwapAB = 11,
-  k128x32SwapAB = 12,
-  k128x64SwapAB = 13,
-  // Few tiles and a long K: 128x128 tiles with split-K.
-  k128x128SplitK = 14,
+  k128x16SwapAB = kSwap16,  // wgmma N = 16 / 32 / 64 (see above); 9-12 ring slots of 18-24 KB
+  k128x32SwapAB = kSwap32,
+  k128x64SwapAB = kSwap64,
+  k128x128SplitK = kSplitK128,
 };
 
 inline bool sm90_valid(int config) { return config >= -1 && config <= 14 && config != 4; }
-
 
 // The TMA-store epilogue writes the output through a tensor map: its rows (and so its batch stride)
 // must be a multiple of 16 bytes. Otherwise the heuristic takes the register epilogue.
@@ -235,8 +230,6 @@ inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = 
     return static_cast<int>(t);
   });
 }
-
-inline Sm90 sm90_choose(const GemmProblem& p, int num_sms) { return static_cast<Sm90>(sm90_plan(p, num_sms).config); }
 
 // sm_100a / sm_103a: sm100_choose's dense entry; int8 has no partial entries (its s32 accumulators
 // would be summed in f32).

@@ -83,7 +83,6 @@ struct Config {
   static constexpr int BLOCK_N = BLOCK_N_;
   static constexpr int BOX_M = BLOCK_M, BOX_N = BLOCK_N;  // rows of A / B one CTA loads per tile
   static constexpr int TILE_M = BLOCK_M;  // rows of one scheduler tile
-  static constexpr bool kOutMap = true;  // the kernel takes an output tensor map (used if kTmaStore)
   static constexpr int kPartialOut = kPartialOut_;
   static constexpr bool kTmaStore = kTmaStore_;
   static constexpr int OUT_BOX_ROWS = 32;  // an epilogue warp's TMEM lane quadrant

@@ -62,7 +62,6 @@ struct Config {
   static constexpr int EPI_COLS = 32, EPI_STRIDE = 40;  // staged chunk: 64 rows x 32 f32, row pitch 160 B
   static constexpr int EPI_BYTES = kSmemEpilogue ? 2 * 64 * EPI_STRIDE * 4 : 0;  // one buffer per warpgroup
   static constexpr bool kTmaStore = kTmaStore_;
-  static constexpr bool kOutMap = true;  // the kernel takes an output tensor map (used if kTmaStore)
   static constexpr int OUT_BOX_ROWS = 64;  // a consumer warpgroup's rows
   static constexpr int OUT_BOX_BYTES = OUT_BOX_ROWS * 128;  // x 128 bytes, 1024-aligned (128B swizzle)
   static constexpr int OUT_BYTES = kTmaStore ? 2 * 2 * OUT_BOX_BYTES : 0;  // 2 buffers per warpgroup
