@@ -71,28 +71,27 @@ def resources():
     return _run("--dump-resource-usage")
 
 
-def _kernels_by_arch(text: str) -> dict[str, str]:
-    """Splits cuobjdump output into per-arch chunks ('sm_90a' -> text)."""
+def _split(text: str, header: str) -> dict[str, str]:
+    """Splits cuobjdump output into chunks that start at lines matching `header` (its group 1 names
+    the chunk); lines before the first header are dropped."""
     chunks, cur = {}, None
     for line in text.splitlines():
-        m = re.search(r"arch = (sm_\d+a?)", line)
+        m = re.search(header, line)
         if m:
             cur = m.group(1)
         if cur:
             chunks.setdefault(cur, []).append(line)
     return {k: "\n".join(v) for k, v in chunks.items()}
+
+
+def _kernels_by_arch(text: str) -> dict[str, str]:
+    """Per-arch chunks ('sm_90a' -> text)."""
+    return _split(text, r"arch = (sm_\d+a?)")
 
 
 def _functions(text: str) -> dict[str, str]:
-    """Splits one arch's SASS into per-kernel chunks (mangled name -> text)."""
-    chunks, cur = {}, None
-    for line in text.splitlines():
-        m = re.search(r"Function : (\S+)", line)
-        if m:
-            cur = m.group(1)
-        if cur:
-            chunks.setdefault(cur, []).append(line)
-    return {k: "\n".join(v) for k, v in chunks.items()}
+    """One arch's SASS per kernel (mangled name -> text)."""
+    return _split(text, r"Function : (\S+)")
 
 
 def test_every_built_arch_has_sass(sass):

@@ -117,6 +117,21 @@ __device__ __forceinline__ void mma_step(float (&acc)[C::ACC_REGS], uint64_t da,
   else wgmma_e5m2_e5m2<N>(acc, da, db, scale_d);
 }
 
+// Calls f(row, col, v0, v1) for each pair of horizontally adjacent accumulators of a thread's wgmma
+// fragment (acc[4j + 2h + {0,1}] is (row0 + 8h, col0 + 8j + {0,1})) whose first element is inside the
+// rows x cols output; col + 1 may be outside (f checks).
+template <class C, class F>
+__device__ __forceinline__ void for_each_fragment_pair(const float (&acc)[C::ACC_REGS], int row0, int col0, int rows,
+                                                       int cols, F&& f) {
+#pragma unroll
+  for (int j = 0; j < C::BLOCK_N / 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + 8 * h, col = col0 + 8 * j;
+      if (row < rows && col < cols) f(row, col, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+    }
+}
+
 // Split-K / swap-AB (kPartialOut): the raw f32 accumulators of one work unit go to the workspace, in
 // the OUTPUT's orientation, slab [split][batch] of [out rows][ws_ld] (splitk_reduce.cuh then sums the
 // slabs in split order and runs the epilogue). kPartialOut == 1: kernel rows are output rows.
@@ -125,25 +140,18 @@ __device__ __forceinline__ void mma_step(float (&acc)[C::ACC_REGS], uint64_t da,
 template <class C>
 __device__ __forceinline__ void partial_store(const float (&acc)[C::ACC_REGS], const Params& p, int batch,
                                               int split, int row0, int col0) {
-  constexpr int J = C::BLOCK_N / 8;
   const int64_t slab = static_cast<int64_t>(split) * p.batch + batch;
-#pragma unroll
-  for (int j = 0; j < J; ++j)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = row0 + 8 * h, col = col0 + 8 * j;
-      if (row >= p.m || col >= p.n) continue;
-      const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
-      if constexpr (C::kPartialOut == 1) {
-        float* w = p.ws + (slab * p.m + row) * p.ws_ld + col;  // ws_ld is even: pairs are aligned
-        if (col + 1 < p.n) *reinterpret_cast<float2*>(w) = make_float2(v0, v1);
-        else w[0] = v0;
-      } else {
-        float* w = p.ws + (slab * p.n + col) * p.ws_ld + row;
-        w[0] = v0;
-        if (col + 1 < p.n) w[p.ws_ld] = v1;
-      }
+  for_each_fragment_pair<C>(acc, row0, col0, p.m, p.n, [&](int row, int col, float v0, float v1) {
+    if constexpr (C::kPartialOut == 1) {
+      float* w = p.ws + (slab * p.m + row) * p.ws_ld + col;  // ws_ld is even: pairs are aligned
+      if (col + 1 < p.n) *reinterpret_cast<float2*>(w) = make_float2(v0, v1);
+      else w[0] = v0;
+    } else {
+      float* w = p.ws + (slab * p.n + col) * p.ws_ld + row;
+      w[0] = v0;
+      if (col + 1 < p.n) w[p.ws_ld] = v1;
     }
+  });
 }
 
 // The fused epilogue on the accumulator fragment: y = act(alpha * acc + bias) + c, cast, masked store.
@@ -190,31 +198,24 @@ __device__ __forceinline__ void epilogue_store(float (&acc)[C::ACC_REGS], const 
                                                int col0) {
   epilogue_math<C>(acc, p, batch, row0, col0);
   const epilogue::Args& e = p.epi;
-  constexpr int J = C::BLOCK_N / 8;
   const int64_t base = static_cast<int64_t>(batch) * p.m;
   const bool vec_ok = (p.n % 2) == 0;  // then (row * n + even col) is even: pairs are aligned
   auto store_all = [&](auto tag) {
     using T = decltype(tag);
-#pragma unroll
-    for (int j = 0; j < J; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = row0 + 8 * h, col = col0 + 8 * j;
-        if (row >= p.m || col >= p.n) continue;
-        const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
-        T* o = static_cast<T*>(e.out) + (base + row) * p.n + col;
-        if (vec_ok && col + 1 < p.n) {
-          if constexpr (sizeof(T) == 4) *reinterpret_cast<float2*>(o) = make_float2(v0, v1);
-          else *reinterpret_cast<uint32_t*>(o) = epilogue::pack2<T>(v0, v1);
-        } else {
-          if constexpr (sizeof(T) == 4) { o[0] = v0; if (col + 1 < p.n) o[1] = v1; }
-          else {
-            const uint32_t w = epilogue::pack2<T>(v0, v1);
-            o[0] = *reinterpret_cast<const T*>(&w);
-            if (col + 1 < p.n) o[1] = *(reinterpret_cast<const T*>(&w) + 1);
-          }
+    for_each_fragment_pair<C>(acc, row0, col0, p.m, p.n, [&](int row, int col, float v0, float v1) {
+      T* o = static_cast<T*>(e.out) + (base + row) * p.n + col;
+      if (vec_ok && col + 1 < p.n) {
+        if constexpr (sizeof(T) == 4) *reinterpret_cast<float2*>(o) = make_float2(v0, v1);
+        else *reinterpret_cast<uint32_t*>(o) = epilogue::pack2<T>(v0, v1);
+      } else {
+        if constexpr (sizeof(T) == 4) { o[0] = v0; if (col + 1 < p.n) o[1] = v1; }
+        else {
+          const uint32_t w = epilogue::pack2<T>(v0, v1);
+          o[0] = *reinterpret_cast<const T*>(&w);
+          if (col + 1 < p.n) o[1] = *(reinterpret_cast<const T*>(&w) + 1);
         }
       }
+    });
   };
   if (e.out_type == static_cast<int32_t>(DType::kF32)) store_all(float{});
   else if (e.out_type == static_cast<int32_t>(DType::kBF16)) store_all(__nv_bfloat16{});
