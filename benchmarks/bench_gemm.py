@@ -5,7 +5,9 @@ Each timing: one jitted program runs R independent GEMMs on distinct operands (s
 R kernels and no operand stays in L2). It is dispatched CALLS times back to back before one wait, so
 the host's dispatch and the wait overlap the GPU's work as in a training or serving loop (timing one
 blocking call at a time added ~40-60 us per decode GEMM for every contender: 2026-11-21, see
-scripts/overhead_probe.py); the per-GEMM time is the median over 5 such batches / (CALLS x R).
+scripts/overhead_probe.py); the per-GEMM time is the median over ROUNDS such batches / (CALLS x R).
+The contenders are interleaved: each round times every one of them once, in a rotated order, and the
+paired ratio (best peer's time / ours, per round) is reported with its range.
 Inputs are random normal (never zeros: power-limited clocks depend on the data). Also measures the
 HBM copy bandwidth in the same run, for the memory-bound (decode) shapes.
 
@@ -47,7 +49,9 @@ SHAPES = [  # (M, N, K, dtype)
 ]
 
 
-CALLS = 4  # back-to-back dispatches per timed batch
+CALLS = 4  # back-to-back dispatches per timed batch (at least)
+MIN_BATCH_S = 0.05  # ... and enough of them for the batch to last this long (interleaved())
+MAX_CALLS = 256
 
 
 def timed_batch(fn, args, calls=CALLS):
@@ -64,6 +68,30 @@ def _time(fn, args, reps=5):
     jax.block_until_ready(fn(*args))  # compile + warm up
     jax.block_until_ready(fn(*args))
     return statistics.median(timed_batch(fn, args) for _ in range(reps))
+
+
+ROUNDS = 7  # interleaved rounds per shape
+
+
+def interleaved(fns, args, rounds=ROUNDS):
+    """{name: [seconds per call, one per round]}: every round times each contender once (one timed_batch),
+    in an order rotated per round, so clock drift under the power limit (up to ~7 % between minutes on
+    the lent H200) hits every contender alike instead of whichever happened to run last."""
+    for f in fns.values():  # compile + warm up
+        jax.block_until_ready(f(*args))
+        jax.block_until_ready(f(*args))
+    # A batch must run long enough that its fixed cost (the first dispatch reaching the GPU, the final
+    # wait: ~0.1-0.3 ms) is noise: for short programs (decode) time more calls per batch, the same
+    # number for every contender. Without this, 16 x 8192 x 8192 fp8 read as 65-79 % of the copy
+    # bandwidth while Nsight Compute timed the kernels at 19.5 us (2026-11-21, docs/PERF.md).
+    est = min(timed_batch(f, args) for f in fns.values())
+    calls = int(min(MAX_CALLS, max(CALLS, -(-MIN_BATCH_S // est))))
+    names = list(fns)
+    times = {k: [] for k in names}
+    for i in range(rounds):
+        for name in names[i % len(names):] + names[:i % len(names)]:
+            times[name].append(timed_batch(fns[name], args, calls))
+    return times
 
 
 def _operands(m, n, k, dtype, r, seed=0, b_layout="KN"):
@@ -124,38 +152,47 @@ def bench_shape(m, n, k, dtype, pallas, configs=(), b_layout="KN"):
     def many(f):
         return jax.jit(lambda aa, bb: [f(x, y) for x, y in zip(aa, bb)])
 
-    ours = many(lambda x, y: jax_tmem.dot_general(x, y, bdn, preferred_element_type=out_dt, path="kernel"))
-    xla = many(lambda x, y: jax.lax.dot_general(x, y, bdn, preferred_element_type=out_dt))
-    t = _time(ours, (a, b)) / r
-    res["jax_tmem_s"] = t
-    t = _time(xla, (a, b)) / r
-    res["xla_s"] = t
+    contenders = {
+        "jax_tmem": many(lambda x, y: jax_tmem.dot_general(x, y, bdn, preferred_element_type=out_dt, path="kernel")),
+        "xla": many(lambda x, y: jax.lax.dot_general(x, y, bdn, preferred_element_type=out_dt)),
+    }
+    if dtype == "bfloat16" and pallas and m >= 128 and b_layout == "KN":
+        # Pick Pallas's best config for this shape first (a short timing each), then time it with the others.
+        best = None
+        for name, pf in pallas:
+            try:
+                tp = _time(many(pf), (a, b), reps=2)
+            except Exception as e:  # configs that do not fit this shape
+                res.setdefault("pallas_errors", []).append(f"{name}: {type(e).__name__}: {str(e)[:300]}")
+                continue
+            if best is None or tp < best[1]:
+                best = (name, tp, pf)
+        if best:
+            res["pallas_config"] = best[0]
+            contenders["pallas"] = many(best[2])
+        elif res.get("pallas_errors"):
+            print("  pallas failed:", res["pallas_errors"][0], flush=True)
+    if configs and m >= 2048:
+        # The menu entries side by side (jax_tmem/menu.h; benchmarks/sweep_configs.py pairs them per round).
+        from jax_tmem import ops, _primitive
+        for cfg in configs:
+            contenders[f"cfg{cfg}"] = many(lambda x, y, cfg=cfg: ops._gemm(
+                x, y, None, None, bdn, jnp.dtype(out_dt), _primitive.Epilogue(), "kernel", True, cfg))
+    times = interleaved(contenders, (a, b))
+    for key, ts in times.items():
+        res[f"{key}_s"] = statistics.median(ts) / r
+    for key in contenders:
+        if key.startswith("cfg"):
+            res[f"{key}_tflops"] = flops / res.pop(f"{key}_s") / 1e12
+    # Paired ratios: in each round, the best peer's time over ours (> 1: we are faster); median and range.
+    peers = [p for p in ("xla", "pallas") if p in times]
+    paired = [min(times[p][i] for p in peers) / times["jax_tmem"][i] for i in range(ROUNDS)]
+    res["paired_ratio_vs_best_peer"] = [statistics.median(paired), min(paired), max(paired)]
     # correctness spot check against XLA (same inputs)
     o1 = np.asarray(jax.jit(lambda x, y: jax_tmem.dot_general(x, y, bdn, preferred_element_type=jnp.float32,
                                                               path="kernel"))(a[0], b[0]))
     o2 = np.asarray(jax.jit(lambda x, y: jax.lax.dot_general(x, y, bdn, preferred_element_type=jnp.float32))(a[0], b[0]))
     res["max_rel_diff_vs_xla"] = float(np.abs(o1 - o2).max() / max(np.abs(o2).max(), 1e-30))
-    if configs and m >= 2048:
-        # The menu entries side by side (jax_tmem/menu.h; benchmarks/sweep_configs.py pairs them per round).
-        from jax_tmem import ops, _primitive
-        for cfg in configs:
-            f = many(lambda x, y, cfg=cfg: ops._gemm(x, y, None, None, bdn, jnp.dtype(out_dt), _primitive.Epilogue(),
-                                                    "kernel", True, cfg))
-            res[f"cfg{cfg}_tflops"] = flops / (_time(f, (a, b)) / r) / 1e12
-    best = None
-    if dtype == "bfloat16" and pallas and m >= 128 and b_layout == "KN":
-        for name, pf in pallas:
-            try:
-                tp = _time(many(pf), (a, b)) / r
-            except Exception as e:  # configs that do not fit this shape
-                res.setdefault("pallas_errors", []).append(f"{name}: {type(e).__name__}: {str(e)[:300]}")
-                continue
-            if best is None or tp < best[1]:
-                best = (name, tp)
-    if best:
-        res["pallas_s"], res["pallas_config"] = best[1], best[0]
-    elif res.get("pallas_errors"):
-        print("  pallas failed:", res["pallas_errors"][0], flush=True)
     for key in ("jax_tmem", "xla", "pallas"):
         if f"{key}_s" in res:
             res[f"{key}_tflops"] = flops / res[f"{key}_s"] / 1e12
@@ -209,10 +246,11 @@ def main():
         except Exception as e:
             r = dict(m=m, n=n, k=k, dtype=dt, b_layout=b_layout, error=f"{type(e).__name__}: {e}"[:500])
         if "jax_tmem_tflops" in r:
+            pr = r["paired_ratio_vs_best_peer"]
             r["pct_copy_bw"] = 100 * r["jax_tmem_tbps"] / info["copy_tbps"]
             print(f"{m}x{n}x{k} {dt} B {b_layout}: jax_tmem {r['jax_tmem_tflops']:.1f} TF ({r['jax_tmem_tbps']:.2f} TB/s) | "
                   f"xla {r['xla_tflops']:.1f} | pallas {r.get('pallas_tflops', float('nan')):.1f} | "
-                  f"ratio vs best peer {r['ratio_vs_best_peer']:.3f} | diff {r['max_rel_diff_vs_xla']:.1e}"
+                  f"ratio vs best peer {r['ratio_vs_best_peer']:.3f} (paired {pr[0]:.3f}, {pr[1]:.3f}..{pr[2]:.3f}) | diff {r['max_rel_diff_vs_xla']:.1e}"
                   + "".join(f" | {k[:-7]} {v:.1f}" for k, v in r.items() if k.startswith("cfg")), flush=True)
         else:
             print(f"{m}x{n}x{k} {dt} B {b_layout}: {r.get('error')}", flush=True)

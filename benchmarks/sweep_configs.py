@@ -24,10 +24,6 @@ import bench_gemm  # noqa: E402  (same operands and shape list as the main bench
 from jax_tmem import _primitive, ops  # noqa: E402
 
 
-def _once(fn, args):
-    return bench_gemm.timed_batch(fn, args)  # a few back-to-back dispatches, one wait
-
-
 def _parse(c: str):
     """ "8" -> menu entry 8; "11:2" -> entry 11 with 2 K splits (split-K / swap-AB entries)."""
     if ":" in c:
@@ -46,15 +42,9 @@ def sweep_shape(m, n, k, dtype, configs, rounds, b_layout="KN"):
     for c in configs:
         variants[f"cfg{c}"] = many(lambda x, y, c=_parse(c): ops._gemm(x, y, None, None, dn, jnp.dtype("bfloat16"),
                                                                       _primitive.Epilogue(), "kernel", True, c))
-    for f in variants.values():  # compile + warm up
-        jax.block_until_ready(f(a, b))
-        jax.block_until_ready(f(a, b))
     names = list(variants)
-    times = {k_: [] for k_ in names}
-    for i in range(rounds):
-        order = names[i % len(names):] + names[:i % len(names)]
-        for name in order:
-            times[name].append(_once(variants[name], (a, b)) / r)
+    times = bench_gemm.interleaved(variants, (a, b), rounds)  # rotated order per round, same operands
+    times = {k_: [t / r for t in ts] for k_, ts in times.items()}
     flops = 2.0 * m * n * k
     res = dict(m=m, n=n, k=k, dtype=dtype, b_layout=b_layout, reps=r, rounds=rounds)
     for name in names:

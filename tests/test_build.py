@@ -153,6 +153,9 @@ def test_sm90_uses_wgmma(sass):
     reduce = [t for f, t in funcs.items() if "splitk_reduce" in f]
     assert reduce and all("ACQBULK" in t for t in reduce), "the reduce pass must wait on its prerequisite grid"
     assert any("PREEXIT" in t and "HGMMA.64x16x16" in t for t in funcs.values()), "swap-AB kernel without PDL trigger"
+    # the TMA-store epilogue packs 16-bit outputs into its shared-memory box with stmatrix
+    tma_store = [t for t in funcs.values() if "UTMASTG.3D" in t and "HGMMA" in t]
+    assert tma_store and all("STSM.16.M88.4" in t for t in tma_store), "TMA-store kernels without stmatrix"
 
 
 def test_no_spills_or_local_memory(resources):

@@ -46,8 +46,9 @@ constexpr int kind_elem_bytes(Kind k) {
 //   A ring slot is refilled only when the consumers of BOTH CTAs have released it (the peer's
 //   multicast writes into it): each empty barrier counts the consumer warps of the whole cluster.
 // kTmaStore: the cooperative epilogue writes each warpgroup's 64 rows in 128-byte-wide column chunks
-//   into a double-buffered, 128B-swizzled shared-memory box and one thread stores it with a TMA
-//   bulk tensor store (edges clipped by TMA); the stores drain while the next tile's MMAs run.
+//   into a double-buffered, 128B-swizzled shared-memory box (stmatrix for 16-bit outputs) and one
+//   thread stores it with a TMA bulk tensor store (edges clipped by TMA); the stores drain while the
+//   next tile's MMAs run.
 //   Menu config 8.
 // kPartialOut (1 split-K, 2 swap-AB with split-K): no epilogue here; each work unit (tile, K range)
 //   writes its f32 accumulators to the workspace (partial_store) and a second kernel reduces them
@@ -281,15 +282,29 @@ __device__ __forceinline__ void epilogue_store_tma(float (&acc)[C::ACC_REGS], co
       ring.wait_free(leader);
       named_barrier_sync(barrier_id, 128);
       uint8_t* box = ring.box();
+      if constexpr (ES == 2) {
+        // stmatrix x4 per two 8-column groups: matrices (rows 0-7, group j), (rows 8-15, j),
+        // (rows 0-7, j + 1), (rows 8-15, j + 1) of the warp's 16 rows; lane l addresses row l % 8 of
+        // matrix l / 8. An 8-column group of a 16-bit chunk is one 16-byte unit of the swizzled row.
+        const int mat = lane / 8, st_row = 16 * warp_q + 8 * (mat & 1) + lane % 8;
+        const uint32_t box_addr = smem_addr(box);
 #pragma unroll
-      for (int jj = 0; jj < JC; ++jj) {
-        const int j = c * JC + jj;
+        for (int jj = 0; jj < JC; jj += 2) {
+          const int j = c * JC + jj;
+          stmatrix_x4(box_addr + epilogue::swizzle128(st_row, 16 * (jj + (mat >> 1))),
+                      epilogue::pack2<T>(acc[4 * j], acc[4 * j + 1]), epilogue::pack2<T>(acc[4 * j + 2], acc[4 * j + 3]),
+                      epilogue::pack2<T>(acc[4 * j + 4], acc[4 * j + 5]),
+                      epilogue::pack2<T>(acc[4 * j + 6], acc[4 * j + 7]));
+        }
+      } else {
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          uint8_t* dst = box + epilogue::swizzle128(frag_row + 8 * h, (8 * jj + 2 * (lane % 4)) * ES);
-          const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
-          if constexpr (ES == 4) *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
-          else *reinterpret_cast<uint32_t*>(dst) = epilogue::pack2<T>(v0, v1);
+        for (int jj = 0; jj < JC; ++jj) {
+          const int j = c * JC + jj;
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            uint8_t* dst = box + epilogue::swizzle128(frag_row + 8 * h, (8 * jj + 2 * (lane % 4)) * ES);
+            *reinterpret_cast<float2*>(dst) = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+          }
         }
       }
       fence_proxy_async_shared();
