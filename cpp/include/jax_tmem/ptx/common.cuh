@@ -44,11 +44,9 @@ __device__ __forceinline__ void griddep_wait() { asm volatile("griddepcontrol.wa
 // fragment layout), and lanes 8i .. 8i + 7 give the shared addresses of matrix i's 8 rows (16 bytes
 // each). One instruction per 16 values a lane holds, where st.shared.b32 takes four.
 __device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r0), "r"(r1),
                "r"(r2), "r"(r3)
                : "memory");
-#endif
 }
 
 }  // namespace jax_tmem::ptx
