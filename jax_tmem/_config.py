@@ -9,7 +9,6 @@ asks: ``JAX_TMEM_LOG=1`` logs each one with its reason, and :func:`decisions` ke
 from __future__ import annotations
 
 import collections
-import contextlib
 import logging
 import os
 import threading
@@ -28,30 +27,67 @@ def _env_path() -> str:
     return p
 
 
+_default_lock = threading.Lock()
+_default: list = [None]  # the path set by a plain use_path(...) call, for every thread (None: not set)
+
+
 def current_path() -> str:
-    """The path in force: the innermost :func:`use_path`, else ``$JAX_TMEM_PATH``, else ``"auto"``."""
+    """The path in force: the innermost ``with use_path(...)`` block of this thread, else the last plain
+    ``use_path(...)`` call, else ``$JAX_TMEM_PATH``, else ``"auto"``."""
     stack = getattr(_state, "stack", None)
-    return stack[-1] if stack else _env_path()
+    if stack:
+        return stack[-1]
+    return _default[0] or _env_path()
 
 
-@contextlib.contextmanager
-def use_path(path: str):
-    """Force a path for calls traced inside the block: ``"auto"``, ``"kernel"`` or ``"xla"``.
+class use_path:
+    """Chooses the path for calls traced from now on: ``"auto"``, ``"kernel"`` or ``"xla"``.
 
-    ``"kernel"`` raises ``ValueError`` at trace time for a problem no kernel can take (the message says
-    why) instead of falling back. Note that jit caches traces: a function traced before entering the
-    block keeps the path it was traced with.
+    Two forms, and the argument is checked at once in both (``ValueError`` for anything else)::
+
+        jax_tmem.use_path("kernel")        # a plain call: in force for the whole process from now on
+        with jax_tmem.use_path("xla"):     # a block: in force inside it, in this thread, then restored
+            ...
+
+    A ``with`` block wins over a plain call, which wins over ``$JAX_TMEM_PATH``; a ``path=`` argument
+    of a call wins over all of them. ``"kernel"`` raises ``ValueError`` at trace time for a problem no
+    kernel can take (the message says why) instead of falling back. jit caches traces: a function
+    traced before the path changed keeps the path it was traced with.
     """
-    if path not in _PATHS:
-        raise ValueError(f"path={path!r}: expected one of {_PATHS}")
-    stack = getattr(_state, "stack", None)
-    if stack is None:
-        stack = _state.stack = []
-    stack.append(path)
-    try:
-        yield
-    finally:
-        stack.pop()
+
+    def __init__(self, path: str):
+        if not isinstance(path, str) or path not in _PATHS:
+            raise ValueError(f"jax_tmem.use_path: path={path!r}; expected one of {_PATHS}")
+        self.path = path
+        with _default_lock:  # the plain-call form takes effect now
+            self._previous = _default[0]
+            _default[0] = path
+        self._entered = False
+
+    def __enter__(self) -> "use_path":
+        if self._entered:
+            raise RuntimeError("jax_tmem.use_path: this object is already in a with block; create a new one")
+        self._entered = True
+        with _default_lock:  # the block form: undo the process-wide setting, scope it to this thread
+            if _default[0] == self.path:
+                _default[0] = self._previous
+        stack = getattr(_state, "stack", None)
+        if stack is None:
+            stack = _state.stack = []
+        stack.append(self.path)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _state.stack.pop()
+
+    def __repr__(self) -> str:
+        return f"jax_tmem.use_path({self.path!r})"
+
+
+def _clear_process_path() -> None:
+    """Forgets the plain-call setting (tests)."""
+    with _default_lock:
+        _default[0] = None
 
 
 @dataclass(frozen=True)

@@ -21,20 +21,46 @@ FP8 = (E4M3, E5M2)
 OUT_TYPES = (F32, BF16, F16)
 
 
+def _local_gpus() -> list:
+    try:
+        return [d for d in jax.local_devices() if d.platform == "gpu"]
+    except RuntimeError:  # pragma: no cover - no GPU backend
+        return []
+
+
 @functools.lru_cache(maxsize=None)
 def device_cc() -> tuple[int, str]:
-    """Compute capability of the first CUDA device as (major*10+minor, reason if unusable)."""
-    try:
-        devs = [d for d in jax.devices() if d.platform == "gpu"]
-    except RuntimeError as e:  # pragma: no cover
-        return -1, str(e)
+    """Compute capability of this process's CUDA devices as (major*10+minor, reason if unusable).
+
+    One program is lowered once for all its devices, so the kernels are planned for one architecture:
+    GPUs of different compute capabilities in one process get (-1, reason) and run XLA."""
+    devs = _local_gpus()
     if not devs:
         return -1, "no GPU device"
-    cc = getattr(devs[0], "compute_capability", None)
-    if cc is None:
-        return -1, f"device {devs[0].device_kind} reports no compute capability (not CUDA?)"
-    major, minor = (int(x) for x in str(cc).split("."))
-    return major * 10 + minor, ""
+    ccs = set()
+    for d in devs:
+        cc = getattr(d, "compute_capability", None)
+        if cc is None:
+            return -1, f"device {d.device_kind} reports no compute capability (not CUDA?)"
+        major, minor = (int(x) for x in str(cc).split("."))
+        ccs.add(major * 10 + minor)
+    if len(ccs) > 1:
+        names = ", ".join(f"sm_{c}" for c in sorted(ccs))
+        return -1, f"this process sees GPUs of different compute capabilities ({names}); jax_tmem plans one arch per program"
+    return ccs.pop(), ""
+
+
+@functools.lru_cache(maxsize=None)
+def device_sms() -> int:
+    """The smallest SM count of this process's GPUs (0 if unknown). The plan (menu entry, K splits,
+    workspace) is fixed at lowering for every device the program runs on; each launch then sizes its
+    persistent grid from its own device's SM count."""
+    mod, _ = _ext.load()
+    if mod is None:
+        return 0
+    counts = [mod.cuda_device_sms(int(d.local_hardware_id)) for d in _local_gpus()]
+    counts = [c for c in counts if c > 0]
+    return min(counts) if counts else 0
 
 
 def arch_target(cc: int) -> tuple[str, str]:
@@ -61,7 +87,7 @@ def kernel_plan(arch: str, canon, a_dtype, config, out_dtype) -> tuple[int, str,
     code (jax_tmem/menu.h) the launcher calls, for this device's SM count. A ``config`` that is not an
     entry of ``arch``'s menu raises ValueError here, at trace time."""
     mod, _ = _ext.load()
-    sms = mod.cuda_device_sms()
+    sms = device_sms()
     cfg, splits = split_config(config)
     try:
         c, name, s, ws = mod.kernel_choice(arch, canon.batch, canon.m, canon.n, canon.k, np.dtype(a_dtype).name,
@@ -75,7 +101,7 @@ def kernel_plan(arch: str, canon, a_dtype, config, out_dtype) -> tuple[int, str,
 def menu_entry(arch: str, canon, a_dtype, config, out_dtype="bfloat16") -> str:
     """Which compiled kernel the CUDA dispatcher will run, in words, for the decision log."""
     cfg, name, splits, ws = kernel_plan(arch, canon, a_dtype, config, out_dtype)
-    sms = _ext.load()[0].cuda_device_sms()
+    sms = device_sms()
     how = ("forced" if split_config(config)[0] >= 0 else f"heuristic, {sms} SMs" if sms > 0
            else "heuristic, SM count unknown")
     extra = f", {splits} K splits, {ws * 4 / 1024:.0f} KiB workspace" if ws else ""

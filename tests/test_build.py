@@ -3,8 +3,9 @@ every arch it was built for, the kernels use the tensor-core instructions they a
 ptxas kept every kernel free of spills and local memory.
 
 Runs wherever the package was built with nvcc (CI builds sm_90a, sm_100a and sm_103a); skips with a
-reason when it was built without CUDA. Needs ``cuobjdump`` (CUDA toolkit, or
-``pip install nvidia-cuda-cuobjdump``): with a CUDA build and no cuobjdump the test fails.
+reason when it was built without CUDA. Needs ``cuobjdump`` and ``nvdisasm``: the ``test`` extra installs
+them (nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm), or a CUDA toolkit has them; with a CUDA build and
+no tools the tests fail and say which tool is missing, and a tool's failure shows its own stderr.
 """
 
 from __future__ import annotations
@@ -36,27 +37,31 @@ def _extension_path() -> str:
     return _jax_tmem.__file__
 
 
-def _cuobjdump() -> str:
-    found = shutil.which("cuobjdump")
-    if found:
-        return found
-    for cand in ["/usr/local/cuda/bin/cuobjdump"] + glob.glob("/usr/local/cuda-*/bin/cuobjdump"):
-        if os.path.exists(cand):
-            return cand
+def _find_tool(name: str) -> str:
+    """`name` from PATH, the CUDA toolkit, or the NVIDIA wheels (`nvidia/cu*/bin`) that the `test` extra
+    installs (nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm)."""
+    cands = [shutil.which(name) or "", f"/usr/local/cuda/bin/{name}", *glob.glob(f"/usr/local/cuda-*/bin/{name}")]
     try:
-        import nvidia  # the pip package nvidia-cuda-cuobjdump installs nvidia/cu*/bin/cuobjdump
+        import nvidia  # a namespace package: every nvidia-* wheel adds to it
         for base in nvidia.__path__:
-            hits = glob.glob(os.path.join(base, "cu*", "bin", "cuobjdump"))
-            if hits:
-                return hits[0]
+            cands += sorted(glob.glob(os.path.join(base, "cu*", "bin", name)), reverse=True)
     except ImportError:
         pass
-    pytest.fail("cuobjdump not found: install the CUDA toolkit or `pip install nvidia-cuda-cuobjdump`")
+    for cand in cands:
+        if cand and os.path.exists(cand):
+            return cand
+    pytest.fail(f"{name} not found (PATH, /usr/local/cuda/bin, NVIDIA wheels): install the test extra "
+                f"(pip install \".[test]\") or the CUDA toolkit")
 
 
 def _run(*args) -> str:
-    return subprocess.run([_cuobjdump(), *args, _extension_path()], check=True, capture_output=True,
-                          text=True).stdout
+    # cuobjdump --dump-sass runs nvdisasm, which it looks up on PATH: put the one we found there.
+    cuobjdump, nvdisasm = _find_tool("cuobjdump"), _find_tool("nvdisasm")
+    env = dict(os.environ, PATH=os.pathsep.join([os.path.dirname(nvdisasm), os.environ.get("PATH", "")]))
+    r = subprocess.run([cuobjdump, *args, _extension_path()], capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        pytest.fail(f"{cuobjdump} {' '.join(args)} failed with exit code {r.returncode}:\n{r.stderr.strip()}")
+    return r.stdout
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +109,7 @@ def test_every_built_arch_has_sass(sass):
 
 def test_no_ptx_embedded():
     _cuda_info()
-    out = subprocess.run([_cuobjdump(), "--list-ptx", _extension_path()], capture_output=True, text=True).stdout
+    out = _run("--list-ptx")
     assert ".ptx" not in out, f"PTX embedded (only real SASS should be): {out[:500]}"
 
 

@@ -272,3 +272,68 @@ def test_handler_jaxlib_mismatch_is_explained():
     assert "compiled against jaxlib 0.11.2" in why and "0.10.2 is running" in why and "--no-build-isolation" in why
     assert _ext.version_mismatch(info, "0.11.2") == ""
     assert _ext.version_mismatch({"jaxlib_version": "0.10.2", "ffi_api_version": (0, 3)}, "0.11.2") == ""
+
+
+# ---- use_path as a plain call ---------------------------------------------------------------------
+
+@pytest.fixture
+def process_path():
+    """Undoes any plain use_path(...) call of the test."""
+    _config._clear_process_path()
+    yield
+    _config._clear_process_path()
+
+
+@cpu_only
+def test_use_path_plain_call_sets_the_path_for_the_process(monkeypatch, abw, process_path):
+    a, b, _ = abw
+    monkeypatch.setenv("JAX_TMEM_PATH", "xla")
+    assert jax_tmem.current_path() == "xla"
+    jax_tmem.use_path("kernel")  # a plain call, as in `jax_tmem.use_path("kernel")` on its own line
+    assert jax_tmem.current_path() == "kernel"
+    assert _n_custom_calls(_hlo(jax_tmem.matmul, a, b)) == 1
+    seen = {}
+    t = threading.Thread(target=lambda: seen.setdefault("path", jax_tmem.current_path()))
+    t.start()
+    t.join()
+    assert seen["path"] == "kernel", "a plain call sets the path for every thread"
+    with jax_tmem.use_path("xla"):  # a block wins over the plain call, then gives it back
+        assert jax_tmem.current_path() == "xla"
+        assert _n_custom_calls(_hlo(jax_tmem.matmul, a, b)) == 0
+    assert jax_tmem.current_path() == "kernel"
+    jax_tmem.use_path("auto")  # a later plain call replaces it
+    assert jax_tmem.current_path() == "auto"
+
+
+def test_use_path_block_does_not_leak_into_the_process_setting(process_path):
+    before = jax_tmem.current_path()
+    with jax_tmem.use_path("xla" if before != "xla" else "kernel") as p:
+        assert jax_tmem.current_path() == p.path
+    assert jax_tmem.current_path() == before
+    seen = {}
+    with jax_tmem.use_path("kernel"):
+        t = threading.Thread(target=lambda: seen.setdefault("path", jax_tmem.current_path()))
+        t.start()
+        t.join()
+    assert seen["path"] == before, "a with block is this thread's only"
+
+
+@pytest.mark.parametrize("form", ["plain", "with"])
+@pytest.mark.parametrize("bad", ["gpu", "XLA", "", None, 1])
+def test_use_path_rejects_a_bad_path_at_once(form, bad, process_path):
+    before = jax_tmem.current_path()
+    with pytest.raises(ValueError, match=r"jax_tmem.use_path: path=.*expected one of \('auto', 'kernel', 'xla'\)"):
+        if form == "plain":
+            jax_tmem.use_path(bad)
+        else:
+            with jax_tmem.use_path(bad):
+                pytest.fail("entered a block with a bad path")
+    assert jax_tmem.current_path() == before
+
+
+def test_use_path_object_cannot_be_entered_twice(process_path):
+    p = jax_tmem.use_path("xla")
+    with p:
+        with pytest.raises(RuntimeError, match="already in a with block"):
+            with p:
+                pass

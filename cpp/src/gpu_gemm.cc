@@ -19,12 +19,13 @@ struct DeviceInfo {
   int num_sms = 0;
 };
 
-// Per-device properties, read once per device.
+// Per-device properties, read once per device ordinal (XLA calls the handler for different devices
+// from different threads at once).
 DeviceInfo device_info(int dev) {
   static std::mutex mu;
-  static DeviceInfo cache[64];
+  static DeviceInfo cache[kMaxDevices];
   std::lock_guard<std::mutex> lock(mu);
-  if (dev < 0 || dev >= 64) return {};
+  if (dev < 0 || dev >= kMaxDevices) return {};
   DeviceInfo& d = cache[dev];
   if (d.cc < 0) {
     int major = 0, minor = 0, sms = 0;
@@ -41,26 +42,40 @@ DeviceInfo device_info(int dev) {
 ffi::Error cuda_gemm_handler(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::RemainingArgs rest,
                              ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> workspace,
                              JAX_TMEM_GEMM_ATTR_PARAMS) {
+  // The device is the one whose context XLA made current for this thunk (where cudaFuncSetAttribute and
+  // the launch act); it must own the stream. Every error names it.
+  int dev = -1;
+  if (cudaGetDevice(&dev) != cudaSuccess) return ffi::Error::Internal("jax_tmem gemm: cudaGetDevice failed");
+  const std::string where = "jax_tmem gemm on GPU " + std::to_string(dev);
+#if CUDART_VERSION >= 12080
+  int stream_dev = -1;
+  if (cudaStreamGetDevice(stream, &stream_dev) == cudaSuccess && stream_dev != dev)
+    return ffi::Error::Internal(where + ": XLA's stream belongs to GPU " + std::to_string(stream_dev));
+#endif
+  const DeviceInfo info = device_info(dev);
+  if (info.cc < 0) return ffi::Error::Internal(where + ": cannot read its compute capability");
   GemmLaunch L{};
   const void* bias = nullptr;
   const void* c = nullptr;
   ffi::Error err = decode_problem(L.p, a, b, rest, out, batch, m, n, k, a_mn_major, b_mn_major, lda, ldb,
                                   stride_a, stride_b, activation, alpha, has_bias, has_c, config, splits, &bias, &c);
-  if (err.failure()) return err;
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return ffi::Error::Internal("jax_tmem gemm: cudaGetDevice failed");
-  const DeviceInfo info = device_info(dev);
+  if (err.failure()) {
+    std::string why = err.message();
+    if (why.rfind("jax_tmem gemm: ", 0) == 0) why.erase(0, 15);  // the shared decoder's own prefix
+    return ffi::Error(*err.errc(), where + ": " + why);
+  }
   L.a = a.untyped_data();
   L.b = b.untyped_data();
   L.bias = static_cast<const float*>(bias);
   L.c = c;
   L.out = out->untyped_data();
   if (workspace->element_type() != ffi::DataType::F32)
-    return ffi::Error::InvalidArgument("jax_tmem gemm: the workspace result must be float32");
+    return ffi::Error::InvalidArgument(where + ": the workspace result must be float32");
   L.ws = static_cast<float*>(workspace->untyped_data());
   L.ws_count = static_cast<int64_t>(workspace->element_count());
   L.num_sms = info.num_sms;
   L.cc = info.cc;
+  L.device = dev;
   L.stream = stream;
   std::string msg;
   if (info.cc == 90) {
@@ -78,24 +93,20 @@ ffi::Error cuda_gemm_handler(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuff
   } else {
     msg = "no jax_tmem kernel for compute capability " + std::to_string(info.cc);
   }
-  if (!msg.empty()) return ffi::Error(ffi::ErrorCode::kInvalidArgument, "jax_tmem gemm: " + msg);
+  if (!msg.empty()) return ffi::Error::InvalidArgument(where + " (sm_" + std::to_string(info.cc) + "): " + msg);
   return ffi::Error::Success();
 }
 
 }  // namespace
 
-int cuda_device_cc() {
-  int dev = 0;
-  cudaError_t e = cudaGetDevice(&dev);
-  if (e != cudaSuccess) return -static_cast<int>(e);
-  return device_info(dev).cc;
+int cuda_device_count() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
 }
 
-int cuda_device_sms() {
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
-  return device_info(dev).num_sms;
-}
+int cuda_device_cc(int dev) { return device_info(dev).cc; }
+
+int cuda_device_sms(int dev) { return device_info(dev).num_sms; }
 
 }  // namespace jax_tmem
 

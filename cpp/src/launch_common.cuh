@@ -95,16 +95,32 @@ inline std::string launch_splitk_reduce(const GemmLaunch& L, int splits, int64_t
 // CTAS_PER_TILE CTAs, launched with that cluster shape) per tile, at most as many as can be resident
 // at once (#SMs, or the number of clusters the GPU can co-schedule, which can be fewer than
 // #SMs / cluster size when a GPC has an odd number of SMs).
+// What a kernel instantiation keeps per device. CUDA function attributes (the dynamic shared-memory
+// limit) belong to one device's context and occupancy is a property of one device, so nothing here is
+// process-wide: a slot per device ordinal. XLA runs different devices' thunks from different threads
+// at the same time, hence atomics; two threads racing on one device both set the same (idempotent)
+// attribute, which is harmless.
+struct DeviceSlots {
+  std::atomic<int> ready[kMaxDevices];     // 1 once the shared-memory attribute is set on that device
+  std::atomic<int> clusters[kMaxDevices];  // co-resident clusters there (0 = not asked yet)
+};
+
 template <class C, typename Kernel>
 std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
   CUtensorMap map_a, map_b;
   std::string err = encode_ab_maps<C>(L, &map_a, &map_b);
   if (!err.empty()) return err;
-  // Raising the dynamic shared-memory limit is a per-function attribute, not a stream operation, so it
-  // is allowed while XLA captures the call into a command buffer; done once per instantiation.
-  static const cudaError_t attr_err =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
-  if (attr_err != cudaSuccess) return std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(attr_err);
+  // Per-device state (see DeviceSlots): the dynamic shared-memory limit is raised on each device before
+  // its first launch there (a function attribute, not a stream operation, so it is allowed while XLA
+  // captures the call into a command buffer), and the cluster occupancy is asked per device.
+  static DeviceSlots state;  // one per instantiation, zero-initialised (no guard, no lock)
+  if (L.device < 0 || L.device >= kMaxDevices)
+    return "device ordinal " + std::to_string(L.device) + " outside [0, " + std::to_string(kMaxDevices) + ")";
+  if (!state.ready[L.device].load(std::memory_order_acquire)) {
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
+    if (e != cudaSuccess) return std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(e);
+    state.ready[L.device].store(1, std::memory_order_release);
+  }
   constexpr int kCluster = C::CTAS_PER_TILE;
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
@@ -121,18 +137,16 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
   }
   int resident = L.num_sms / kCluster;
   if constexpr (kCluster > 1) {
-    // An occupancy query (no stream work); cached per instantiation and device SM count.
-    static std::atomic<int> cached_sms{-1}, cached_clusters{0};
-    if (cached_sms.load() != L.num_sms) {
+    // An occupancy query (no stream work), once per device.
+    int clusters = state.clusters[L.device].load(std::memory_order_acquire);
+    if (clusters == 0) {
       cfg.gridDim = dim3(kCluster * (L.num_sms / kCluster), 1, 1);
-      int clusters = 0;
       cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg);
       if (e != cudaSuccess) return std::string("cudaOccupancyMaxActiveClusters: ") + cudaGetErrorString(e);
       if (clusters < 1) return "no cluster of this kernel fits on the GPU";
-      cached_clusters.store(clusters);
-      cached_sms.store(L.num_sms);
+      state.clusters[L.device].store(clusters, std::memory_order_release);
     }
-    resident = std::min(resident, cached_clusters.load());
+    resident = std::min(resident, clusters);
   }
   const GemmProblem& p = L.p;
   const int64_t tiles = p.batch * ((p.m + C::TILE_M - 1) / C::TILE_M) * ((p.n + C::BLOCK_N - 1) / C::BLOCK_N);

@@ -241,19 +241,29 @@ NB_MODULE(_jax_tmem, m) {
      "The plan the CUDA dispatcher runs for this problem: (menu entry, its name, K splits, f32 workspace "
      "floats) - the same code (jax_tmem/menu.h) the launchers call.");
 
-  m.def("cuda_device_sms", []() {
+  m.def("cuda_device_count", []() {
 #if JAX_TMEM_HAS_CUDA
-    return jax_tmem::cuda_device_sms();
+    return jax_tmem::cuda_device_count();
 #else
     return 0;
 #endif
-  }, "SM count of the current CUDA device, 0 if none.");
+  }, "Number of CUDA devices this process's CUDA runtime sees, 0 if none.");
 
-  m.def("cuda_device_cc", []() {
+  m.def("cuda_device_sms", [](int dev) {
 #if JAX_TMEM_HAS_CUDA
-    return jax_tmem::cuda_device_cc();
+    return jax_tmem::cuda_device_sms(dev);
 #else
+    (void)dev;
+    return 0;
+#endif
+  }, nb::arg("device"), "SM count of CUDA device `device` (ordinal), 0 if unknown.");
+
+  m.def("cuda_device_cc", [](int dev) {
+#if JAX_TMEM_HAS_CUDA
+    return jax_tmem::cuda_device_cc(dev);
+#else
+    (void)dev;
     return -1;
 #endif
-  }, "Compute capability (major*10+minor) of the current CUDA device, negative if none.");
+  }, nb::arg("device"), "Compute capability (major*10+minor) of CUDA device `device`, -1 if unknown.");
 }

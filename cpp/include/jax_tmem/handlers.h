@@ -9,8 +9,10 @@ XLA_FFI_DECLARE_HANDLER_SYMBOL(JaxTmemCpuGemm);   // cpu_gemm.cc
 #if JAX_TMEM_HAS_CUDA
 XLA_FFI_DECLARE_HANDLER_SYMBOL(JaxTmemCudaGemm);  // gpu_gemm.cc
 namespace jax_tmem {
-// Compute capability of the current device as major*10+minor, or a negative CUDA error code.
-int cuda_device_cc();
-int cuda_device_sms();  // SM count of the current device, 0 if unknown
+// Properties of CUDA device `dev` (an ordinal of this process's CUDA runtime, as XLA numbers its local
+// GPUs): compute capability as major*10+minor (-1 if unknown) and SM count (0 if unknown).
+int cuda_device_count();
+int cuda_device_cc(int dev);
+int cuda_device_sms(int dev);
 }  // namespace jax_tmem
 #endif

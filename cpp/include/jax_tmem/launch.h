@@ -9,6 +9,8 @@
 
 namespace jax_tmem {
 
+constexpr int kMaxDevices = 64;  // per-device state is kept for CUDA ordinals [0, kMaxDevices)
+
 struct GemmLaunch {
   GemmProblem p;
   const void* a;
@@ -20,6 +22,7 @@ struct GemmLaunch {
   int64_t ws_count;  // its size in floats
   int num_sms;
   int cc;  // compute capability, major * 10 + minor
+  int device;  // CUDA ordinal of the device the call runs on (keys every piece of per-device state)
   cudaStream_t stream;
 };
 

@@ -1,0 +1,203 @@
+"""jax_tmem on several GPUs of one process: every device, in any order, at once, from many threads.
+
+Each kernel instantiation keeps per-device state (the dynamic shared-memory attribute, the cluster
+occupancy), so these tests touch the devices in both orders in fresh processes, run both devices in
+one program (shard_map; jit with sharded operands; a collective right after our call; a
+tensor-parallel MLP training step against lax.dot_general), dispatch from many threads, and check that
+an error on one device comes back as an exception that names it. They need at least two GPUs and skip
+with the reason elsewhere.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import jax_tmem
+from jax_tmem import _ext, _kernels
+
+from conftest import BF16, rand, seed_of
+
+pytestmark = pytest.mark.gpu
+
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "multi_gpu_worker.py")
+
+
+def _gpus():
+    if jax.default_backend() != "gpu":
+        return []
+    return [d for d in jax.local_devices() if d.platform == "gpu"]
+
+
+def _require_two_gpus():
+    gpus = _gpus()
+    if len(gpus) < 2:
+        pytest.skip(f"needs at least two GPUs in this process (it sees {len(gpus)})")
+    cc, why = _kernels.device_cc()
+    arch, why = _kernels.arch_target(cc) if cc > 0 else ("", why)
+    if not arch:
+        pytest.skip(why)
+    return gpus[:2]
+
+
+def _mesh(gpus, name="d"):
+    return Mesh(np.array(gpus), (name,))
+
+
+def _ref64(a, b):
+    return np.asarray(a.astype(jnp.float32), np.float64) @ np.asarray(b.astype(jnp.float32), np.float64)
+
+
+def _rel_err(got, ref):
+    return np.abs(np.asarray(got, np.float64) - ref).max() / np.abs(ref).max()
+
+
+@pytest.mark.parametrize("order", ["0,1", "1,0"])
+def test_every_menu_entry_on_each_device_in_either_order(order):
+    """A fresh process runs every menu entry (split-K and swap-AB included) on one GPU, then on the
+    other: the second device must work although each instantiation first ran elsewhere."""
+    _require_two_gpus()
+    r = subprocess.run([sys.executable, "-P", WORKER, order, "menu"], capture_output=True, text=True,
+                       timeout=600, env=dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false"))
+    assert r.returncode == 0 and "ALL OK" in r.stdout, (r.stdout[-3000:], r.stderr[-3000:])
+    assert f"ok device {order[-1]} config 14" in r.stdout, r.stdout[-2000:]
+
+
+def test_every_menu_entry_on_the_second_device_in_process():
+    """The same sweep in this process (where other tests ran kernels on the first GPU before), on the
+    second GPU."""
+    _require_two_gpus()
+    import multi_gpu_worker
+    multi_gpu_worker.run_cases([0, 1], "menu", log=lambda s: None)
+
+
+def test_shard_map_rows_and_psum_after_the_call():
+    """Both devices run our kernel in one program under shard_map: rows split across devices, and K
+    split across devices with a psum (a collective) right after the call."""
+    gpus = _require_two_gpus()
+    mesh = _mesh(gpus)
+    s = seed_of("shard_map")
+    x = rand(s, (512, 1024), BF16)
+    w = rand(s + 1, (1024, 768), BF16)
+    ref = _ref64(x, w)
+
+    rows = jax.jit(jax.shard_map(lambda a, b: jax_tmem.matmul(a, b, out_dtype=jnp.float32, path="kernel"),
+                                 mesh=mesh, in_specs=(P("d", None), P()), out_specs=P("d", None)))
+    got = rows(x, w)
+    assert {sh.device for sh in got.addressable_shards} == set(gpus)
+    assert _rel_err(got, ref) < 1e-4
+
+    def k_split(a, b):
+        return jax.lax.psum(jax_tmem.matmul(a, b, out_dtype=jnp.float32, path="kernel"), "d")
+
+    ksum = jax.jit(jax.shard_map(k_split, mesh=mesh, in_specs=(P(None, "d"), P("d", None)), out_specs=P()))
+    assert _rel_err(ksum(x, w), ref) < 1e-4
+
+
+def test_jit_with_sharded_operands():
+    """jit with NamedSharding operands (XLA moves data around our call as it needs): the value equals
+    the unsharded product, and the result lives on both devices."""
+    gpus = _require_two_gpus()
+    mesh = _mesh(gpus)
+    s = seed_of("jit_sharded")
+    x = jax.device_put(rand(s, (1024, 512), BF16), NamedSharding(mesh, P("d", None)))
+    w = jax.device_put(rand(s + 1, (512, 1040), BF16), NamedSharding(mesh, P(None, "d")))
+    f = jax.jit(lambda a, b: jax_tmem.matmul(a, b, out_dtype=jnp.float32, path="kernel"),
+                out_shardings=NamedSharding(mesh, P("d", None)))
+    got = f(x, w)
+    assert _rel_err(got, _ref64(x, w)) < 1e-4
+    assert {sh.device for sh in got.addressable_shards} == set(gpus)
+
+
+def _mlp_loss(mm, params, x):
+    w1, w2 = params
+    h = jax.nn.gelu(mm(x, w1).astype(jnp.float32)).astype(jnp.bfloat16)
+    y = mm(h, w2).astype(jnp.float32)
+    return jnp.mean((y - x.astype(jnp.float32)) ** 2)
+
+
+def _tp_mlp(mm, mesh, x, w1, w2):
+    rep = NamedSharding(mesh, P())
+    col, row = NamedSharding(mesh, P(None, "d")), NamedSharding(mesh, P("d", None))
+    step = jax.jit(jax.value_and_grad(lambda p, xx: _mlp_loss(mm, p, xx)),
+                   in_shardings=((col, row), rep), out_shardings=(rep, (col, row)))
+    return step((w1, w2), x)
+
+
+def test_tensor_parallel_mlp_training_step_matches_lax():
+    """The Megatron MLP step (w1 split by columns, w2 by rows, jit + NamedSharding, forward and
+    backward) completes on two GPUs and gives lax.dot_general's loss and gradients."""
+    gpus = _require_two_gpus()
+    mesh = _mesh(gpus)
+    s = seed_of("tp_mlp")
+    x = rand(s, (1024, 1024), BF16)
+    w1 = rand(s + 1, (1024, 4096), BF16, scale=0.03)
+    w2 = rand(s + 2, (4096, 1024), BF16, scale=0.03)
+    ours = lambda a, b: jax_tmem.matmul(a, b, out_dtype=jnp.bfloat16, path="kernel")
+    lax_mm = lambda a, b: jax.lax.dot_general(a, b, (((1,), (0,)), ((), ())), preferred_element_type=jnp.bfloat16)
+    jax_tmem.clear_decisions()
+    loss, (g1, g2) = jax.block_until_ready(_tp_mlp(ours, mesh, x, w1, w2))
+    assert any(d.path == "kernel" for d in jax_tmem.decisions())
+    loss_x, (g1x, g2x) = _tp_mlp(lax_mm, mesh, x, w1, w2)
+    np.testing.assert_allclose(float(loss), float(loss_x), rtol=2e-3)
+    for g, gx in ((g1, g1x), (g2, g2x)):
+        gx64 = np.asarray(gx.astype(jnp.float32), np.float64)
+        assert _rel_err(g.astype(jnp.float32), gx64) < 2e-2
+
+
+def test_many_threads_dispatch_to_both_devices():
+    """Eight threads call jitted GEMMs on both devices at once (XLA runs the devices' thunks from
+    different threads); every result is bitwise the first one computed on that device."""
+    gpus = _require_two_gpus()
+    s = seed_of("threads")
+    x = rand(s, (2056, 520), BF16)
+    w = rand(s + 1, (520, 1032), BF16)
+    xs = [jax.device_put(x, g) for g in gpus]
+    ws = [jax.device_put(w, g) for g in gpus]
+    f = jax.jit(lambda a, b: jax_tmem.matmul(a, b, out_dtype=jnp.float32, path="kernel"))
+    first = [np.asarray(f(xs[i], ws[i])) for i in range(2)]
+    assert _rel_err(first[0], _ref64(x, w)) < 1e-4
+    np.testing.assert_array_equal(first[0], first[1])
+
+    def work(t):
+        i = t % 2
+        for _ in range(10):
+            out = f(xs[i], ws[i])
+            assert out.devices() == {gpus[i]}
+            np.testing.assert_array_equal(np.asarray(out), first[i])
+        return i
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        assert sorted(pool.map(work, range(16))) == [0] * 8 + [1] * 8
+
+
+def test_error_on_one_device_names_it():
+    """An inconsistent call on the second GPU raises a Python exception that names that GPU and the
+    cause; both devices keep working afterwards."""
+    gpus = _require_two_gpus()
+    ok, why = _ext.ensure_registered("cuda")
+    assert ok, why
+    m, n, k = 64, 32, 48
+    out_types = (jax.ShapeDtypeStruct((m, n), jnp.float32), jax.ShapeDtypeStruct((1,), jnp.float32))
+    attrs = dict(batch=np.int64(1), m=np.int64(m), n=np.int64(n), k=np.int64(k), a_mn_major=np.bool_(False),
+                 b_mn_major=np.bool_(True), lda=np.int64(k), ldb=np.int64(n), stride_a=np.int64(0),
+                 stride_b=np.int64(0), activation=np.int32(0), alpha=np.float32(1), has_bias=np.bool_(False),
+                 has_c=np.bool_(False), config=np.int32(-1), splits=np.int32(0))
+    call = jax.ffi.ffi_call("jax_tmem_gemm", out_types)
+    bad = jax.jit(lambda a, b: call(a, b, **{**attrs, "m": np.int64(2 * m)})[0])
+    a = rand(1, (m, k), BF16)
+    b = rand(2, (k, n), BF16)
+    with pytest.raises(RuntimeError, match=r"jax_tmem gemm on GPU 1: .*operand a"):
+        jax.block_until_ready(bad(jax.device_put(a, gpus[1]), jax.device_put(b, gpus[1])))
+    good = jax.jit(lambda x, y: jax_tmem.matmul(x, y, out_dtype=jnp.float32, path="kernel"))
+    for g in gpus:
+        assert _rel_err(good(jax.device_put(a, g), jax.device_put(b, g)), _ref64(a, b)) < 1e-4
