@@ -174,10 +174,10 @@ def bench_shape(m, n, k, dtype, pallas, configs=(), b_layout="KN"):
             print("  pallas failed:", res["pallas_errors"][0], flush=True)
     if configs and m >= 2048:
         # The menu entries side by side (jax_tmem/menu.h; benchmarks/sweep_configs.py pairs them per round).
-        from jax_tmem import ops, _primitive
+        from jax_tmem.ops import gemm as gemm_op
         for cfg in configs:
-            contenders[f"cfg{cfg}"] = many(lambda x, y, cfg=cfg: ops._gemm(
-                x, y, None, None, bdn, jnp.dtype(out_dt), _primitive.Epilogue(), "kernel", True, cfg))
+            contenders[f"cfg{cfg}"] = many(lambda x, y, cfg=cfg: gemm_op.gemm(
+                x, y, None, None, bdn, jnp.dtype(out_dt), gemm_op.Epilogue(), "kernel", True, cfg))
     times = interleaved(contenders, (a, b))
     for key, ts in times.items():
         res[f"{key}_s"] = statistics.median(ts) / r

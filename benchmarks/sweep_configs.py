@@ -21,7 +21,7 @@ import jax.numpy as jnp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_gemm  # noqa: E402  (same operands and shape list as the main benchmark)
-from jax_tmem import _primitive, ops  # noqa: E402
+from jax_tmem.ops import gemm as gemm_op  # noqa: E402
 
 
 def _parse(c: str):
@@ -40,8 +40,8 @@ def sweep_shape(m, n, k, dtype, configs, rounds, b_layout="KN"):
     many = lambda f: jax.jit(lambda aa, bb: [f(x, y) for x, y in zip(aa, bb)])
     variants = {"xla": many(lambda x, y: jax.lax.dot_general(x, y, dn, preferred_element_type=jnp.bfloat16))}
     for c in configs:
-        variants[f"cfg{c}"] = many(lambda x, y, c=_parse(c): ops._gemm(x, y, None, None, dn, jnp.dtype("bfloat16"),
-                                                                      _primitive.Epilogue(), "kernel", True, c))
+        variants[f"cfg{c}"] = many(lambda x, y, c=_parse(c): gemm_op.gemm(x, y, None, None, dn, jnp.dtype("bfloat16"),
+                                                                      gemm_op.Epilogue(), "kernel", True, c))
     names = list(variants)
     times = bench_gemm.interleaved(variants, (a, b), rounds)  # rotated order per round, same operands
     times = {k_: [t / r for t in ts] for k_, ts in times.items()}

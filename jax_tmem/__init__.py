@@ -5,8 +5,8 @@ a supported GPU they run jax_tmem's CUDA kernels through XLA FFI custom calls; e
 the same semantics through XLA. ``python -m jax_tmem`` reports which path each dtype takes and why.
 """
 
-from jax_tmem._config import Decision, clear_decisions, current_path, decisions, use_path
-from jax_tmem.ops import SUPPORTED_DTYPES, dot_general, matmul
+from jax_tmem._core.config import Decision, clear_decisions, current_path, decisions, use_path
+from jax_tmem.api import SUPPORTED_DTYPES, dot_general, matmul
 
 __version__ = "0.1.0"
 

@@ -13,7 +13,7 @@ import numpy as np
 
 
 def _ext():
-    from jax_tmem import _ext as ext
+    from jax_tmem._core import ext
     mod, why = ext.load()
     if mod is None:
         raise RuntimeError(f"jax_tmem.isa needs the C++ extension: {why}")

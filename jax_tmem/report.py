@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jax_tmem
-from jax_tmem import _config, _ext, _kernels
+from jax_tmem._core import arch as _arch, config as _config, ext as _ext
 
 DTYPES = [("bfloat16", "bfloat16"), ("float16", "float16"), ("float32", "float32"),
           ("float8_e4m3fn", "float8_e4m3fn"), ("float8_e5m2", "float8_e4m3fn"), ("int8", "int8")]
@@ -75,7 +75,7 @@ def _bench(m, n, k, dtype, reps=10):
 def main() -> int:
     _line(f"jax_tmem {jax_tmem.__version__}  |  jax {jax.__version__}  |  backend {jax.default_backend()}")
     dev = jax.devices()[0]
-    cc, cc_why = _kernels.device_cc()
+    cc, cc_why = _arch.device_cc()
     _line(f"device: {dev.device_kind}" + (f"  |  compute capability {cc // 10}.{cc % 10}" if cc > 0 else ""))
     mod, why = _ext.load()
     info = _ext.build_info()

@@ -10,7 +10,7 @@ The weight-like operand B is K x N (MN-major), as in benchmarks/bench_gemm.py.""
 import argparse
 import jax, jax.numpy as jnp
 import jax_tmem
-from jax_tmem import _primitive, ops
+from jax_tmem.ops import gemm as gemm_op
 
 ap = argparse.ArgumentParser()
 ap.add_argument("variants", nargs="+", help="menu configs (-1 = heuristic) and/or 'xla'")
@@ -29,8 +29,8 @@ for v in args.variants:
     elif v == "-1":  # the public API, as the benchmark calls it (fp8 MN-major B is transposed first)
         fns["auto"] = jax.jit(lambda x, y: jax_tmem.dot_general(x, y, dn, preferred_element_type=jnp.bfloat16, path="kernel"))
     else:
-        fns[f"cfg{v}"] = jax.jit(lambda x, y, c=int(v): ops._gemm(x, y, None, None, dn, jnp.dtype("bfloat16"),
-                                                                  _primitive.Epilogue(), "kernel", True, c))
+        fns[f"cfg{v}"] = jax.jit(lambda x, y, c=int(v): gemm_op.gemm(x, y, None, None, dn, jnp.dtype("bfloat16"),
+                                                                  gemm_op.Epilogue(), "kernel", True, c))
 for name, f in fns.items():
     for _ in range(3):
         jax.block_until_ready(f(a, b))

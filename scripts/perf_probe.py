@@ -4,7 +4,7 @@ With an argument it runs one GEMM for ncu."""
 import sys, time, statistics
 import jax, jax.numpy as jnp
 import jax_tmem
-from jax_tmem import _primitive, ops
+from jax_tmem.ops import gemm as gemm_op
 
 def t(f, *a, reps=5):
     jax.block_until_ready(f(*a)); ts = []
@@ -18,8 +18,8 @@ for m, n, k in [(8192, 8192, 1024), (8192, 8192, 4096), (8192, 8192, 16384)]:
     b = [jax.random.normal(jax.random.key(10 + i), (k, n), jnp.bfloat16) for i in range(R)]
     row = f"{m}x{n}x{k}:"
     for cfg in (-1, 0, 1):
-        f = jax.jit(lambda aa, bb, cfg=cfg: [ops._gemm(x, y, None, None, (((1,), (0,)), ((), ())), jnp.dtype("bfloat16"),
-                    _primitive.Epilogue(), "kernel", True, cfg) for x, y in zip(aa, bb)])
+        f = jax.jit(lambda aa, bb, cfg=cfg: [gemm_op.gemm(x, y, None, None, (((1,), (0,)), ((), ())), jnp.dtype("bfloat16"),
+                    gemm_op.Epilogue(), "kernel", True, cfg) for x, y in zip(aa, bb)])
         row += f" cfg{cfg} {2*m*n*k/(t(f, a, b)/R)/1e12:.0f}"
     g = jax.jit(lambda aa, bb: [jnp.dot(x, y) for x, y in zip(aa, bb)])
     row += f" | xla {2*m*n*k/(t(g, a, b)/R)/1e12:.0f}"

@@ -19,7 +19,7 @@ import time
 import jax
 import jax.numpy as jnp
 
-from jax_tmem import _primitive, ops
+from jax_tmem.ops import gemm as gemm_op
 
 ap = argparse.ArgumentParser()
 ap.add_argument("variants", nargs="+", help="menu configs (e.g. 8, 11:2), 'auto' and/or 'xla'")
@@ -49,8 +49,8 @@ for v in args.variants:
         fns[v] = many(lambda x, y: jax_tmem.dot_general(x, y, dn, preferred_element_type=jnp.bfloat16, path="kernel"))
     else:
         c = tuple(int(s) for s in v.split(":")) if ":" in v else int(v)
-        fns[f"cfg{v}"] = many(lambda x, y, c=c: ops._gemm(x, y, None, None, dn, jnp.dtype("bfloat16"),
-                                                          _primitive.Epilogue(), "kernel", True, c))
+        fns[f"cfg{v}"] = many(lambda x, y, c=c: gemm_op.gemm(x, y, None, None, dn, jnp.dtype("bfloat16"),
+                                                          gemm_op.Epilogue(), "kernel", True, c))
 for f in fns.values():
     jax.block_until_ready(f(a, b))
 

@@ -17,7 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jax_tmem import _kernels, _primitive, ops
+from jax_tmem._core import arch as _arch
+from jax_tmem.ops import gemm as gemm_op
 
 SM90_MENU = (0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14)
 SM100_MENU = (0, 1, 4, 8, 9, 11, 12, 13, 14)
@@ -40,8 +41,8 @@ def run_cases(order, configs="menu", log=print) -> None:
     that order, against a float64 reference and bitwise repeatable; raises AssertionError on the first
     failure."""
     gpus = [d for d in jax.local_devices() if d.platform == "gpu"]
-    cc, why = _kernels.device_cc()
-    arch, why = _kernels.arch_target(cc) if cc > 0 else ("", why)
+    cc, why = _arch.device_cc()
+    arch, why = _arch.arch_target(cc) if cc > 0 else ("", why)
     assert arch, f"no kernels: {why}"
     if configs == "menu":
         configs = SM90_MENU if arch == "sm_90a" else SM100_MENU
@@ -53,8 +54,8 @@ def run_cases(order, configs="menu", log=print) -> None:
                     continue
                 dtype = jnp.float8_e4m3fn if si == 1 else jnp.bfloat16  # shape 1 is K-major on both sides
                 a, b, dn = operands(1000 * cfg + si, m, n, k, am, bm, dtype, dev)
-                fn = jax.jit(lambda x, y: ops._gemm(x, y, None, None, dn, np.dtype(np.float32),
-                                                    _primitive.Epilogue(), "kernel", True, cfg))
+                fn = jax.jit(lambda x, y: gemm_op.gemm(x, y, None, None, dn, np.dtype(np.float32),
+                                                    gemm_op.Epilogue(), "kernel", True, cfg))
                 out = fn(a, b)
                 assert out.devices() == {dev}, (out.devices(), dev)
                 got = np.asarray(out, np.float64)

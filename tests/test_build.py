@@ -18,7 +18,7 @@ import subprocess
 
 import pytest
 
-from jax_tmem import _ext
+from jax_tmem._core import ext as _ext
 
 pytestmark = pytest.mark.cuda_build
 

@@ -10,8 +10,9 @@ import pytest
 from jax import lax
 
 import jax_tmem
-from jax_tmem import _canon
-from jax_tmem._primitive import Epilogue
+from jax_tmem._core import canon as _canon
+from jax_tmem.ops import gemm as gemm_op
+from jax_tmem.ops.gemm import Epilogue
 from conftest import (BF16, E4M3, E5M2, F16, F32, PATHS, assert_close, f64, rand, ref_dot_general, run_path)
 
 M, N, K, B, B2, K2, M2, N2 = 5, 6, 7, 3, 2, 4, 9, 8
@@ -182,7 +183,7 @@ def test_broadcast_batch_pairs(path, side, seed):
     else:
         lhs, rhs = rand(seed, (K, B, M), BF16), rand(seed + 1, (N, K), BF16)
         dims = (((0,), (1,)), ((1,), (None,)))
-    f = lambda x, y: jax_tmem.ops.bind_gemm(x, y, dimension_numbers=dims, out_dtype=F32, epilogue=Epilogue(),
+    f = lambda x, y: gemm_op.bind_gemm(x, y, dimension_numbers=dims, out_dtype=F32, epilogue=Epilogue(),
                                             requested=path, allow_tf32=True)
     out = run_path(path, f, lhs, rhs)
     assert out.shape == (B, M, N)

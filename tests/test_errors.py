@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import jax_tmem
-from jax_tmem import _ext
+from jax_tmem._core import ext as _ext
 from conftest import BF16, F16, F32, PATHS, rand
 
 M, N, K = 3, 4, 5
@@ -317,7 +317,7 @@ def test_ffi_handler_rejects_bad_optional_buffers(ab, seed):
 
 _OVERFLOW_SCRIPT = textwrap.dedent("""
     import sys, jax, jax.numpy as jnp, numpy as np
-    from jax_tmem import _ext
+    from jax_tmem._core import ext as _ext
     _ext.ensure_registered("cpu")
     a, b = jnp.ones((3, 5), jnp.float32), jnp.ones((5, 4), jnp.float32)
     attrs = dict(batch=1, m=3, n=4, k=5, a_mn_major=False, b_mn_major=True, lda=2**62 + 2**40, ldb=4,

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import jax_tmem
-from jax_tmem import _kernels
+from jax_tmem._core import arch as _arch
 
 from conftest import BF16, E4M3, E5M2, F16, F32, rand, seed_of
 
@@ -25,14 +25,14 @@ pytestmark = pytest.mark.gpu
 
 
 def _cc():
-    return _kernels.device_cc()[0] if jax.default_backend() == "gpu" else -1
+    return _arch.device_cc()[0] if jax.default_backend() == "gpu" else -1
 
 
 def _require_kernels():
     cc = _cc()
     if cc < 0:
         pytest.skip("no CUDA GPU")
-    arch, why = _kernels.arch_target(cc)
+    arch, why = _arch.arch_target(cc)
     if not arch:
         pytest.skip(why)
     return arch
@@ -214,13 +214,13 @@ def test_command_buffers_on_and_off_agree(variant):
     prog = textwrap.dedent("""
         import sys
         import jax, jax.numpy as jnp, numpy as np, jax_tmem
-        from jax_tmem import _primitive, ops
+        from jax_tmem.ops import gemm as gemm_op
         cfg = int(sys.argv[2])
         def mm(x, w, act=None, out=jnp.bfloat16):
             if cfg < 0:
                 return jax_tmem.matmul(x, w, activation=act, out_dtype=out, path="kernel")
-            return ops._gemm(x, w, None, None, (((1,), (0,)), ((), ())), jnp.dtype(out),
-                             _primitive.Epilogue(activation=act), "kernel", True, cfg)
+            return gemm_op.gemm(x, w, None, None, (((1,), (0,)), ((), ())), jnp.dtype(out),
+                             gemm_op.Epilogue(activation=act), "kernel", True, cfg)
         k = jax.random.split(jax.random.key(7), 3)
         x = jax.random.normal(k[0], (256, 512), jnp.bfloat16)
         w1 = jax.random.normal(k[1], (512, 384), jnp.bfloat16) * 0.05
@@ -287,11 +287,11 @@ def test_every_menu_config(config, dtypes, layout):
         pytest.skip(f"config {config} is not in the {arch} menu")
     if config in SWAP_AB and layout[0] == "MN":
         pytest.skip("swap-AB reads the lhs as its narrow wgmma B operand: K-major only (the heuristic knows)")
-    from jax_tmem import _primitive, ops
+    from jax_tmem.ops import gemm as gemm_op
     for m, n, k in [(1000, 776, 1008), (264, 136, 48), (2056, 1040, 304)]:
         s = seed_of("cfg", config, dtypes, layout, m, n, k)
         a, b, dn = _layout_operands(s, dtypes[0], dtypes[1], m, n, k, *layout)
-        fn = lambda x, y: ops._gemm(x, y, None, None, dn, np.dtype(F32), _primitive.Epilogue(), "kernel", True, config)
+        fn = lambda x, y: gemm_op.gemm(x, y, None, None, dn, np.dtype(F32), gemm_op.Epilogue(), "kernel", True, config)
         o1, o2 = _run_poisoned(fn, (m, n), F32, a, b)
         ref = _ref(a, b, dn)
         assert not np.isnan(o1).any(), "kernel left unwritten (NaN-poisoned) outputs"
@@ -310,7 +310,7 @@ def test_split_k_and_swap_ab(config, splits, dtypes, b_major):
     output stored transposed). Tails in M, N and K, M and N of 1, batches, bias + gelu + alpha,
     accumulate into c, every output dtype; bitwise repeatable (the reduction order is fixed)."""
     _require_kernels()
-    from jax_tmem import _primitive, ops
+    from jax_tmem.ops import gemm as gemm_op
     cases = [(1, 1000, 1000, 0, BF16, False), (7, 136, 4104, 2, F32, True), (64, 264, 520, 0, F16, True),
              (33, 8, 200, 3, BF16, False), (130, 1, 776, 0, F32, False)]
     for m, n, k, batch, out_dtype, with_c in cases:
@@ -321,13 +321,13 @@ def test_split_k_and_swap_ab(config, splits, dtypes, b_major):
         a, b, dn = _layout_operands(s, dtypes[0], dtypes[1], m, n, k, "K", b_major, batch)
         out_shape = ((batch,) if batch else ()) + (m, n)
         bias, c = rand(s + 2, (n,), F32), rand(s + 3, out_shape, out_dtype)
-        epi = _primitive.Epilogue(activation="gelu", alpha=0.5, has_bias=True, has_c=with_c)
+        epi = gemm_op.Epilogue(activation="gelu", alpha=0.5, has_bias=True, has_c=with_c)
         cfg = (config, splits)
         if with_c:
-            f = jax.jit(lambda x, y, bb, cc: ops._gemm(x, y, bb, cc, dn, np.dtype(out_dtype), epi, "kernel", True, cfg))
+            f = jax.jit(lambda x, y, bb, cc: gemm_op.gemm(x, y, bb, cc, dn, np.dtype(out_dtype), epi, "kernel", True, cfg))
             o1, o2 = (np.asarray(f(a, b, bias, c).astype(jnp.float32)) for _ in range(2))
         else:
-            fn = lambda x, y, bb: ops._gemm(x, y, bb, None, dn, np.dtype(out_dtype), epi, "kernel", True, cfg)
+            fn = lambda x, y, bb: gemm_op.gemm(x, y, bb, None, dn, np.dtype(out_dtype), epi, "kernel", True, cfg)
             o1, o2 = _run_poisoned(fn, out_shape, out_dtype, a, b, bias)
         ref = _ref(a, b, dn, bias=bias, act="gelu", alpha=0.5, c=c if with_c else None)
         assert not np.isnan(o1).any(), f"{m}x{n}x{k}: unwritten (NaN-poisoned) outputs"
@@ -361,7 +361,7 @@ def test_log_names_the_kernel_menu_entry():
     device's SM count; a forced config shows as forced; a config outside the arch's menu raises at
     trace time."""
     arch = _require_kernels()
-    from jax_tmem import _primitive, ops
+    from jax_tmem.ops import gemm as gemm_op
     a, b = rand(1, (2048, 256), BF16), rand(2, (256, 2048), BF16)
     jax_tmem.clear_decisions()
     jax.jit(lambda x, y: jax_tmem.matmul(x, y, path="kernel"))(a, b)
@@ -373,11 +373,11 @@ def test_log_names_the_kernel_menu_entry():
     forced = 0 if arch == "sm_90a" else 1
     jax_tmem.clear_decisions()
     dn = (((1,), (0,)), ((), ()))
-    jax.jit(lambda x, y: ops._gemm(x, y, None, None, dn, np.dtype(F32), _primitive.Epilogue(), "kernel", True,
+    jax.jit(lambda x, y: gemm_op.gemm(x, y, None, None, dn, np.dtype(F32), gemm_op.Epilogue(), "kernel", True,
                                    forced))(a, b)
     assert f"(config {forced}, forced)" in jax_tmem.decisions()[-1].target
     with pytest.raises(ValueError, match="menu entry"):
-        jax.jit(lambda x, y: ops._gemm(x, y, None, None, dn, np.dtype(F32), _primitive.Epilogue(), "kernel",
+        jax.jit(lambda x, y: gemm_op.gemm(x, y, None, None, dn, np.dtype(F32), gemm_op.Epilogue(), "kernel",
                                        True, 15))(a, b)
 
 
@@ -407,20 +407,20 @@ def test_tma_store_epilogue(out_dtype, m, n):
     accumulating into c; tiles whose later row groups (m=130) or whole column chunks (n=72) lie outside
     the output, where the kernel commits empty bulk groups instead of stores."""
     _require_kernels()
-    from jax_tmem import _primitive, ops
+    from jax_tmem.ops import gemm as gemm_op
     s = seed_of("tmastore", out_dtype, m, n)
     B, k = 2, 200
     a, b = rand(s, (B, m, k), BF16), rand(s + 1, (B, k, n), BF16)
     bias, c = rand(s + 2, (n,), F32), rand(s + 3, (B, m, n), out_dtype)
     dn = (((2,), (1,)), ((0,), (0,)))
     for with_c in (False, True):
-        epi = _primitive.Epilogue(activation="gelu", alpha=0.5, has_bias=True, has_c=with_c)
+        epi = gemm_op.Epilogue(activation="gelu", alpha=0.5, has_bias=True, has_c=with_c)
         if with_c:
-            fn = lambda x, y, bb, cc: ops._gemm(x, y, bb, cc, dn, np.dtype(out_dtype), epi, "kernel", True, 8)
+            fn = lambda x, y, bb, cc: gemm_op.gemm(x, y, bb, cc, dn, np.dtype(out_dtype), epi, "kernel", True, 8)
             f = jax.jit(fn)
             o1, o2 = (np.asarray(f(a, b, bias, c).astype(jnp.float32)) for _ in range(2))
         else:
-            fn = lambda x, y, bb: ops._gemm(x, y, bb, None, dn, np.dtype(out_dtype), epi, "kernel", True, 8)
+            fn = lambda x, y, bb: gemm_op.gemm(x, y, bb, None, dn, np.dtype(out_dtype), epi, "kernel", True, 8)
             o1, o2 = _run_poisoned(fn, (B, m, n), out_dtype, a, b, bias)
         ref = _ref(a, b, dn, bias=bias, act="gelu", alpha=0.5, c=c if with_c else None)
         assert not np.isnan(o1).any(), "kernel left unwritten (NaN-poisoned) outputs"
@@ -433,10 +433,10 @@ def test_tma_store_epilogue_rejects_unaligned_rows():
     """Forcing config 8 on an output whose row pitch TMA cannot address (100 bf16 = 200 bytes) is an
     error from the FFI handler that names the output, not a wrong result or a crash."""
     _require_kernels()
-    from jax_tmem import _primitive, ops
+    from jax_tmem.ops import gemm as gemm_op
     a, b = rand(1, (64, 32), BF16), rand(2, (100, 32), BF16)  # both K-major: 64-byte rows, fine for TMA
-    fn = jax.jit(lambda x, y: ops._gemm(x, y, None, None, (((1,), (1,)), ((), ())), np.dtype(BF16),
-                                        _primitive.Epilogue(), "kernel", True, 8))
+    fn = jax.jit(lambda x, y: gemm_op.gemm(x, y, None, None, (((1,), (1,)), ((), ())), np.dtype(BF16),
+                                        gemm_op.Epilogue(), "kernel", True, 8))
     with pytest.raises(Exception, match="output \\(TMA store epilogue\\)"):
         jax.block_until_ready(fn(a, b))
 

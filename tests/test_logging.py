@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import jax_tmem
-from jax_tmem import _config
+from jax_tmem._core import config as _config
 from conftest import BF16, F32, assert_close, rand, ref_matmul
 
 M, N, K = 5, 6, 7
@@ -266,7 +266,7 @@ def test_jit_cache_keeps_the_traced_path(abw):
 
 def test_handler_jaxlib_mismatch_is_explained():
     """Handlers compiled against a newer jaxlib than the running one are reported in plain words."""
-    from jax_tmem import _ext
+    from jax_tmem._core import ext as _ext
     info = {"jaxlib_version": "0.11.2", "ffi_api_version": (0, 4)}
     why = _ext.version_mismatch(info, "0.10.2")
     assert "compiled against jaxlib 0.11.2" in why and "0.10.2 is running" in why and "--no-build-isolation" in why

@@ -23,7 +23,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import jax_tmem
-from jax_tmem import _ext, _kernels
+from jax_tmem._core import arch as _arch, ext as _ext
 
 from conftest import BF16, rand, seed_of
 
@@ -42,8 +42,8 @@ def _require_two_gpus():
     gpus = _gpus()
     if len(gpus) < 2:
         pytest.skip(f"needs at least two GPUs in this process (it sees {len(gpus)})")
-    cc, why = _kernels.device_cc()
-    arch, why = _kernels.arch_target(cc) if cc > 0 else ("", why)
+    cc, why = _arch.device_cc()
+    arch, why = _arch.arch_target(cc) if cc > 0 else ("", why)
     if not arch:
         pytest.skip(why)
     return gpus[:2]

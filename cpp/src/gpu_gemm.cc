@@ -43,17 +43,15 @@ ffi::Error cuda_gemm_handler(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuff
                              ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> workspace,
                              JAX_TMEM_GEMM_ATTR_PARAMS) {
   // The device is the one whose context XLA made current for this thunk (where cudaFuncSetAttribute and
-  // the launch act); it must own the stream. Every error names it.
+  // the launch act). Every error names it. (No stream query here: during command-buffer capture a
+  // query of the capturing stream, cudaStreamGetDevice included, invalidates the capture.)
   int dev = -1;
   if (cudaGetDevice(&dev) != cudaSuccess) return ffi::Error::Internal("jax_tmem gemm: cudaGetDevice failed");
-  const std::string where = "jax_tmem gemm on GPU " + std::to_string(dev);
-#if CUDART_VERSION >= 12080
-  int stream_dev = -1;
-  if (cudaStreamGetDevice(stream, &stream_dev) == cudaSuccess && stream_dev != dev)
-    return ffi::Error::Internal(where + ": XLA's stream belongs to GPU " + std::to_string(stream_dev));
-#endif
+  auto fail = [dev](ffi::ErrorCode code, const std::string& why) {  // built only on the error path
+    return ffi::Error(code, "jax_tmem gemm on GPU " + std::to_string(dev) + ": " + why);
+  };
   const DeviceInfo info = device_info(dev);
-  if (info.cc < 0) return ffi::Error::Internal(where + ": cannot read its compute capability");
+  if (info.cc < 0) return fail(ffi::ErrorCode::kInternal, "cannot read its compute capability");
   GemmLaunch L{};
   const void* bias = nullptr;
   const void* c = nullptr;
@@ -62,7 +60,7 @@ ffi::Error cuda_gemm_handler(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuff
   if (err.failure()) {
     std::string why = err.message();
     if (why.rfind("jax_tmem gemm: ", 0) == 0) why.erase(0, 15);  // the shared decoder's own prefix
-    return ffi::Error(*err.errc(), where + ": " + why);
+    return fail(*err.errc(), why);
   }
   L.a = a.untyped_data();
   L.b = b.untyped_data();
@@ -70,7 +68,7 @@ ffi::Error cuda_gemm_handler(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuff
   L.c = c;
   L.out = out->untyped_data();
   if (workspace->element_type() != ffi::DataType::F32)
-    return ffi::Error::InvalidArgument(where + ": the workspace result must be float32");
+    return fail(ffi::ErrorCode::kInvalidArgument, "the workspace result must be float32");
   L.ws = static_cast<float*>(workspace->untyped_data());
   L.ws_count = static_cast<int64_t>(workspace->element_count());
   L.num_sms = info.num_sms;
@@ -93,7 +91,7 @@ ffi::Error cuda_gemm_handler(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuff
   } else {
     msg = "no jax_tmem kernel for compute capability " + std::to_string(info.cc);
   }
-  if (!msg.empty()) return ffi::Error::InvalidArgument(where + " (sm_" + std::to_string(info.cc) + "): " + msg);
+  if (!msg.empty()) return fail(ffi::ErrorCode::kInvalidArgument, "(sm_" + std::to_string(info.cc) + ") " + msg);
   return ffi::Error::Success();
 }
 

@@ -1,4 +1,6 @@
-// jax_tmem: host launch of one sm_100a/sm_103a kernel instantiation (shared by the sm100_gemm*.cu units).
+// jax_tmem: host launch of one sm_100a/sm_103a kernel instantiation: run_tile<kind, majors> runs every
+// menu entry of one kernel family. The dispatcher (sm100_gemm.cu) only declares the families; each is
+// instantiated in its own generated translation unit (sm100_instances.def), built in parallel.
 #pragma once
 
 #include <string>
@@ -64,8 +66,5 @@ std::string run_majors(const GemmLaunch& L, Tile tile) {
   if (am && !bm) return run_tile<K, true, false>(L, tile);
   return run_tile<K, true, true>(L, tile);
 }
-
-// Defined in sm100_gemm_fp8.cu: every fp8 mix and int8 x int8 (sm_100a only), any majorness.
-std::string run_8bit(const GemmLaunch& L, Tile tile);
 
 }  // namespace jax_tmem::sm100

@@ -1,5 +1,6 @@
-// jax_tmem: host launch of one sm_90a kernel instantiation (shared by the sm90_gemm*.cu units, which
-// split the instantiation menu so the build compiles them in parallel).
+// jax_tmem: host launch of one sm_90a kernel instantiation: run_tile<kind, majors> runs every menu entry
+// of one kernel family. The dispatcher (sm90_gemm.cu) only declares the families; each is instantiated
+// in its own generated translation unit (sm90_instances.def), so the build compiles them in parallel.
 #pragma once
 
 #include <algorithm>
@@ -49,8 +50,5 @@ std::string run_tile(const GemmLaunch& L, Tile tile) {
     default: return run<Config<K, 128, 6, AMN, BMN>>(L);
   }
 }
-
-// Defined in sm90_gemm_8bit.cu: tf32 and every fp8 mix (K-major A and B only).
-std::string run_8bit_or_tf32(const GemmLaunch& L, Tile tile);
 
 }  // namespace jax_tmem::sm90

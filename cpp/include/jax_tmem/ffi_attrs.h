@@ -1,6 +1,6 @@
 // jax_tmem: decoding of the GEMM attributes shared by the CPU and CUDA FFI handlers. The binding
 // (attribute names and types) lives here once so both handlers stay identical; the Python side
-// (jax_tmem/_primitive.py, _ffi_attrs) passes exactly these names with these numpy types.
+// (jax_tmem/ops/gemm.py, _ffi_call) passes exactly these names with these numpy types.
 #pragma once
 
 #include <cstdint>

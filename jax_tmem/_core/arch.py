@@ -12,7 +12,7 @@ import os
 import jax
 import numpy as np
 
-from jax_tmem import _canon, _ext
+from jax_tmem._core import canon as _canon, ext as _ext
 
 BF16, F16, F32 = np.dtype("bfloat16"), np.dtype("float16"), np.dtype("float32")
 E4M3, E5M2 = np.dtype("float8_e4m3fn"), np.dtype("float8_e5m2")

@@ -1,0 +1,244 @@
+"""The public matmul API: ``matmul`` and ``dot_general`` (a drop-in for ``lax.dot_general``).
+
+Both validate their inputs at trace time (a clear exception naming the argument), turn shapes and
+broadcasting into dimension numbers, and call the differentiable GEMM op (``jax_tmem.ops.gemm``), which
+decides the path (kernel or XLA, see ``_core.config``) and whose backward pass is two more GEMMs
+through the same path.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jax_tmem._core import arch as _arch, canon as _canon, config as _config
+from jax_tmem.ops.gemm import ACTIVATIONS, Epilogue, common_dtype, gemm
+
+SUPPORTED_DTYPES = tuple(np.dtype(d) for d in ("bfloat16", "float16", "float32", "float8_e4m3fn", "float8_e5m2",
+                                                "int8"))
+_SUPPORTED_NAMES = ", ".join(d.name for d in SUPPORTED_DTYPES)
+_OUT_NAMES = "float32, bfloat16, float16"
+
+
+# ---- input checking ---------------------------------------------------------------------------
+
+def _check_array(x, name: str):
+    if not isinstance(x, (jax.Array, np.ndarray, jax.core.Tracer)) and not hasattr(x, "__jax_array__"):
+        raise TypeError(f"jax_tmem: {name} must be a JAX or NumPy array, got {type(x).__name__}")
+    return jnp.asarray(x)
+
+
+def _check_dtype(x, name: str):
+    if np.dtype(x.dtype) not in SUPPORTED_DTYPES:
+        raise TypeError(f"jax_tmem: {name} has dtype {x.dtype}; supported: {_SUPPORTED_NAMES}")
+
+
+def _check_out_dtype(dt, name: str):
+    dt = np.dtype(dt)
+    if dt not in _arch.OUT_TYPES:
+        raise TypeError(f"jax_tmem: {name}={dt} is not supported; use one of {_OUT_NAMES}")
+    return dt
+
+
+def _check_path(path):
+    if path is not None and path not in ("auto", "kernel", "xla"):
+        raise ValueError(f"jax_tmem: path={path!r} is not supported; use 'auto', 'kernel' or 'xla' (or None)")
+
+
+def _check_activation(activation):
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"jax_tmem: activation={activation!r} is not supported; use one of "
+                         f"{[k for k in ACTIVATIONS]}")
+
+
+def _allow_tf32(precision) -> bool:
+    """tf32 tensor cores are allowed where JAX's precision allows them (DEFAULT, or the config default)."""
+    if precision is None:
+        precision = jax.config.jax_default_matmul_precision
+    if isinstance(precision, (tuple, list)):
+        return all(_allow_tf32(p if p is not None else jax.config.jax_default_matmul_precision) for p in precision)
+    if precision is None:
+        return True
+    if isinstance(precision, str):
+        return precision.lower() in ("default", "bfloat16", "tensorfloat32", "fastest")
+    return precision == lax.Precision.DEFAULT
+
+
+# ---- public API -------------------------------------------------------------------------------
+
+def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None, *,
+                path: Optional[str] = None, **kwargs: Any):
+    """A drop-in for :func:`jax.lax.dot_general` that runs jax_tmem's kernels where they apply.
+
+    Contracting and batch dims may sit anywhere: they become operand majorness (K-major or MN-major)
+    and strides for the kernels, never a transpose in memory; layouts the kernels cannot read go to
+    ``lax.dot_general`` (``JAX_TMEM_LOG=1`` says so). Extra keywords that Flax passes (``out_sharding``,
+    ...) are accepted; ``out_sharding`` must be None (use ``jax.shard_map`` for sharded GEMMs).
+    Operands of other dtypes (integers, float64, complex) go to ``lax.dot_general`` unchanged.
+
+    Example::
+
+        y = jax_tmem.dot_general(x, w, (((x.ndim - 1,), (0,)), ((), ())))
+        nn.Dense(128, dot_general=jax_tmem.dot_general)
+    """
+    if kwargs.get("out_sharding") is not None:
+        raise ValueError("jax_tmem.dot_general: out_sharding is not supported; run it under jax.shard_map")
+    unknown = set(kwargs) - {"out_sharding"}
+    if unknown:
+        raise TypeError(f"jax_tmem.dot_general: unexpected keyword(s) {sorted(unknown)}")
+    _check_path(path)
+    lhs, rhs = _check_array(lhs, "lhs"), _check_array(rhs, "rhs")
+    (lc, rc), (lb, rb) = dimension_numbers
+    lc, rc, lb, rb = (tuple(int(d) for d in x) for x in (lc, rc, lb, rb))
+    if np.dtype(lhs.dtype) not in SUPPORTED_DTYPES or np.dtype(rhs.dtype) not in SUPPORTED_DTYPES:
+        _config.record(_config.Decision("dot_general", f"{lhs.dtype} x {rhs.dtype}", "xla", "lax.dot_general",
+                                        "dtype not handled by jax_tmem"))
+        return lax.dot_general(lhs, rhs, dimension_numbers, precision=precision,
+                               preferred_element_type=preferred_element_type)
+    _check_dims(lhs, rhs, lc, rc, lb, rb)
+    if preferred_element_type is None:
+        out_dtype = common_dtype(lhs.dtype, rhs.dtype)
+        if out_dtype not in _arch.OUT_TYPES:  # fp8 result: what lax would give; kernels don't write fp8
+            _config.record(_config.Decision("dot_general", f"{lhs.dtype} x {rhs.dtype}", "xla",
+                                            "lax.dot_general", f"{out_dtype} output (kernels write {_OUT_NAMES})"))
+            return lax.dot_general(lhs, rhs, dimension_numbers, precision=precision)
+    elif (jnp.issubdtype(lhs.dtype, jnp.integer) and jnp.issubdtype(rhs.dtype, jnp.integer)
+          and jnp.issubdtype(preferred_element_type, jnp.integer)):
+        # e.g. int8 x int8 -> int32: the kernels write float outputs only.
+        _config.record(_config.Decision("dot_general", f"{lhs.dtype} x {rhs.dtype}", "xla", "lax.dot_general",
+                                        f"{np.dtype(preferred_element_type).name} output (kernels write {_OUT_NAMES})"))
+        return lax.dot_general(lhs, rhs, dimension_numbers, precision=precision,
+                               preferred_element_type=preferred_element_type)
+    else:
+        out_dtype = _check_out_dtype(preferred_element_type, "preferred_element_type")
+    lhs, rhs = _promote_pair(lhs, rhs)
+    requested = path or _config.current_path()
+    return gemm(lhs, rhs, None, None, ((lc, rc), (lb, rb)), out_dtype, Epilogue(), requested,
+                 _allow_tf32(precision), -1)
+
+
+def _check_dims(lhs, rhs, lc, rc, lb, rb):
+    if len(lc) != len(rc):
+        raise ValueError(f"jax_tmem: lhs has {len(lc)} contracting dims and rhs {len(rc)}; they must pair up")
+    if len(lb) != len(rb):
+        raise ValueError(f"jax_tmem: lhs has {len(lb)} batch dims and rhs {len(rb)}; they must pair up")
+    for name, x, dims in (("lhs", lhs, lc + lb), ("rhs", rhs, rc + rb)):
+        if any(d < 0 or d >= x.ndim for d in dims) or len(set(dims)) != len(dims):
+            raise ValueError(f"jax_tmem: {name} dims {dims} are out of range or repeated for shape {x.shape}")
+    for l, r in zip(lc, rc):
+        if lhs.shape[l] != rhs.shape[r]:
+            raise ValueError(f"jax_tmem: contracting dim lhs[{l}]={lhs.shape[l]} != rhs[{r}]={rhs.shape[r]} "
+                             f"(shapes {lhs.shape} and {rhs.shape})")
+    for l, r in zip(lb, rb):
+        if lhs.shape[l] != rhs.shape[r]:
+            raise ValueError(f"jax_tmem: batch dim lhs[{l}]={lhs.shape[l]} != rhs[{r}]={rhs.shape[r]} "
+                             f"(shapes {lhs.shape} and {rhs.shape})")
+
+
+def _promote_pair(lhs, rhs):
+    """Same-width float operands stay as they are; fp8 x fp8 mixes stay (the kernels take them);
+    other mixes are promoted like jnp.matmul (e.g. bf16 x f32 -> f32)."""
+    a, b = np.dtype(lhs.dtype), np.dtype(rhs.dtype)
+    if a == b or (a in _arch.FP8 and b in _arch.FP8):
+        return lhs, rhs
+    common = common_dtype(a, b)
+    return lhs.astype(common), rhs.astype(common)
+
+
+def matmul(a, b, *, bias=None, activation: Optional[str] = None, out_dtype=None, alpha: float = 1.0,
+           c=None, precision=None, path: Optional[str] = None):
+    """``jnp.matmul`` with a fused epilogue: ``act(alpha * (a @ b) + bias) + c``.
+
+    Shapes: ``(..., M, K) @ (K, N)``, ``(B, M, K) @ (B, K, N)`` (batch dims broadcast like jnp.matmul;
+    a 2-D ``a`` against a batched ``b`` is read without copying ``a``), and 1-D operands as in jnp.matmul.
+
+    Args:
+      a, b: arrays of bfloat16, float16, float32 (tf32 tensor cores where ``precision`` allows),
+        float8_e4m3fn or float8_e5m2 (any fp8 mix), or int8 x int8 (exact int32 accumulation; the
+        epilogue converts it to float).
+      bias: optional ``(N,)`` array, added before the activation.
+      activation: None, "relu", "gelu", "gelu_tanh" or "silu".
+      out_dtype: float32, bfloat16 or float16. Default: the input dtype (bfloat16 for fp8 inputs,
+        float32 for int8).
+      alpha: a Python float scaling the product (e.g. the product of per-tensor fp8 scales).
+      c: optional array of the output's shape and dtype, added last (accumulate into an existing output).
+      precision: as in ``jnp.matmul``; float32 runs as tf32 only for DEFAULT precision.
+      path: "auto", "kernel" or "xla" for this call (default: see ``jax_tmem.use_path``).
+
+    Example::
+
+        @jax.jit
+        def loss(w, x):
+            return jnp.sum(jax_tmem.matmul(x, w, activation="gelu") ** 2)
+        g = jax.grad(loss)(w, x)
+    """
+    _check_path(path)
+    a, b = _check_array(a, "a"), _check_array(b, "b")
+    _check_dtype(a, "a")
+    _check_dtype(b, "b")
+    _check_activation(activation)
+    if not isinstance(alpha, (int, float)) or isinstance(alpha, bool):
+        raise TypeError(f"jax_tmem.matmul: alpha must be a Python float, got {type(alpha).__name__}")
+    for name, x in (("a", a), ("b", b)):
+        if x.ndim == 0:
+            raise ValueError(f"jax_tmem.matmul: {name} must have rank >= 1, got a scalar (shape {x.shape})")
+    squeeze = []
+    if a.ndim == 1:
+        a = a[None, :]
+        squeeze.append(-2)
+    if b.ndim == 1:
+        if bias is not None:
+            raise ValueError("jax_tmem.matmul: bias needs a 2-D b (it has shape (N,))")
+        b = b[:, None]
+        squeeze.append(-1)
+    if a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"jax_tmem.matmul: contracting dims differ: a {a.shape} has K={a.shape[-1]}, "
+                         f"b {b.shape} has K={b.shape[-2]}")
+    n = b.shape[-1]
+    if out_dtype is None:
+        dt = common_dtype(a.dtype, b.dtype)
+        # fp8 -> bfloat16 and int8 (int32 accumulation) -> float32: the kernels do not write 8-bit outputs.
+        out_dtype = dt if dt in _arch.OUT_TYPES else np.dtype("float32" if dt == _arch.I8 else "bfloat16")
+    out_dtype = _check_out_dtype(out_dtype, "out_dtype")
+    if bias is not None:
+        bias = _check_array(bias, "bias")
+        if bias.shape != (n,):
+            raise ValueError(f"jax_tmem.matmul: bias must have shape (N,) = ({n},), got {bias.shape}")
+        if not jnp.issubdtype(bias.dtype, jnp.floating):
+            raise TypeError(f"jax_tmem.matmul: bias must be floating point, got {bias.dtype}")
+        bias = bias.astype(jnp.float32)
+    a, b = _promote_pair(a, b)
+    # Batch handling, like jnp.matmul: a (..., M, K), b (..., K, N).
+    if b.ndim == 2:
+        lead = a.ndim - 2
+        dn = (((a.ndim - 1,), (0,)), ((), ()))
+    else:
+        ba, bb = a.shape[:-2], b.shape[:-2]
+        bshape = tuple(jnp.broadcast_shapes(ba, bb))
+        if a.ndim == 2:
+            # b batched, a not: broadcast a over the batch without copying it.
+            nbd = len(bshape)
+            dn = (((1,), (nbd,)), ((None,) * nbd, tuple(range(nbd))))
+        else:
+            if ba != bshape:
+                a = jnp.broadcast_to(a, bshape + a.shape[-2:])
+            if bb != bshape:
+                b = jnp.broadcast_to(b, bshape + b.shape[-2:])
+            nbd = len(bshape)
+            dn = (((nbd + 1,), (nbd,)), (tuple(range(nbd)), tuple(range(nbd))))
+    if c is not None:
+        c = _check_array(c, "c")
+        want = _canon.output_shape(a.shape, b.shape, dn)
+        if c.shape != want or np.dtype(c.dtype) != out_dtype:
+            raise ValueError(f"jax_tmem.matmul: c must have the output's shape {want} and dtype {out_dtype}, "
+                             f"got {c.shape} {c.dtype}")
+    requested = path or _config.current_path()
+    epi = Epilogue(activation=activation, alpha=float(alpha), has_bias=bias is not None, has_c=c is not None)
+    y = gemm(a, b, bias, c, dn, out_dtype, epi, requested, _allow_tf32(precision), -1)
+    for ax in squeeze:
+        y = jnp.squeeze(y, axis=ax)
+    return y

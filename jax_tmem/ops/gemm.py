@@ -1,0 +1,457 @@
+"""The GEMM op: one dot_general with a fused epilogue.
+
+    out = act(alpha * dot_general(lhs, rhs, dn) + bias) + c
+
+Here, in order: the ``jax_tmem_gemm`` primitive and its abstract evaluation; its lowerings, chosen per
+platform from the ``path`` decided at trace time: the XLA FFI custom call ``jax_tmem_gemm`` (CUDA
+kernels, or the C++ CPU reference handler) or plain XLA ops (the semantics every kernel matches); its
+batching rule, which folds a vmapped axis into the batch (both operands batched, or one of them
+broadcast over the batch without a copy) so vmap never loops; the path decision (``bind_gemm``); and
+the differentiable entry ``gemm``, a ``custom_vjp`` whose backward pass is two more GEMMs through the
+same path (dA and dB read the saved operands with flipped majorness; nothing is transposed in memory
+for the common layouts). The primitive itself has no JVP.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.extend.core import Primitive
+from jax.interpreters import batching, mlir
+
+from jax_tmem._core import arch as _arch, canon as _canon, config as _config, ext as _ext
+
+ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2, "gelu_tanh": 3, "silu": 4}
+
+gemm_p = Primitive("jax_tmem_gemm")
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    activation: Optional[str] = None
+    alpha: float = 1.0
+    has_bias: bool = False
+    has_c: bool = False
+
+
+def apply_activation(x, activation: Optional[str]):
+    if activation is None:
+        return x
+    if activation == "relu":
+        return jnp.maximum(x, 0)
+    if activation == "gelu":
+        return jax.nn.gelu(x, approximate=False)
+    if activation == "gelu_tanh":
+        return jax.nn.gelu(x, approximate=True)
+    if activation == "silu":
+        return jax.nn.silu(x)
+    raise ValueError(f"activation={activation!r}")
+
+
+# ---- abstract evaluation ----------------------------------------------------------------------
+
+def _abstract_eval(lhs, rhs, *rest, dimension_numbers, out_dtype, **_):
+    shape = _canon.output_shape(lhs.shape, rhs.shape, dimension_numbers)
+    return jax.core.ShapedArray(shape, np.dtype(out_dtype))
+
+
+gemm_p.def_abstract_eval(_abstract_eval)
+
+
+@functools.lru_cache(maxsize=256)
+def _jitted(items):
+    params = dict(items)
+    return jax.jit(lambda *a: gemm_p.bind(*a, **params))
+
+
+def _impl(*args, **params):
+    # Eager calls: one cached jitted wrapper per parameter set (params are hashable).
+    return _jitted(tuple(sorted(params.items())))(*args)
+
+
+gemm_p.def_impl(_impl)
+
+
+# ---- the XLA lowering (fallback, and the semantics every kernel matches) ----------------------
+
+def xla_reference(lhs, rhs, *rest, dimension_numbers, out_dtype, epilogue: Epilogue, allow_tf32=True):
+    """The primitive written with lax ops; accumulates in f32."""
+    (lc, rc), (lb, rb) = dimension_numbers
+    lhs_only = [l for l, r in zip(lb, rb) if r is None]
+    rhs_only = [r for l, r in zip(lb, rb) if l is None]
+    both_l = tuple(l for l, r in zip(lb, rb) if l is not None and r is not None)
+    both_r = tuple(r for l, r in zip(lb, rb) if l is not None and r is not None)
+    acc_t = jnp.float32
+    lhs_c, rhs_c = lhs, rhs
+    if lhs.dtype != rhs.dtype:
+        fp8 = (np.dtype("float8_e4m3fn"), np.dtype("float8_e5m2"))
+        if np.dtype(lhs.dtype) in fp8 or np.dtype(rhs.dtype) in fp8:
+            common = jnp.bfloat16 if (np.dtype(lhs.dtype) in fp8 and np.dtype(rhs.dtype) in fp8) else \
+                (rhs.dtype if np.dtype(lhs.dtype) in fp8 else lhs.dtype)
+        else:
+            common = jnp.promote_types(lhs.dtype, rhs.dtype)
+        lhs_c, rhs_c = lhs.astype(common), rhs.astype(common)
+    precision = lax.Precision.DEFAULT if allow_tf32 else lax.Precision.HIGHEST
+    if jnp.issubdtype(lhs_c.dtype, jnp.integer):  # int8 x int8: exact int32 accumulation, then f32
+        y = lax.dot_general(lhs_c, rhs_c, ((tuple(lc), tuple(rc)), (both_l, both_r)),
+                            preferred_element_type=jnp.int32).astype(acc_t)
+    else:
+        y = lax.dot_general(lhs_c, rhs_c, ((tuple(lc), tuple(rc)), (both_l, both_r)),
+                            precision=precision, preferred_element_type=acc_t)
+    # lax order: [both batch] [lhs free incl. lhs-only batch] [rhs free incl. rhs-only batch];
+    # ours: batch dims in dimension-number order, then lhs free, then rhs free.
+    lfree = [d for d in range(lhs.ndim) if d not in lc and d not in both_l]
+    rfree = [d for d in range(rhs.ndim) if d not in rc and d not in both_r]
+    lax_axes = [("b", i) for i in range(len(both_l))] + [("l", d) for d in lfree] + [("r", d) for d in rfree]
+    want, bi = [], 0
+    for l, r in zip(lb, rb):
+        if l is not None and r is not None:
+            want.append(("b", bi)); bi += 1
+        elif r is None:
+            want.append(("l", l))
+        else:
+            want.append(("r", r))
+    want += [("l", d) for d in lfree if d not in lhs_only] + [("r", d) for d in rfree if d not in rhs_only]
+    perm = [lax_axes.index(a) for a in want]
+    if perm != list(range(len(perm))):
+        y = jnp.transpose(y, perm)
+    y = y * jnp.float32(epilogue.alpha) if epilogue.alpha != 1.0 else y
+    rest = list(rest)
+    if epilogue.has_bias:
+        bias = rest.pop(0)
+        nshape = tuple(rhs.shape[d] for d in rfree if d not in rhs_only)
+        y = y + bias.astype(acc_t).reshape(nshape)
+    y = apply_activation(y, epilogue.activation)
+    if epilogue.has_c:
+        y = y + rest.pop(0).astype(acc_t)
+    return y.astype(out_dtype)
+
+
+def _xla_lowering(ctx, *args, dimension_numbers, out_dtype, epilogue, allow_tf32, **_):
+    fn = lambda *a: xla_reference(*a, dimension_numbers=dimension_numbers, out_dtype=out_dtype,
+                                  epilogue=epilogue, allow_tf32=allow_tf32)
+    return mlir.lower_fun(fn, multiple_results=False)(ctx, *args)
+
+
+# ---- the FFI lowering -------------------------------------------------------------------------
+
+def _ffi_call(*args, dimension_numbers, out_dtype, epilogue: Epilogue, config, canon: _canon.Canon, platform,
+              a_dtype):
+    # The CUDA plan (menu entry, K splits, workspace) is resolved now, with the launcher's own C++ code:
+    # split-K / swap-AB plans need an f32 workspace, which XLA allocates as the call's second output
+    # (so the handler never allocates and stays command-buffer compatible).
+    if platform == "cuda":
+        cfg, splits, ws = _arch.lowering_plan(canon, a_dtype, config, out_dtype)
+    else:
+        (cfg, splits), ws = _arch.split_config(config), 0
+    out_types = (jax.ShapeDtypeStruct(canon.out_shape, np.dtype(out_dtype)),
+                 jax.ShapeDtypeStruct((max(ws, 1),), np.float32))
+    aliases = {len(args) - 1: 0} if epilogue.has_c else None
+    call = jax.ffi.ffi_call("jax_tmem_gemm", out_types, input_output_aliases=aliases)
+    attrs = {key: (np.bool_(v) if isinstance(v, bool) else np.int64(v)) for key, v in canon.attrs().items()}
+    out, _workspace = call(*args, **attrs, activation=np.int32(ACTIVATIONS[epilogue.activation]),
+                           alpha=np.float32(epilogue.alpha), has_bias=np.bool_(epilogue.has_bias),
+                           has_c=np.bool_(epilogue.has_c), config=np.int32(cfg), splits=np.int32(splits))
+    return out
+
+
+def _make_lowering(platform: str):
+    def rule(ctx, *args, dimension_numbers, out_dtype, epilogue, path, requested, problem, allow_tf32, config):
+        if path == "kernel":
+            ok, why = _ext.ensure_registered(platform)
+            if not ok:  # decided at trace time for another platform; never silent
+                _config.record(_config.Decision("gemm", problem, "xla", "lax.dot_general",
+                                                f"lowering for {platform}: {why}"))
+            else:
+                lhs_aval, rhs_aval = ctx.avals_in[0], ctx.avals_in[1]
+                canon = _canon.canonicalize(lhs_aval.shape, rhs_aval.shape, dimension_numbers)
+                fn = lambda *a: _ffi_call(*a, dimension_numbers=dimension_numbers, out_dtype=out_dtype,
+                                          epilogue=epilogue, config=config, canon=canon, platform=platform,
+                                          a_dtype=lhs_aval.dtype)
+                return mlir.lower_fun(fn, multiple_results=False)(ctx, *args)
+        return _xla_lowering(ctx, *args, dimension_numbers=dimension_numbers, out_dtype=out_dtype,
+                             epilogue=epilogue, allow_tf32=allow_tf32)
+    return rule
+
+
+mlir.register_lowering(gemm_p, _make_lowering("cpu"), platform="cpu")
+mlir.register_lowering(gemm_p, _make_lowering("cuda"), platform="cuda")
+mlir.register_lowering(gemm_p, _xla_lowering)  # every other platform
+
+
+# ---- batching ---------------------------------------------------------------------------------
+
+def _at_front(x, bdim, size):
+    """x with its vmapped axis first (broadcast along a new leading axis if it has none)."""
+    if bdim is None:
+        return jnp.broadcast_to(x, (size,) + x.shape)
+    return jnp.moveaxis(x, bdim, 0)
+
+
+def _shift(dims, at):
+    """Renumbers dims after inserting a new axis at position ``at``."""
+    return tuple(None if d is None else (d + 1 if d >= at else d) for d in dims)
+
+
+def _batch_rule(args, bdims, *, dimension_numbers, out_dtype, epilogue, requested, allow_tf32, config, **_):
+    lhs, rhs, *rest = args
+    lbd, rbd, *rest_bd = bdims
+    (lc, rc), (lb, rb) = dimension_numbers
+    size = next(a.shape[d] for a, d in zip(args, bdims) if d is not None)
+    # The vmapped axis becomes a new leading batch pair; an unbatched operand is broadcast over it
+    # (None), which the kernels read with batch stride 0 - no copy of the operand.
+    nl = nr = None
+    if lbd is not None:
+        lc, lb, nl = _shift(lc, lbd), _shift(lb, lbd), lbd
+    if rbd is not None:
+        rc, rb, nr = _shift(rc, rbd), _shift(rb, rbd), rbd
+    new_dn = ((lc, rc), ((nl,) + tuple(lb), (nr,) + tuple(rb)))
+    kw = dict(dimension_numbers=new_dn, requested=requested, allow_tf32=allow_tf32, config=config)
+    bias_bd = rest_bd[0] if epilogue.has_bias else None
+    if bias_bd is None:
+        rest = list(rest)
+        if epilogue.has_c:
+            rest[-1] = _at_front(rest[-1], rest_bd[-1], size)
+        return bind_gemm(lhs, rhs, *rest, out_dtype=out_dtype, epilogue=epilogue, **kw), 0
+    # A batched bias cannot be fused (the kernels take one bias row per call): the GEMM runs with
+    # alpha only and bias, activation and c are applied by XLA.
+    y = bind_gemm(lhs, rhs, out_dtype=jnp.float32, epilogue=Epilogue(alpha=epilogue.alpha), **kw)
+    bias = jnp.moveaxis(rest[0], bias_bd, 0).astype(jnp.float32)
+    n_free = rhs.ndim - len(rc) - sum(d is not None for d in new_dn[1][1])
+    nshape = y.shape[y.ndim - n_free:]
+    y = y + bias.reshape((size,) + (1,) * (y.ndim - 1 - n_free) + nshape)
+    y = apply_activation(y, epilogue.activation)
+    if epilogue.has_c:
+        y = y + _at_front(rest[1], rest_bd[1], size).astype(jnp.float32)
+    return y.astype(out_dtype), 0
+
+
+batching.primitive_batchers[gemm_p] = _batch_rule
+
+
+# ---- the path decision ------------------------------------------------------------------------
+
+def _decide(lhs_shape, rhs_shape, a_dtype, b_dtype, dn, out_dtype, requested: str, allow_tf32: bool,
+            config: int = -1):
+    """Returns (path, problem description). Raises ValueError if path "kernel" is forced but impossible."""
+    canon = _canon.canonicalize(lhs_shape, rhs_shape, dn)
+    problem = (f"{np.dtype(a_dtype).name}{list(lhs_shape)} x {np.dtype(b_dtype).name}{list(rhs_shape)} "
+               f"-> {np.dtype(out_dtype).name}")
+    if isinstance(canon, _canon.Canon):
+        problem += " as " + canon.describe()
+    backend = jax.default_backend()
+    target, reason = "", ""
+    if requested == "xla":
+        reason = 'path "xla" requested'
+    elif 0 in tuple(lhs_shape) + tuple(rhs_shape):
+        # Nothing to multiply: XLA produces act(bias) + c or an empty array, even on a forced kernel path.
+        _config.record(_config.Decision("gemm", problem, "xla", "lax.dot_general", "a zero-sized dimension"))
+        return "xla", problem
+    elif isinstance(canon, str):
+        reason = canon
+    elif backend == "cpu":
+        ok, why = _ext.ensure_registered("cpu")
+        if not ok:
+            reason = why
+        elif requested not in ("kernel", "prefer"):
+            reason = ('on CPU "auto" uses XLA\'s dot; the C++ CPU handler (the reference the GPU kernels are '
+                      'tested against) runs with path "kernel"')
+        else:
+            target = "cpu reference handler"
+    elif backend in ("gpu", "cuda"):
+        built, why = _ext.cuda_built()
+        cc, cc_why = _arch.device_cc()
+        if not built:
+            reason = why
+        elif cc < 0:
+            reason = cc_why
+        else:
+            arch, reason = _arch.arch_target(cc)
+            if arch == "sm_90a":
+                reason = _arch.check_sm90(canon, a_dtype, b_dtype, out_dtype, allow_tf32)
+            elif arch in ("sm_100a", "sm_103a"):
+                reason = _arch.check_sm100(canon, a_dtype, b_dtype, out_dtype, allow_tf32, cc)
+                if not reason and requested == "auto" and not _arch.sm100_trusted():
+                    reason = (f"the {arch} tcgen05 kernels are compiled but have never been executed on Blackwell "
+                              "hardware, so auto uses XLA; path='kernel' or JAX_TMEM_ENABLE_SM100=1 runs them")
+            if arch and not reason:
+                ok, reason = _ext.ensure_registered("cuda")
+                target = f"cuda {arch}, {_arch.menu_entry(arch, canon, a_dtype, config, out_dtype)}" if ok else ""
+    else:
+        reason = f"no jax_tmem kernels for backend {backend!r}"
+    if target:
+        _config.record(_config.Decision("gemm", problem, "kernel", target, f'path "{requested}"'))
+        return "kernel", problem
+    if requested == "kernel":
+        raise ValueError(f"jax_tmem: path 'kernel' was forced but no kernel takes {problem}: {reason}")
+    _config.record(_config.Decision("gemm", problem, "xla", "lax.dot_general", reason))
+    return "xla", problem
+
+
+def bind_gemm(lhs, rhs, *rest, dimension_numbers, out_dtype, epilogue: Epilogue, requested: str,
+              allow_tf32: bool, config: int = -1):
+    """Decides the path and binds the primitive (no autodiff; see ``_gemm`` for the differentiable one).
+
+    ``requested`` is "auto", "kernel", "xla", or the internal "prefer" (the kernel where one applies,
+    else XLA without raising: what the backward pass of a forced-kernel call uses for gradient GEMMs
+    whose layout no kernel takes)."""
+    if requested != "xla":
+        lhs, rhs, dimension_numbers = _k_major_for_gpu(lhs, rhs, dimension_numbers, requested)
+    path, problem = _decide(lhs.shape, rhs.shape, lhs.dtype, rhs.dtype, dimension_numbers, out_dtype,
+                            requested, allow_tf32, config)
+    return gemm_p.bind(lhs, rhs, *rest, dimension_numbers=dimension_numbers, out_dtype=np.dtype(out_dtype),
+                       epilogue=epilogue, path=path, requested=requested, problem=problem,
+                       allow_tf32=allow_tf32, config=config if isinstance(config, tuple) else int(config))
+
+
+def _k_major_for_gpu(lhs, rhs, dn, requested):
+    """The tensor cores read some operand types K-major only (wgmma: fp8 and tf32; tcgen05 as built:
+    tf32). An MN-major operand of such a type is transposed to K-major by XLA first (what XLA's own
+    cuBLASLt fp8 path does); 16-bit operands are always read in place. Returns possibly transposed
+    operands and their new dimension numbers."""
+    if jax.default_backend() != "gpu":
+        return lhs, rhs, dn
+    cc = _arch.device_cc()[0]
+    if cc != 90 and not (requested in ("kernel", "prefer") or _arch.sm100_trusted()):
+        return lhs, rhs, dn  # the kernels will not run this call: leave the layout to XLA
+    k_major_only = _arch.k_major_dtypes(cc)
+    if not k_major_only:
+        return lhs, rhs, dn
+    canon = _canon.canonicalize(lhs.shape, rhs.shape, dn)
+    if not isinstance(canon, _canon.Canon):
+        return lhs, rhs, dn
+    (lc, rc), (lb, rb) = dn
+    pairs = sorted(zip(lc, rc))
+
+    def to_k_major(x, batch, contract, name):
+        free = [d for d in range(x.ndim) if d not in contract and d not in batch]
+        perm = [d for d in batch if d is not None] + free + list(contract)
+        _config.record(_config.Decision("layout", f"{np.dtype(x.dtype).name}{list(x.shape)}", "kernel",
+                                        "xla transpose", f"{name} is MN-major {np.dtype(x.dtype).name}: XLA transposes "
+                                        "it to K-major first (the tensor cores read it K-major only)"))
+        new_pos = {d: i for i, d in enumerate(perm)}
+        return (jnp.transpose(x, perm), tuple(new_pos[d] for d in contract),
+                tuple(None if d is None else new_pos[d] for d in batch))
+
+    needs = lambda x: np.dtype(x.dtype) in k_major_only
+    if canon.a_mn_major and canon.m > 1 and needs(lhs):
+        lhs, lc_new, lb = to_k_major(lhs, lb, tuple(l for l, _ in pairs), "lhs")
+        rc = tuple(r for _, r in pairs)
+        lc = lc_new
+        pairs = list(zip(lc, rc))
+    if canon.b_mn_major and canon.n > 1 and needs(rhs):
+        rhs, rc_new, rb = to_k_major(rhs, rb, tuple(r for _, r in pairs), "rhs")
+        lc = tuple(l for l, _ in pairs)
+        rc = rc_new
+    return lhs, rhs, ((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb)))
+
+
+# ---- differentiation --------------------------------------------------------------------------
+
+def _grad_dims(lhs_ndim, rhs_ndim, dn):
+    """dimension numbers and output permutations for dlhs = g . rhs and drhs = lhs . g."""
+    (lc, rc), (lb, rb) = dn
+    nb = len(lb)
+    lfree = [d for d in range(lhs_ndim) if d not in lc and d not in lb]
+    rfree = [d for d in range(rhs_ndim) if d not in rc and d not in rb]
+    g_l = list(range(nb, nb + len(lfree)))                    # g positions of lhs free dims
+    g_r = list(range(nb + len(lfree), nb + len(lfree) + len(rfree)))
+    pair = dict(zip(rc, lc))
+    # dlhs = dot_general(g, rhs): contract rhs free (+ batch pairs lhs lacks); batch pairs lhs has.
+    c_g = tuple(g_r) + tuple(i for i in range(nb) if lb[i] is None)
+    c_r = tuple(rfree) + tuple(rb[i] for i in range(nb) if lb[i] is None)
+    keep = [i for i in range(nb) if lb[i] is not None]
+    dn_l = ((c_g, c_r), (tuple(keep), tuple(rb[i] for i in keep)))
+    order_l = [lb[i] for i in keep] + lfree + [pair[r] for r in sorted(rc)]
+    # drhs = dot_general(lhs, g): contract lhs free (+ batch pairs rhs lacks); batch pairs rhs has.
+    pair_r = dict(zip(lc, rc))
+    c_l = tuple(lfree) + tuple(lb[i] for i in range(nb) if rb[i] is None)
+    c_g2 = tuple(g_l) + tuple(i for i in range(nb) if rb[i] is None)
+    keep_r = [i for i in range(nb) if rb[i] is not None]
+    dn_r = ((c_l, c_g2), (tuple(lb[i] for i in keep_r), tuple(keep_r)))
+    order_r = [rb[i] for i in keep_r] + [pair_r[l] for l in sorted(lc)] + rfree
+    return dn_l, list(np.argsort(order_l)), dn_r, list(np.argsort(order_r))
+
+
+def _grad_out_dtype(dt):
+    dt = np.dtype(dt)
+    return dt if dt in _arch.OUT_TYPES else np.dtype("bfloat16")
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5, 6, 7, 8, 9))
+def gemm(lhs, rhs, bias, c, dn, out_dtype, epilogue, requested, allow_tf32, config):
+    rest = [x for x in (bias, c) if x is not None]
+    return bind_gemm(lhs, rhs, *rest, dimension_numbers=dn, out_dtype=out_dtype, epilogue=epilogue,
+                     requested=requested, allow_tf32=allow_tf32, config=config)
+
+
+def _gemm_fwd(lhs, rhs, bias, c, dn, out_dtype, epilogue, requested, allow_tf32, config):
+    if epilogue.activation is None:
+        y = gemm(lhs, rhs, bias, c, dn, out_dtype, epilogue, requested, allow_tf32, config)
+        return y, (lhs, rhs, None, bias is not None, c is not None)
+    # Keep the pre-activation z for the backward pass; the activation (and c) run in XLA here.
+    z_epi = Epilogue(alpha=epilogue.alpha, has_bias=epilogue.has_bias)
+    z = gemm(lhs, rhs, bias, None, dn, np.dtype("float32"), z_epi, requested, allow_tf32, config)
+    y = apply_activation(z, epilogue.activation)
+    if c is not None:
+        y = y + c.astype(jnp.float32)
+    return y.astype(out_dtype), (lhs, rhs, z, bias is not None, c is not None)
+
+
+def _gemm_bwd(dn, out_dtype, epilogue, requested, allow_tf32, config, res, g):
+    lhs, rhs, z, has_bias, has_c = res
+    # A forced kernel path applies to the gradient GEMMs where their layouts allow it.
+    requested = "prefer" if requested == "kernel" else requested
+    dc = g if has_c else None
+    if z is not None:
+        _, act_vjp = jax.vjp(lambda t: apply_activation(t, epilogue.activation), z)
+        (gz,) = act_vjp(g.astype(jnp.float32))
+    else:
+        gz = g
+    dbias = None
+    if has_bias:
+        n_free = rhs.ndim - len(dn[0][1]) - sum(d is not None for d in dn[1][1])
+        dbias = jnp.sum(gz.astype(jnp.float32), axis=tuple(range(gz.ndim - n_free))).reshape(-1)
+    gz = gz.astype(_grad_out_dtype(g.dtype)) if np.dtype(gz.dtype) != np.dtype(g.dtype) else gz
+    dn_l, perm_l, dn_r, perm_r = _grad_dims(lhs.ndim, rhs.ndim, dn)
+    grad_epi = Epilogue(alpha=epilogue.alpha)
+
+    def gradgemm(x, y, dims, out_dt):
+        if np.dtype(x.dtype) != np.dtype(y.dtype):  # e.g. bf16 cotangent x fp8 operand
+            common = common_dtype(x.dtype, y.dtype)
+            common = common if common.itemsize >= 2 else np.dtype("bfloat16")
+            x, y = x.astype(common), y.astype(common)
+        return gemm(x, y, None, None, dims, _grad_out_dtype(out_dt), grad_epi, requested, allow_tf32, config)
+
+    def cotangent(x, compute):  # integer operands have no gradient (float0 cotangents)
+        if jnp.issubdtype(x.dtype, jnp.integer):
+            return np.zeros(x.shape, dtype=jax.dtypes.float0)
+        return compute().astype(x.dtype)
+
+    dlhs = cotangent(lhs, lambda: jnp.transpose(gradgemm(gz, rhs, dn_l, lhs.dtype), perm_l))
+    drhs = cotangent(rhs, lambda: jnp.transpose(gradgemm(lhs, gz, dn_r, rhs.dtype), perm_r))
+    return dlhs, drhs, dbias, dc
+
+
+gemm.defvjp(_gemm_fwd, _gemm_bwd)
+
+
+def common_dtype(a, b) -> np.dtype:
+    """jnp promotion, except that fp8 (which JAX refuses to promote implicitly) joins the wider type,
+    and an fp8 x fp8 mix computes in bfloat16 (exact for the products)."""
+    a, b = np.dtype(a), np.dtype(b)
+    if a == b:
+        return a
+    if a in _arch.FP8 and b in _arch.FP8:
+        return np.dtype("bfloat16")
+    if a in _arch.FP8:
+        return b
+    if b in _arch.FP8:
+        return a
+    return np.dtype(jnp.promote_types(a, b))
