@@ -15,13 +15,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jax_tmem._core import arch as _arch, canon as _canon, config as _config
+from jax_tmem._core import arch as _arch, canon as _canon, config as _config, dtypes as _dtypes
 from jax_tmem.ops.gemm import ACTIVATIONS, Epilogue, common_dtype, gemm
 
-SUPPORTED_DTYPES = tuple(np.dtype(d) for d in ("bfloat16", "float16", "float32", "float8_e4m3fn", "float8_e5m2",
-                                                "int8"))
+SUPPORTED_DTYPES = _dtypes.OPERAND_DTYPES  # the operand column of dtypes.def
 _SUPPORTED_NAMES = ", ".join(d.name for d in SUPPORTED_DTYPES)
-_OUT_NAMES = "float32, bfloat16, float16"
+_OUT_NAMES = ", ".join(d.name for d in _dtypes.OUTPUT_DTYPES)
 
 
 # ---- input checking ---------------------------------------------------------------------------

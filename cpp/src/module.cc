@@ -6,6 +6,7 @@
 
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -30,16 +31,8 @@ nb::capsule encapsulate(T* fn) {
   return nb::capsule(reinterpret_cast<void*>(fn));
 }
 
-// jax_tmem's dtype numbering from a numpy dtype name (kInvalid if none).
-jax_tmem::DType dtype_from_name(const std::string& d) {
-  for (auto t : {jax_tmem::DType::kF32, jax_tmem::DType::kBF16, jax_tmem::DType::kF16, jax_tmem::DType::kE4M3,
-                 jax_tmem::DType::kE5M2, jax_tmem::DType::kS8})
-    if (d == jax_tmem::dtype_name(t)) return t;
-  return jax_tmem::DType::kInvalid;
-}
-
 // ---- jax_tmem.isa: the kernels' own encoders, with argument checks that raise ValueError ----------
-using jax_tmem::desc::Elem;
+using jax_tmem::DType;
 using jax_tmem::desc::MmaKind;
 
 MmaKind parse_kind(const std::string& k) {
@@ -53,30 +46,6 @@ MmaKind parse_kind(const std::string& k) {
   throw std::invalid_argument("kind must be one of f16, tf32, f8f6f4, i8, mxf8f6f4, mxf4, mxf4nvf4; got '" + k + "'");
 }
 
-Elem parse_elem(const std::string& d) {
-  if (d == "float16") return Elem::kF16;
-  if (d == "bfloat16") return Elem::kBF16;
-  if (d == "float32" || d == "tensorfloat32") return Elem::kTF32;
-  if (d == "float8_e4m3fn") return Elem::kE4M3;
-  if (d == "float8_e5m2") return Elem::kE5M2;
-  if (d == "float6_e2m3fn") return Elem::kE2M3;
-  if (d == "float6_e3m2fn") return Elem::kE3M2;
-  if (d == "float4_e2m1fn") return Elem::kE2M1;
-  if (d == "uint8") return Elem::kU8;
-  if (d == "int8") return Elem::kS8;
-  return Elem::kInvalid;
-}
-
-uint32_t elem_bits(Elem e) {
-  switch (e) {
-    case Elem::kTF32: return 32;
-    case Elem::kF16: case Elem::kBF16: return 16;
-    case Elem::kE2M3: case Elem::kE3M2: return 6;
-    case Elem::kE2M1: return 4;
-    default: return 8;
-  }
-}
-
 bool parse_major(const std::string& s, const char* name) {
   if (s == "K") return false;
   if (s == "MN") return true;
@@ -88,13 +57,13 @@ uint32_t instr_desc(const std::string& kind_s, const std::string& a_dtype, const
                     const std::string& b_major, uint32_t sfa_id, uint32_t sfb_id, nb::object scale_dtype) {
   using namespace jax_tmem::desc;
   const MmaKind kind = parse_kind(kind_s);
-  const Elem a = parse_elem(a_dtype), b = parse_elem(b_dtype);
+  const DType a = jax_tmem::dtype_from_name(a_dtype.c_str()), b = jax_tmem::dtype_from_name(b_dtype.c_str());
   const int32_t fa = format_code(kind, a), fb = format_code(kind, b);
   if (fa < 0) throw std::invalid_argument("a_dtype " + a_dtype + " is not an operand type of kind::" + kind_s);
   if (fb < 0) throw std::invalid_argument("b_dtype " + b_dtype + " is not an operand type of kind::" + kind_s);
   if (kind == MmaKind::kF16 && a != b) throw std::invalid_argument("kind::f16 needs A and B of the same type (both float16 or both bfloat16)");
   const bool amn = parse_major(a_major, "a_major"), bmn = parse_major(b_major, "b_major");
-  const uint32_t bits = elem_bits(a) < elem_bits(b) ? elem_bits(a) : elem_bits(b);
+  const uint32_t bits = static_cast<uint32_t>(std::min(jax_tmem::dtype_bits(a), jax_tmem::dtype_bits(b)));
   if (const char* err = mma_shape_error(kind, m, n, amn, bmn, bits)) throw std::invalid_argument(err);
   if (is_block_scaled(kind)) {
     if (acc_dtype != "float32") throw std::invalid_argument("block-scaled kinds accumulate in float32 only");
@@ -190,6 +159,47 @@ NB_MODULE(_jax_tmem, m) {
   m.def("isa_tmem_plan", &tmem_plan, nb::arg("block_n"), nb::arg("acc_stages"), nb::arg("block_m"),
         nb::arg("k_tile"), nb::arg("sf_vec"), nb::arg("sf_stages"), nb::arg("ctas_per_sm"));
 
+  m.def("dtype_table", []() {
+    nb::list rows;
+    for (int i = 0; i < static_cast<int>(DType::kCount); ++i) {
+      const jax_tmem::DTypeRow r = jax_tmem::dtype_row(static_cast<DType>(i));
+      nb::dict d;
+      d["id"] = i;
+      d["name"] = r.name;
+      d["bits"] = r.bits;
+      d["operand"] = r.operand;
+      d["output"] = r.output;
+      d["scale"] = r.scale;
+      d["fmt"] = nb::make_tuple(r.fmt[0], r.fmt[1], r.fmt[2], r.fmt[3], r.fmt[4]);
+      rows.append(d);
+    }
+    return rows;
+  }, "The element-type table (cpp/include/jax_tmem/dtypes.def) as the extension compiled it.");
+
+  m.def("kernel_families", [](const std::string& arch) {
+    // The families the arch's dispatcher runs (cpp/src/<arch>_instances.def, the lists the build
+    // compiles), whether or not this build compiled the arch: Python derives its trace-time checks and
+    // its K-major transposes from them.
+    nb::list out;
+    auto add = [&out](DType a, DType b, bool amn, bool bmn) {
+      out.append(nb::make_tuple(jax_tmem::dtype_name(a), jax_tmem::dtype_name(b), amn, bmn));
+    };
+    if (arch == "sm_90a") {
+#define JT_INSTANCE(A, B, AMN, BMN) add(DType::A, DType::B, AMN, BMN);
+#include "sm90_instances.def"
+#undef JT_INSTANCE
+    } else if (arch == "sm_100a" || arch == "sm_103a") {
+      const int cc = arch == "sm_100a" ? 100 : 103;
+#define JT_INSTANCE(A, B, AMN, BMN) \
+  if (jax_tmem::menu::sm100_family_runs(cc, DType::A)) add(DType::A, DType::B, AMN, BMN);
+#include "sm100_instances.def"
+#undef JT_INSTANCE
+    } else {
+      throw std::invalid_argument("arch must be sm_90a, sm_100a or sm_103a, got " + arch);
+    }
+    return out;
+  }, nb::arg("arch"), "The compiled kernel families of an arch: [(A dtype, B dtype, A MN-major, B MN-major)].");
+
   m.def("registrations", []() {
     nb::dict cpu, cuda, d;
     cpu["jax_tmem_gemm"] = encapsulate(JaxTmemCpuGemm);
@@ -217,10 +227,10 @@ NB_MODULE(_jax_tmem, m) {
                             bool a_mn_major, int splits) {
     jax_tmem::GemmProblem p;
     p.batch = batch; p.m = m_; p.n = n; p.k = k; p.config = config; p.a_mn_major = a_mn_major; p.splits = splits;
-    p.a_type = dtype_from_name(a_dtype);  // the element size sets the K blocks of a split
-    p.out_type = dtype_from_name(out_dtype);  // its size decides whether rows allow the TMA-store epilogue
-    if (p.a_type == jax_tmem::DType::kInvalid) throw std::invalid_argument("unknown a_dtype " + a_dtype);
-    if (p.out_type != jax_tmem::DType::kF32 && p.out_type != jax_tmem::DType::kBF16 && p.out_type != jax_tmem::DType::kF16)
+    p.a_type = jax_tmem::dtype_from_name(a_dtype.c_str());  // the element size sets the K blocks of a split
+    p.out_type = jax_tmem::dtype_from_name(out_dtype.c_str());  // its size: may rows take the TMA-store epilogue
+    if (!jax_tmem::dtype_is_operand(p.a_type)) throw std::invalid_argument("unknown a_dtype " + a_dtype);
+    if (!jax_tmem::dtype_is_output(p.out_type))
       throw std::invalid_argument("out_dtype must be float32, bfloat16 or float16");
     if (num_sms < 1) throw std::invalid_argument("num_sms must be >= 1");
     if (batch < 1 || m_ < 1 || n < 1 || k < 1) throw std::invalid_argument("batch, m, n, k must be >= 1");

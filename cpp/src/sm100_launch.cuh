@@ -28,43 +28,35 @@ std::string run_2cta(const GemmLaunch& L) {
   return launch_persistent<C>(sm100_gemm_2cta_kernel<C>, L);
 }
 
-template <Kind K, bool AMN, bool BMN>
+template <DType A, DType B, bool AMN, bool BMN>
 std::string run_tile(const GemmLaunch& L, Tile tile) {
   switch (tile) {
     case Tile::k256x256Pair:
-      if constexpr (K == Kind::kS8S8) return run<Config<K, 256, 4, AMN, BMN>>(L);  // no kind::i8 pair kernel
-      else return run_2cta<Config2Cta<K, 256, 6, AMN, BMN>>(L);
-    case Tile::k128x256: return run<Config<K, 256, 4, AMN, BMN>>(L);
-    case Tile::k128x256TmaStore: return run<Config<K, 256, 4, AMN, BMN, /*kTmaStore=*/true>>(L);
+      if constexpr (A == DType::kS8) return run<Config<A, B, 256, 4, AMN, BMN>>(L);  // no kind::i8 pair kernel
+      else return run_2cta<Config2Cta<A, B, 256, 6, AMN, BMN>>(L);
+    case Tile::k128x256: return run<Config<A, B, 256, 4, AMN, BMN>>(L);
+    case Tile::k128x256TmaStore: return run<Config<A, B, 256, 4, AMN, BMN, /*kTmaStore=*/true>>(L);
     case Tile::k256x256PairTmaStore:
-      if constexpr (K == Kind::kS8S8) return run<Config<K, 256, 4, AMN, BMN, true>>(L);  // no kind::i8 pair kernel
-      else return run_2cta<Config2Cta<K, 256, 6, AMN, BMN, /*kTmaStore=*/true>>(L);
+      if constexpr (A == DType::kS8) return run<Config<A, B, 256, 4, AMN, BMN, true>>(L);  // no kind::i8 pair kernel
+      else return run_2cta<Config2Cta<A, B, 256, 6, AMN, BMN, /*kTmaStore=*/true>>(L);
     // Split-K / swap-AB (f32 partials + the reduce pass; not int8: the dispatcher refuses it first).
     case Tile::k128x128SplitK:
-      if constexpr (K == Kind::kS8S8) return "split-K takes no int8";
-      else return run<Config<K, 128, 6, AMN, BMN, false, /*kPartialOut=*/1>>(L);
+      if constexpr (A == DType::kS8) return "split-K takes no int8";
+      else return run<Config<A, B, 128, 6, AMN, BMN, false, /*kPartialOut=*/1>>(L);
     case Tile::k128x16SwapAB:
     case Tile::k128x32SwapAB:
     case Tile::k128x64SwapAB:
       // The launcher swapped the operands: B is the activation, K-major, 16-64 rows a tile.
-      if constexpr (K == Kind::kS8S8 || BMN) {
+      if constexpr (A == DType::kS8 || BMN) {
         return "swap-AB entries need a K-major lhs (the activation) and a non-int8 kind";
       } else {
-        if (tile == Tile::k128x16SwapAB) return run<Config<K, 16, 12, AMN, false, false, 2>>(L);
-        if (tile == Tile::k128x32SwapAB) return run<Config<K, 32, 11, AMN, false, false, 2>>(L);
-        return run<Config<K, 64, 9, AMN, false, false, 2>>(L);
+        if (tile == Tile::k128x16SwapAB) return run<Config<A, B, 16, 12, AMN, false, false, 2>>(L);
+        if (tile == Tile::k128x32SwapAB) return run<Config<A, B, 32, 11, AMN, false, false, 2>>(L);
+        return run<Config<A, B, 64, 9, AMN, false, false, 2>>(L);
       }
-    default: return run<Config<K, 128, 6, AMN, BMN>>(L);
+    default: return run<Config<A, B, 128, 6, AMN, BMN>>(L);
   }
 }
 
-template <Kind K>
-std::string run_majors(const GemmLaunch& L, Tile tile) {
-  const bool am = L.p.a_mn_major, bm = L.p.b_mn_major;
-  if (!am && !bm) return run_tile<K, false, false>(L, tile);
-  if (!am && bm) return run_tile<K, false, true>(L, tile);
-  if (am && !bm) return run_tile<K, true, false>(L, tile);
-  return run_tile<K, true, true>(L, tile);
-}
 
 }  // namespace jax_tmem::sm100

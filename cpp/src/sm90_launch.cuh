@@ -22,20 +22,20 @@ std::string run(const GemmLaunch& L) {
 // ping-pong, staged-epilogue, 2x1-cluster and TMA-store-epilogue variants (and their combination).
 using Tile = menu::Sm90;
 
-template <Kind K, bool AMN, bool BMN>
+template <DType A, DType B, bool AMN, bool BMN>
 std::string run_tile(const GemmLaunch& L, Tile tile) {
   switch (tile) {
-    case Tile::k128x256: return run<Config<K, 256, 4, AMN, BMN>>(L);
-    case Tile::k128x64: return run<Config<K, 64, 8, AMN, BMN>>(L);
-    case Tile::k128x128PingPong: return run<Config<K, 128, 6, AMN, BMN, /*kPingPong=*/true>>(L);
-    case Tile::k128x256Staged: return run<Config<K, 256, 4, AMN, BMN, false, /*kSmemEpilogue=*/true>>(L);
-    case Tile::k128x256Cluster2: return run<Config<K, 256, 4, AMN, BMN, false, false, /*kClusterM=*/2>>(L);
-    case Tile::k128x128Cluster2: return run<Config<K, 128, 6, AMN, BMN, false, false, /*kClusterM=*/2>>(L);
-    case Tile::k128x256TmaStore: return run<Config<K, 256, 4, AMN, BMN, false, false, 1, /*kTmaStore=*/true>>(L);
-    case Tile::k128x128TmaStore: return run<Config<K, 128, 6, AMN, BMN, false, false, 1, /*kTmaStore=*/true>>(L);
+    case Tile::k128x256: return run<Config<A, B, 256, 4, AMN, BMN>>(L);
+    case Tile::k128x64: return run<Config<A, B, 64, 8, AMN, BMN>>(L);
+    case Tile::k128x128PingPong: return run<Config<A, B, 128, 6, AMN, BMN, /*kPingPong=*/true>>(L);
+    case Tile::k128x256Staged: return run<Config<A, B, 256, 4, AMN, BMN, false, /*kSmemEpilogue=*/true>>(L);
+    case Tile::k128x256Cluster2: return run<Config<A, B, 256, 4, AMN, BMN, false, false, /*kClusterM=*/2>>(L);
+    case Tile::k128x128Cluster2: return run<Config<A, B, 128, 6, AMN, BMN, false, false, /*kClusterM=*/2>>(L);
+    case Tile::k128x256TmaStore: return run<Config<A, B, 256, 4, AMN, BMN, false, false, 1, /*kTmaStore=*/true>>(L);
+    case Tile::k128x128TmaStore: return run<Config<A, B, 128, 6, AMN, BMN, false, false, 1, /*kTmaStore=*/true>>(L);
     case Tile::k128x256Cluster2TmaStore:
-      return run<Config<K, 256, 4, AMN, BMN, false, false, /*kClusterM=*/2, /*kTmaStore=*/true>>(L);
-    case Tile::k128x128SplitK: return run<Config<K, 128, 6, AMN, BMN, false, false, 1, false, /*kPartialOut=*/1>>(L);
+      return run<Config<A, B, 256, 4, AMN, BMN, false, false, /*kClusterM=*/2, /*kTmaStore=*/true>>(L);
+    case Tile::k128x128SplitK: return run<Config<A, B, 128, 6, AMN, BMN, false, false, 1, false, /*kPartialOut=*/1>>(L);
     // Swap-AB (the launcher swapped the operands): B is the activation, K-major, 16-64 rows a tile.
     case Tile::k128x16SwapAB:
     case Tile::k128x32SwapAB:
@@ -43,11 +43,11 @@ std::string run_tile(const GemmLaunch& L, Tile tile) {
       if constexpr (BMN) {
         return "swap-AB entries need a K-major lhs (the activation)";
       } else {
-        if (tile == Tile::k128x16SwapAB) return run<Config<K, 16, 12, AMN, false, false, false, 1, false, 2>>(L);
-        if (tile == Tile::k128x32SwapAB) return run<Config<K, 32, 11, AMN, false, false, false, 1, false, 2>>(L);
-        return run<Config<K, 64, 9, AMN, false, false, false, 1, false, 2>>(L);
+        if (tile == Tile::k128x16SwapAB) return run<Config<A, B, 16, 12, AMN, false, false, false, 1, false, 2>>(L);
+        if (tile == Tile::k128x32SwapAB) return run<Config<A, B, 32, 11, AMN, false, false, false, 1, false, 2>>(L);
+        return run<Config<A, B, 64, 9, AMN, false, false, false, 1, false, 2>>(L);
       }
-    default: return run<Config<K, 128, 6, AMN, BMN>>(L);
+    default: return run<Config<A, B, 128, 6, AMN, BMN>>(L);
   }
 }
 

@@ -10,15 +10,16 @@ import functools
 import os
 
 import jax
+import ml_dtypes
 import numpy as np
 
-from jax_tmem._core import canon as _canon, ext as _ext
+from jax_tmem._core import canon as _canon, dtypes as _dtypes, ext as _ext
 
 BF16, F16, F32 = np.dtype("bfloat16"), np.dtype("float16"), np.dtype("float32")
 E4M3, E5M2 = np.dtype("float8_e4m3fn"), np.dtype("float8_e5m2")
 I8 = np.dtype("int8")
-FP8 = (E4M3, E5M2)
-OUT_TYPES = (F32, BF16, F16)
+FP8 = _dtypes.FP8_DTYPES          # from dtypes.def
+OUT_TYPES = _dtypes.OUTPUT_DTYPES  # what the kernels write
 
 
 def _local_gpus() -> list:
@@ -127,54 +128,46 @@ def sm100_trusted() -> bool:
     return os.environ.get("JAX_TMEM_ENABLE_SM100", "0").strip().lower() in ("1", "true", "yes")
 
 
-def k_major_dtypes(cc: int) -> tuple:
-    """Operand dtypes the arch's tensor cores read K-major only (an MN-major one is transposed by XLA)."""
-    if cc == 90:
-        return FP8 + (F32,)  # wgmma: 8-bit and tf32 operands K-major only
-    if cc in (100, 103):
-        return (F32,)        # tcgen05: tf32 MN-major needs the 128B/32B-atom layout (not built)
-    return ()
+@functools.lru_cache(maxsize=None)
+def families(arch: str) -> frozenset:
+    """The kernel families compiled for ``arch`` (and runnable there), as the C++ dispatcher knows them
+    (cpp/src/<arch>_instances.def): {(A dtype name, B dtype name, A MN-major, B MN-major)}."""
+    mod, _ = _ext.load()
+    if mod is None:
+        return frozenset()
+    return frozenset((a, b, bool(am), bool(bm)) for a, b, am, bm in mod.kernel_families(arch))
 
 
-def check_sm100(canon: _canon.Canon, a_dtype, b_dtype, out_dtype, allow_tf32: bool, cc: int = 100) -> str:
-    """Empty string if the sm_100a/sm_103a kernels take the problem, else why not."""
-    a_dtype, b_dtype = np.dtype(a_dtype), np.dtype(b_dtype)
-    if a_dtype == I8 and b_dtype == I8:
-        if cc != 100:
-            return "int8 x int8: tcgen05 kind::i8 exists on sm_100a only (not sm_103a)"
-        return _check_common(canon, I8, I8, out_dtype, allow_tf32)
-    if a_dtype == I8 or b_dtype == I8:
-        return f"operand dtypes {a_dtype} x {b_dtype} (int8 multiplies int8 only)"
-    if a_dtype in FP8 and b_dtype in FP8 and (canon.a_mn_major or canon.b_mn_major):
-        # kind::f8f6f4 reads MN-major 8-bit operands; the sm_90 restriction does not apply.
-        canon = _canon.Canon(**{**canon.__dict__, "a_mn_major": False, "b_mn_major": False})
-    return _check_common(canon, a_dtype, b_dtype, out_dtype, allow_tf32)
+def k_major_dtypes(arch: str) -> tuple:
+    """Operand dtypes that ``arch``'s kernels read K-major only (an MN-major one is transposed by XLA
+    first): those with a family K-major and none MN-major. wgmma: fp8 and tf32; tcgen05 as built: tf32."""
+    fams = families(arch)
+    names = {f[0] for f in fams} | {f[1] for f in fams}
+    mn = {f[0] for f in fams if f[2]} | {f[1] for f in fams if f[3]}
+    return tuple(np.dtype(getattr(ml_dtypes, n, n)) for n in sorted(names - mn))
 
 
-def check_sm90(canon: _canon.Canon, a_dtype, b_dtype, out_dtype, allow_tf32: bool) -> str:
-    """Empty string if the sm_90a kernels take the problem, else why not."""
-    if np.dtype(a_dtype) == I8 or np.dtype(b_dtype) == I8:
-        return "int8: no sm_90a integer (IGMMA) kernel yet"
-    return _check_common(canon, a_dtype, b_dtype, out_dtype, allow_tf32)
-
-
-def _check_common(canon: _canon.Canon, a_dtype, b_dtype, out_dtype, allow_tf32: bool) -> str:
+def check(arch: str, canon: _canon.Canon, a_dtype, b_dtype, out_dtype, allow_tf32: bool) -> str:
+    """Empty string if ``arch``'s kernels take the problem, else why not: its output dtype, a compiled
+    family for its operand types and majorness (from the C++ lists), tf32 allowed by the precision,
+    16-byte row pitches and batch strides (TMA), dimensions < 2^31."""
     a_dtype, b_dtype, out_dtype = np.dtype(a_dtype), np.dtype(b_dtype), np.dtype(out_dtype)
     if out_dtype not in OUT_TYPES:
-        return f"output dtype {out_dtype} (kernels write float32/bfloat16/float16)"
-    if a_dtype in FP8 and b_dtype in FP8:
-        if canon.a_mn_major or canon.b_mn_major:
-            return "an FP8 operand is MN-major (wgmma reads 8-bit operands K-major only)"
-    elif a_dtype != b_dtype or a_dtype not in (BF16, F16, F32, I8):
-        return f"operand dtypes {a_dtype} x {b_dtype} (kernels: bf16 x bf16, f16 x f16, f32 x f32 as tf32, fp8 x fp8)"
-    if a_dtype == F32:
-        if not allow_tf32:
-            return "float32 with precision HIGH/HIGHEST (the kernels would use tf32)"
-        if canon.a_mn_major or canon.b_mn_major:
-            return "a float32 operand is MN-major (wgmma reads tf32 operands K-major only)"
-    for name, dt, mn, ld, stride, rows in (
-            ("lhs", a_dtype, canon.a_mn_major, canon.lda, canon.stride_a, canon.k if canon.a_mn_major else canon.m),
-            ("rhs", b_dtype, canon.b_mn_major, canon.ldb, canon.stride_b, canon.k if canon.b_mn_major else canon.n)):
+        return f"output dtype {out_dtype} (kernels write {', '.join(d.name for d in OUT_TYPES)})"
+    if a_dtype == F32 and b_dtype == F32 and not allow_tf32:
+        return "float32 with precision HIGH/HIGHEST (the kernels would use tf32)"
+    fams = families(arch)
+    key = (a_dtype.name, b_dtype.name, bool(canon.a_mn_major), bool(canon.b_mn_major))
+    if key not in fams:
+        side = lambda n, mn: f"{n} ({'MN' if mn else 'K'}-major)"
+        pairs = sorted({f"{f[0]} x {f[1]}" for f in fams})
+        if any(f[:2] == key[:2] for f in fams):
+            return (f"no {arch} kernel reads {side(key[0], key[2])} x {side(key[1], key[3])} "
+                    f"(compiled majorness: {sorted((('MN' if f[2] else 'K'), ('MN' if f[3] else 'K')) for f in fams if f[:2] == key[:2])})")
+        return f"no {arch} kernel for {key[0]} x {key[1]} (compiled: {', '.join(pairs)})"
+    for name, dt, ld, stride, rows in (
+            ("lhs", a_dtype, canon.lda, canon.stride_a, canon.k if canon.a_mn_major else canon.m),
+            ("rhs", b_dtype, canon.ldb, canon.stride_b, canon.k if canon.b_mn_major else canon.n)):
         es = dt.itemsize
         if rows > 1 and (ld * es) % 16:
             return f"{name} row pitch of {ld * es} bytes is not a multiple of 16 (TMA)"

@@ -273,10 +273,9 @@ def _decide(lhs_shape, rhs_shape, a_dtype, b_dtype, dn, out_dtype, requested: st
             reason = cc_why
         else:
             arch, reason = _arch.arch_target(cc)
-            if arch == "sm_90a":
-                reason = _arch.check_sm90(canon, a_dtype, b_dtype, out_dtype, allow_tf32)
-            elif arch in ("sm_100a", "sm_103a"):
-                reason = _arch.check_sm100(canon, a_dtype, b_dtype, out_dtype, allow_tf32, cc)
+            if arch:
+                reason = _arch.check(arch, canon, a_dtype, b_dtype, out_dtype, allow_tf32)
+            if arch in ("sm_100a", "sm_103a"):
                 if not reason and requested == "auto" and not _arch.sm100_trusted():
                     reason = (f"the {arch} tcgen05 kernels are compiled but have never been executed on Blackwell "
                               "hardware, so auto uses XLA; path='kernel' or JAX_TMEM_ENABLE_SM100=1 runs them")
@@ -320,7 +319,8 @@ def _k_major_for_gpu(lhs, rhs, dn, requested):
     cc = _arch.device_cc()[0]
     if cc != 90 and not (requested in ("kernel", "prefer") or _arch.sm100_trusted()):
         return lhs, rhs, dn  # the kernels will not run this call: leave the layout to XLA
-    k_major_only = _arch.k_major_dtypes(cc)
+    arch, _ = _arch.arch_target(cc) if cc > 0 else ("", "")
+    k_major_only = _arch.k_major_dtypes(arch) if arch else ()
     if not k_major_only:
         return lhs, rhs, dn
     canon = _canon.canonicalize(lhs.shape, rhs.shape, dn)

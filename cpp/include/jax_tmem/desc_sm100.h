@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "jax_tmem/dtypes.h"
+
 #if defined(__CUDACC__)
 #define JT_HD_CONSTEXPR_100 __host__ __device__ constexpr
 #else
@@ -25,26 +27,23 @@ enum class MmaKind : uint32_t { kF16 = 0, kTF32 = 1, kF8F6F4 = 2, kI8 = 3, kMXF8
 //   kind::mxf8f6f4 as f8f6f4; kind::mxf4 / mxf4nvf4: E2M1 = 1 (bit 12 of B reserved)
 enum class DFormat : uint32_t { kF16 = 0, kF32 = 1, kS32 = 2 };
 
-// Operand element types, independent of the kind; format_code() gives the kind's encoding.
-enum class Elem : int32_t { kF16, kBF16, kTF32, kE4M3, kE5M2, kE2M3, kE3M2, kE2M1, kU8, kS8, kInvalid = -1 };
-
 constexpr bool is_block_scaled(MmaKind k) {
   return k == MmaKind::kMXF8F6F4 || k == MmaKind::kMXF4 || k == MmaKind::kMXF4NVF4;
 }
 
-// The A/B format field for `e` under `kind`, or -1 if the kind does not take that type (Tables 43/44).
-// NOTE: E2M1 is 5 under f8f6f4/mxf8f6f4 but 1 under mxf4/mxf4nvf4.
-JT_HD_CONSTEXPR_100 int32_t format_code(MmaKind kind, Elem e) {
+// The A/B format field for element type `e` under `kind` (the format columns of dtypes.def), or -1 if
+// the kind does not take that type (Tables 43/44). NOTE: E2M1 is 5 under f8f6f4/mxf8f6f4 but 1 under
+// mxf4/mxf4nvf4; a float32 operand is tf32.
+JT_HD_CONSTEXPR_100 int32_t format_code(MmaKind kind, DType e) {
+  const DTypeRow r = dtype_row(e);
   switch (kind) {
-    case MmaKind::kF16: return e == Elem::kF16 ? 0 : e == Elem::kBF16 ? 1 : -1;
-    case MmaKind::kTF32: return e == Elem::kTF32 ? 2 : -1;
+    case MmaKind::kF16: return r.fmt[DTypeRow::kFmtF16];
+    case MmaKind::kTF32: return r.fmt[DTypeRow::kFmtTF32];
     case MmaKind::kF8F6F4:
-    case MmaKind::kMXF8F6F4:
-      return e == Elem::kE4M3 ? 0 : e == Elem::kE5M2 ? 1 : e == Elem::kE2M3 ? 3 : e == Elem::kE3M2 ? 4
-           : e == Elem::kE2M1 ? 5 : -1;
-    case MmaKind::kI8: return e == Elem::kU8 ? 0 : e == Elem::kS8 ? 1 : -1;
+    case MmaKind::kMXF8F6F4: return r.fmt[DTypeRow::kFmtF8F6F4];
+    case MmaKind::kI8: return r.fmt[DTypeRow::kFmtI8];
     case MmaKind::kMXF4:
-    case MmaKind::kMXF4NVF4: return e == Elem::kE2M1 ? 1 : -1;
+    case MmaKind::kMXF4NVF4: return r.fmt[DTypeRow::kFmtMXF4];
   }
   return -1;
 }

@@ -12,16 +12,14 @@ namespace jax_tmem {
 
 namespace ffi = xla::ffi;
 
+// The jax_tmem type of an XLA buffer type (dtypes.def's FFI column); kInvalid if it has none.
 inline DType to_dtype(ffi::DataType t) {
-  switch (t) {
-    case ffi::DataType::F32: return DType::kF32;
-    case ffi::DataType::BF16: return DType::kBF16;
-    case ffi::DataType::F16: return DType::kF16;
-    case ffi::DataType::F8E4M3FN: return DType::kE4M3;
-    case ffi::DataType::F8E5M2: return DType::kE5M2;
-    case ffi::DataType::S8: return DType::kS8;
-    default: return DType::kInvalid;
-  }
+  if (t == ffi::DataType::INVALID) return DType::kInvalid;
+#define JT_DTYPE(id, name, ffi_t, tma, bits, op, out, sc, f16, tf32, f8, i8, mxf4) \
+  if (t == ffi::DataType::ffi_t) return DType::id;
+#include "jax_tmem/dtypes.def"
+#undef JT_DTYPE
+  return DType::kInvalid;
 }
 
 // Binding shared by both handlers: a, b, then [bias][c] as remaining args; results: the output and an

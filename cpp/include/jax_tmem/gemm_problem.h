@@ -18,33 +18,11 @@
 #include <initializer_list>
 #include <string>
 
+#include "jax_tmem/dtypes.h"
+
 namespace jax_tmem {
 
 enum class Activation : int32_t { kNone = 0, kRelu = 1, kGelu = 2, kGeluTanh = 3, kSilu = 4 };
-
-// Element types as jax_tmem numbers them (the same numbers are used by the Python side).
-enum class DType : int32_t { kF32 = 0, kBF16 = 1, kF16 = 2, kE4M3 = 3, kE5M2 = 4, kS8 = 5, kInvalid = -1 };
-
-inline int dtype_bytes(DType t) {
-  switch (t) {
-    case DType::kF32: return 4;
-    case DType::kBF16: case DType::kF16: return 2;
-    case DType::kE4M3: case DType::kE5M2: case DType::kS8: return 1;
-    default: return 0;
-  }
-}
-
-inline const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::kF32: return "float32";
-    case DType::kBF16: return "bfloat16";
-    case DType::kF16: return "float16";
-    case DType::kE4M3: return "float8_e4m3fn";
-    case DType::kE5M2: return "float8_e5m2";
-    case DType::kS8: return "int8";
-    default: return "invalid";
-  }
-}
 
 struct GemmProblem {
   int64_t batch = 1, m = 1, n = 1, k = 1;
@@ -72,12 +50,16 @@ inline std::string validate(const GemmProblem& p, int64_t a_count, int64_t b_cou
   auto s = [](int64_t v) { return std::to_string(v); };
   if (p.batch < 1 || p.m < 1 || p.n < 1 || p.k < 1)
     return "batch, m, n, k must be >= 1 (got " + s(p.batch) + ", " + s(p.m) + ", " + s(p.n) + ", " + s(p.k) + ")";
-  if (p.a_type == DType::kInvalid || p.b_type == DType::kInvalid)
-    return "unsupported operand dtype";
+  if (!dtype_is_operand(p.a_type) || !dtype_is_operand(p.b_type))
+    return std::string("unsupported operand dtype ") + dtype_name(p.a_type) + " x " + dtype_name(p.b_type);
   if ((p.a_type == DType::kS8) != (p.b_type == DType::kS8))
     return "int8 operands multiply int8 operands only (int32 accumulation)";
-  if (p.out_type != DType::kF32 && p.out_type != DType::kBF16 && p.out_type != DType::kF16)
-    return "output dtype must be float32, bfloat16 or float16";
+  if (!dtype_is_output(p.out_type)) {
+    std::string names;
+    for (int t = 0; t < static_cast<int>(DType::kCount); ++t)
+      if (dtype_is_output(static_cast<DType>(t))) names += std::string(names.empty() ? "" : ", ") + dtype_name(static_cast<DType>(t));
+    return "output dtype must be one of " + names + ", got " + dtype_name(p.out_type);
+  }
   if (p.lda < p.a_cols() && p.a_rows() > 1) return "lda " + s(p.lda) + " < row length " + s(p.a_cols());
   if (p.ldb < p.b_cols() && p.b_rows() > 1) return "ldb " + s(p.ldb) + " < row length " + s(p.b_cols());
   if (p.stride_a < 0 || p.stride_b < 0 || p.lda < 0 || p.ldb < 0) return "negative stride";

@@ -117,6 +117,10 @@ inline const char* sm100_name(Sm100 t) {
   return "?";
 }
 
+// The sm100 kernel families (cpp/src/sm100_instances.def) are compiled for sm_100a and sm_103a, but
+// kind::i8 exists on sm_100a only (ptxas rejects it for sm_103a): the int8 families run on cc 100 only.
+inline bool sm100_family_runs(int cc, DType a_type) { return a_type != DType::kS8 || cc == 100; }
+
 // CTA-pair 256x256 tiles when there are enough of them to give every pair of SMs one, else the widest
 // 1-CTA tile that fills the GPU; `config` forces an entry. kind::i8 has no pair kernel: its pair
 // choice runs the 128x256 1-CTA kernel. The TMA-store epilogue entries (8, 9) are not chosen by the

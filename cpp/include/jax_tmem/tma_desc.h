@@ -29,11 +29,13 @@ inline EncodeTiledFn encode_fn() {
   return fn;
 }
 
+// dtypes.def's TMA column.
 inline CUtensorMapDataType tma_dtype(DType t) {
   switch (t) {
-    case DType::kF32: return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
-    case DType::kBF16: return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-    case DType::kF16: return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+#define JT_DTYPE(id, name, ffi, tma, bits, op, out, sc, f16, tf32, f8, i8, mxf4) \
+    case DType::id: return CU_TENSOR_MAP_DATA_TYPE_##tma;
+#include "jax_tmem/dtypes.def"
+#undef JT_DTYPE
     default: return CU_TENSOR_MAP_DATA_TYPE_UINT8;
   }
 }

@@ -30,43 +30,22 @@
 
 namespace jax_tmem::sm100 {
 
-enum class Kind : int { kBF16, kF16, kTF32, kE4M3E4M3, kE4M3E5M2, kE5M2E4M3, kE5M2E5M2, kS8S8 };
-
-constexpr int kind_elem_bytes(Kind k) {
-  return k == Kind::kTF32 ? 4 : (k == Kind::kBF16 || k == Kind::kF16) ? 2 : 1;
+// The MMA of a kernel is named by its operand types (A, B); the tcgen05 kind and the accumulator follow
+// from them: kind::f16 (bf16, f16), kind::tf32 (f32 read as tf32), kind::i8 (int8, exact s32
+// accumulator), kind::f8f6f4 (every e4m3/e5m2 mix); f32 accumulators otherwise.
+constexpr desc::MmaKind mma_kind(DType a) {
+  return a == DType::kF32 ? desc::MmaKind::kTF32
+       : (a == DType::kBF16 || a == DType::kF16) ? desc::MmaKind::kF16
+       : a == DType::kS8 ? desc::MmaKind::kI8 : desc::MmaKind::kF8F6F4;
 }
+constexpr desc::DFormat d_format(DType a) { return a == DType::kS8 ? desc::DFormat::kS32 : desc::DFormat::kF32; }
 
-// The tcgen05 kind and operand element types of a kernel kind.
-constexpr desc::MmaKind mma_kind(Kind k) {
-  return k == Kind::kTF32 ? desc::MmaKind::kTF32
-       : (k == Kind::kBF16 || k == Kind::kF16) ? desc::MmaKind::kF16
-       : k == Kind::kS8S8 ? desc::MmaKind::kI8 : desc::MmaKind::kF8F6F4;
-}
-// The accumulator: s32 for kind::i8 (exact), f32 otherwise.
-constexpr desc::DFormat d_format(Kind k) { return k == Kind::kS8S8 ? desc::DFormat::kS32 : desc::DFormat::kF32; }
-// Element type of operand A (`b_operand` false) or B of a kernel kind.
-constexpr desc::Elem elem_of(Kind k, bool b_operand) {
-  using desc::Elem;
-  switch (k) {
-    case Kind::kBF16: return Elem::kBF16;
-    case Kind::kF16: return Elem::kF16;
-    case Kind::kTF32: return Elem::kTF32;
-    case Kind::kS8S8: return Elem::kS8;
-    case Kind::kE4M3E4M3: return Elem::kE4M3;
-    case Kind::kE4M3E5M2: return b_operand ? Elem::kE5M2 : Elem::kE4M3;
-    case Kind::kE5M2E4M3: return b_operand ? Elem::kE4M3 : Elem::kE5M2;
-    default: return Elem::kE5M2;
-  }
-}
-constexpr desc::Elem elem_a(Kind k) { return elem_of(k, false); }
-constexpr desc::Elem elem_b(Kind k) { return elem_of(k, true); }
-
-// Instruction descriptor of the kind (D = f32, M = 128, cta_group::1), from the same encoder and
-// format table that jax_tmem.isa.instr_desc exposes.
-constexpr uint32_t kind_idesc(Kind k, int n, bool a_mn, bool b_mn) {
-  return desc::sm100_instr_desc(static_cast<uint32_t>(desc::format_code(mma_kind(k), elem_a(k))),
-                                static_cast<uint32_t>(desc::format_code(mma_kind(k), elem_b(k))),
-                                d_format(k), 128, static_cast<uint32_t>(n), a_mn, b_mn);
+// Instruction descriptor for operands (a, b) (M = 128, cta_group::1), from the same encoder and format
+// table that jax_tmem.isa.instr_desc exposes.
+constexpr uint32_t kind_idesc(DType a, DType b, int m, int n, bool a_mn, bool b_mn) {
+  return desc::sm100_instr_desc(static_cast<uint32_t>(desc::format_code(mma_kind(a), a)),
+                                static_cast<uint32_t>(desc::format_code(mma_kind(a), b)), d_format(a),
+                                static_cast<uint32_t>(m), static_cast<uint32_t>(n), a_mn, b_mn);
 }
 
 // kTmaStore: the epilogue warps store through shared memory with TMA (epilogue_tma.cuh): each warp
@@ -75,10 +54,11 @@ constexpr uint32_t kind_idesc(Kind k, int n, bool a_mn, bool b_mn) {
 // kPartialOut (1 split-K, 2 swap-AB with split-K; menu configs 11-14, as on sm_90a): work units are
 // (tile, K split) pairs and the epilogue writes each unit's f32 accumulator rows to the workspace
 // (epilogue_tile_partial); the reduce pass (splitk_reduce.cuh) adds the splits and runs the epilogue.
-template <Kind kKind_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_, bool kTmaStore_ = false,
+template <DType kA_, DType kB_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_, bool kTmaStore_ = false,
           int kPartialOut_ = 0>
 struct Config {
-  static constexpr Kind kKind = kKind_;
+  static constexpr DType kA = kA_, kB = kB_;
+  static constexpr desc::MmaKind kMma = mma_kind(kA);
   static constexpr int BLOCK_M = 128;
   static constexpr int BLOCK_N = BLOCK_N_;
   static constexpr int BOX_M = BLOCK_M, BOX_N = BLOCK_N;  // rows of A / B one CTA loads per tile
@@ -91,7 +71,7 @@ struct Config {
   static constexpr int CTAS_PER_TILE = 1;
   static constexpr int kStages = kStages_;
   static constexpr bool kAMN = kAMN_, kBMN = kBMN_;
-  static constexpr int ELEM_BYTES = kind_elem_bytes(kKind);
+  static constexpr int ELEM_BYTES = dtype_bytes(kA);
   static constexpr int BLOCK_K = 128 / ELEM_BYTES;  // one 128-byte swizzle row along K
   static constexpr int UMMA_K = 32 / ELEM_BYTES;    // K of one tcgen05.mma (always 32 bytes)
   static constexpr int MN_CHUNK = 128 / ELEM_BYTES; // elements of one 128B swizzle atom along M/N (MN-major)
@@ -105,17 +85,17 @@ struct Config {
   static constexpr int NUM_THREADS = 256;
   static constexpr int kGroupM = 8;
   static constexpr int SMEM_BYTES = kStages * STAGE_BYTES + OUT_BYTES + 1024 + (2 * kStages + 2 * kAccStages) * 8 + 16;
-  static constexpr uint32_t IDESC = kind_idesc(kKind, BLOCK_N, kAMN, kBMN);
+  static constexpr uint32_t IDESC = kind_idesc(kA, kB, 128, BLOCK_N, kAMN, kBMN);
 
-  static_assert(desc::mma_shape_error(mma_kind(kKind), BLOCK_M, BLOCK_N, kAMN, kBMN, 8 * ELEM_BYTES) == nullptr,
+  static_assert(desc::mma_shape_error(kMma, BLOCK_M, BLOCK_N, kAMN, kBMN, 8 * ELEM_BYTES) == nullptr,
                 "illegal tcgen05.mma shape/majorness (see desc::mma_shape_error)");
-  static_assert(desc::format_code(mma_kind(kKind), elem_a(kKind)) >= 0 &&
-                desc::format_code(mma_kind(kKind), elem_b(kKind)) >= 0, "operand type not taken by the kind");
+  static_assert(desc::format_code(kMma, kA) >= 0 && desc::format_code(kMma, kB) >= 0 && mma_kind(kB) == kMma,
+                "operand type not taken by the kind");
   static_assert(kTmem.valid(), "TMEM plan invalid (see tmem_plan.h)");
-  static_assert(!(kKind == Kind::kTF32 && (kAMN || kBMN)), "tf32 MN-major needs the 128B/32B-atom layout (not built)");
+  static_assert(!(kA == DType::kF32 && (kAMN || kBMN)), "tf32 MN-major needs the 128B/32B-atom layout (not built)");
   static_assert(SMEM_BYTES <= 232448, "shared memory per CTA exceeds 227 KB");
   static_assert(STAGE_BYTES % 1024 == 0, "128B-swizzle tiles must stay 1024-byte aligned");
-  static_assert(kPartialOut == 0 || (!kTmaStore && kKind != Kind::kS8S8), "split-K: direct stores, no int8");
+  static_assert(kPartialOut == 0 || (!kTmaStore && kA != DType::kS8), "split-K: direct stores, no int8");
   static_assert(BLOCK_N % 32 == 0 || (BLOCK_N == 16 && kPartialOut != 0), "the epilogue reads 32 (or 16) columns");
 };
 
@@ -135,9 +115,9 @@ __device__ __forceinline__ uint64_t operand_desc(uint32_t base, int ks) {
 template <class C>
 __device__ __forceinline__ void issue_mma(uint32_t d_tmem, uint64_t da, uint64_t db, uint32_t accumulate) {
   using namespace jax_tmem::ptx;
-  if constexpr (C::kKind == Kind::kBF16 || C::kKind == Kind::kF16) tcgen05_mma_f16_cg1(d_tmem, da, db, C::IDESC, accumulate);
-  else if constexpr (C::kKind == Kind::kTF32) tcgen05_mma_tf32_cg1(d_tmem, da, db, C::IDESC, accumulate);
-  else if constexpr (C::kKind == Kind::kS8S8) {
+  if constexpr (C::kMma == desc::MmaKind::kF16) tcgen05_mma_f16_cg1(d_tmem, da, db, C::IDESC, accumulate);
+  else if constexpr (C::kMma == desc::MmaKind::kTF32) tcgen05_mma_tf32_cg1(d_tmem, da, db, C::IDESC, accumulate);
+  else if constexpr (C::kMma == desc::MmaKind::kI8) {
 #if defined(__CUDA_ARCH_FEAT_SM103_ALL)
     __trap();  // NOTE: kind::i8 does not exist on sm_103a; the host never launches this kernel there
 #else
@@ -182,7 +162,7 @@ __device__ __forceinline__ void epilogue_tile(uint32_t taddr, int row, int64_t r
     float v[32];
 #pragma unroll
     for (int j = 0; j < 32; ++j)  // s32 accumulators (kind::i8) convert exactly up to 2^24
-      v[j] = C::kKind == Kind::kS8S8 ? static_cast<float>(static_cast<int32_t>(r[j])) : __uint_as_float(r[j]);
+      v[j] = C::kMma == desc::MmaKind::kI8 ? static_cast<float>(static_cast<int32_t>(r[j])) : __uint_as_float(r[j]);
     const int col0 = n_blk * C::BLOCK_N + c * 32;
     if (row < p.m && col0 < p.n) epilogue::finish_row_segment<32>(v, p.epi, row_index, col0, p.n);
   }
@@ -214,7 +194,7 @@ __device__ __forceinline__ void epilogue_tile_tma(uint32_t taddr, int row, int64
         float v[32];
 #pragma unroll
         for (int j = 0; j < 32; ++j)  // s32 accumulators (kind::i8) convert exactly up to 2^24
-          v[j] = C::kKind == Kind::kS8S8 ? static_cast<float>(static_cast<int32_t>(r[j])) : __uint_as_float(r[j]);
+          v[j] = C::kMma == desc::MmaKind::kI8 ? static_cast<float>(static_cast<int32_t>(r[j])) : __uint_as_float(r[j]);
         epilogue::row_segment_math<32>(v, p.epi, row_index, n_blk * C::BLOCK_N + c * CW + s * 32, p.n, row_ok);
         epilogue::stage_row_swizzled<32, T>(v, box, lane, s * 32 * ES);
       }

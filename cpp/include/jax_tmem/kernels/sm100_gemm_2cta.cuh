@@ -21,14 +21,15 @@
 
 namespace jax_tmem::sm100 {
 
-template <Kind kKind_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_, bool kTmaStore_ = false>
+template <DType kA_, DType kB_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_, bool kTmaStore_ = false>
 struct Config2Cta {
-  static constexpr Kind kKind = kKind_;
+  static constexpr DType kA = kA_, kB = kB_;
+  static constexpr desc::MmaKind kMma = mma_kind(kA);
   static constexpr int BLOCK_M = 256;               // rows per pair tile (128 per CTA)
   static constexpr int BLOCK_N = BLOCK_N_;          // columns per pair tile = UMMA N
   static constexpr int kStages = kStages_;
   static constexpr bool kAMN = kAMN_, kBMN = kBMN_;
-  static constexpr int ELEM_BYTES = kind_elem_bytes(kKind);
+  static constexpr int ELEM_BYTES = dtype_bytes(kA);
   static constexpr int BLOCK_K = 128 / ELEM_BYTES;
   static constexpr int UMMA_K = 32 / ELEM_BYTES;
   static constexpr int MN_CHUNK = 128 / ELEM_BYTES;
@@ -51,17 +52,14 @@ struct Config2Cta {
   static constexpr int NUM_THREADS = 256;
   static constexpr int kGroupM = 4;
   static constexpr int SMEM_BYTES = kStages * STAGE_BYTES + OUT_BYTES + 1024 + (2 * kStages + 2 * kAccStages) * 8 + 16;
-  static constexpr uint32_t IDESC =
-      desc::sm100_instr_desc(static_cast<uint32_t>(desc::format_code(mma_kind(kKind), elem_a(kKind))),
-                             static_cast<uint32_t>(desc::format_code(mma_kind(kKind), elem_b(kKind))),
-                             d_format(kKind), BLOCK_M, BLOCK_N, kAMN, kBMN);
+  static constexpr uint32_t IDESC = kind_idesc(kA, kB, BLOCK_M, BLOCK_N, kAMN, kBMN);
 
-  static_assert(desc::mma_shape_error(mma_kind(kKind), BLOCK_M, BLOCK_N, kAMN, kBMN, 8 * ELEM_BYTES) == nullptr,
+  static_assert(desc::mma_shape_error(kMma, BLOCK_M, BLOCK_N, kAMN, kBMN, 8 * ELEM_BYTES) == nullptr,
                 "illegal CTA-pair tcgen05.mma shape/majorness");
   static_assert(kTmem.valid(), "TMEM plan invalid");
-  static_assert(kKind != Kind::kS8S8, "kind::i8 is built for the 1-CTA kernel only");
+  static_assert(kMma != desc::MmaKind::kI8, "kind::i8 is built for the 1-CTA kernel only");
   static_assert(!kBMN || CTA_N % MN_CHUNK == 0, "an MN-major B half must be whole 128-byte atoms");
-  static_assert(!(kKind == Kind::kTF32 && (kAMN || kBMN)), "tf32 MN-major needs the 128B/32B-atom layout");
+  static_assert(!(kA == DType::kF32 && (kAMN || kBMN)), "tf32 MN-major needs the 128B/32B-atom layout");
   static_assert(SMEM_BYTES <= 232448, "shared memory per CTA exceeds 227 KB");
   static_assert(STAGE_BYTES % 1024 == 0, "128B-swizzle tiles must stay 1024-byte aligned");
 };
@@ -69,8 +67,8 @@ struct Config2Cta {
 template <class C>
 __device__ __forceinline__ void issue_mma_2cta(uint32_t d_tmem, uint64_t da, uint64_t db, uint32_t accumulate) {
   using namespace jax_tmem::ptx;
-  if constexpr (C::kKind == Kind::kBF16 || C::kKind == Kind::kF16) tcgen05_mma_f16_cg2(d_tmem, da, db, C::IDESC, accumulate);
-  else if constexpr (C::kKind == Kind::kTF32) tcgen05_mma_tf32_cg2(d_tmem, da, db, C::IDESC, accumulate);
+  if constexpr (C::kMma == desc::MmaKind::kF16) tcgen05_mma_f16_cg2(d_tmem, da, db, C::IDESC, accumulate);
+  else if constexpr (C::kMma == desc::MmaKind::kTF32) tcgen05_mma_tf32_cg2(d_tmem, da, db, C::IDESC, accumulate);
   else tcgen05_mma_f8f6f4_cg2(d_tmem, da, db, C::IDESC, accumulate);
 }
 

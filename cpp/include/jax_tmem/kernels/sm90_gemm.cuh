@@ -26,11 +26,8 @@
 
 namespace jax_tmem::sm90 {
 
-enum class Kind : int { kBF16, kF16, kTF32, kE4M3E4M3, kE4M3E5M2, kE5M2E4M3, kE5M2E5M2 };
-
-constexpr int kind_elem_bytes(Kind k) {
-  return k == Kind::kTF32 ? 4 : (k == Kind::kBF16 || k == Kind::kF16) ? 2 : 1;
-}
+// The MMA of a kernel is named by its operand types (A, B), f32 accumulation: bf16 x bf16, f16 x f16,
+// f32 x f32 (tf32) and every e4m3/e5m2 mix (mma_step picks the wgmma).
 
 // kPingPong = false: "cooperative" - both consumer warpgroups work on one 128-row tile (64 rows each)
 //   and run the epilogue together while the tensor cores idle.
@@ -53,11 +50,12 @@ constexpr int kind_elem_bytes(Kind k) {
 // kPartialOut (1 split-K, 2 swap-AB with split-K): no epilogue here; each work unit (tile, K range)
 //   writes its f32 accumulators to the workspace (partial_store) and a second kernel reduces them
 //   in a fixed order and runs the epilogue (splitk_reduce.cuh): deterministic. Menu configs 11-14.
-template <Kind kKind_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_, bool kPingPong_ = false,
+template <DType kA_, DType kB_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_, bool kPingPong_ = false,
           bool kSmemEpilogue_ = false, int kClusterM_ = 1, bool kTmaStore_ = false, int kPartialOut_ = 0>
 struct Config {
   static constexpr int kPartialOut = kPartialOut_;
-  static constexpr Kind kKind = kKind_;
+  static constexpr DType kA = kA_, kB = kB_;
+  static_assert(dtype_bytes(kA) == dtype_bytes(kB), "A and B of one wgmma have one element width");
   static constexpr bool kPingPong = kPingPong_;
   static constexpr bool kSmemEpilogue = kSmemEpilogue_;
   static constexpr int EPI_COLS = 32, EPI_STRIDE = 40;  // staged chunk: 64 rows x 32 f32, row pitch 160 B
@@ -74,7 +72,7 @@ struct Config {
   static constexpr int CTAS_PER_TILE = CLUSTER_M;
   static constexpr int kStages = kStages_;
   static constexpr bool kAMN = kAMN_, kBMN = kBMN_;
-  static constexpr int ELEM_BYTES = kind_elem_bytes(kKind);
+  static constexpr int ELEM_BYTES = dtype_bytes(kA);
   static constexpr int BLOCK_K = 128 / ELEM_BYTES;     // one 128-byte swizzle row along K
   static constexpr int INSTR_K = 32 / ELEM_BYTES;      // K of one wgmma (16 for 16-bit types)
   static constexpr int A_BYTES = BLOCK_M * 128;
@@ -109,13 +107,15 @@ __device__ __forceinline__ void mma_step(float (&acc)[C::ACC_REGS], uint64_t da,
   using namespace jax_tmem::ptx;
   constexpr int N = C::BLOCK_N;
   constexpr int TA = C::kAMN ? 1 : 0, TB = C::kBMN ? 1 : 0;
-  if constexpr (C::kKind == Kind::kBF16) wgmma_bf16<N, TA, TB>(acc, da, db, scale_d);
-  else if constexpr (C::kKind == Kind::kF16) wgmma_f16<N, TA, TB>(acc, da, db, scale_d);
-  else if constexpr (C::kKind == Kind::kTF32) wgmma_tf32<N>(acc, da, db, scale_d);
-  else if constexpr (C::kKind == Kind::kE4M3E4M3) wgmma_e4m3_e4m3<N>(acc, da, db, scale_d);
-  else if constexpr (C::kKind == Kind::kE4M3E5M2) wgmma_e4m3_e5m2<N>(acc, da, db, scale_d);
-  else if constexpr (C::kKind == Kind::kE5M2E4M3) wgmma_e5m2_e4m3<N>(acc, da, db, scale_d);
-  else wgmma_e5m2_e5m2<N>(acc, da, db, scale_d);
+  constexpr DType A = C::kA, B = C::kB;
+  if constexpr (A == DType::kBF16 && B == DType::kBF16) wgmma_bf16<N, TA, TB>(acc, da, db, scale_d);
+  else if constexpr (A == DType::kF16 && B == DType::kF16) wgmma_f16<N, TA, TB>(acc, da, db, scale_d);
+  else if constexpr (A == DType::kF32 && B == DType::kF32) wgmma_tf32<N>(acc, da, db, scale_d);
+  else if constexpr (A == DType::kE4M3 && B == DType::kE4M3) wgmma_e4m3_e4m3<N>(acc, da, db, scale_d);
+  else if constexpr (A == DType::kE4M3 && B == DType::kE5M2) wgmma_e4m3_e5m2<N>(acc, da, db, scale_d);
+  else if constexpr (A == DType::kE5M2 && B == DType::kE4M3) wgmma_e5m2_e4m3<N>(acc, da, db, scale_d);
+  else if constexpr (A == DType::kE5M2 && B == DType::kE5M2) wgmma_e5m2_e5m2<N>(acc, da, db, scale_d);
+  else static_assert(A == DType::kInvalid, "no sm_90a wgmma for these operand types");
 }
 
 // Calls f(row, col, v0, v1) for each pair of horizontally adjacent accumulators of a thread's wgmma
