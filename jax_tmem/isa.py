@@ -7,8 +7,6 @@ Invalid arguments raise ``ValueError`` naming the rule (e.g. "N must be a multip
 
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 
@@ -56,10 +54,11 @@ def tmem_plan(block_n: int, acc_stages: int = 2, *, block_m: int = 128, k_tile: 
                                      int(sf_stages), int(ctas_per_sm)))
 
 
-# The kernels' fixed menus (mirrors cpp/src/sm90_launch.cuh and sm100_launch.cuh).
-SM100_MENU = ({"block_m": 128, "block_n": 256, "stages": 4, "acc_stages": 2},
-              {"block_m": 128, "block_n": 128, "stages": 6, "acc_stages": 2})
-SM90_MENU = ({"block_m": 128, "block_n": 256, "stages": 4}, {"block_m": 128, "block_n": 128, "stages": 6})
+def kernel_menu(arch: str) -> list[dict]:
+    """Every entry of ``arch``'s kernel menu ("sm_90a", "sm_100a", "sm_103a"), from the C++ menu the
+    dispatcher uses (``cpp/include/jax_tmem/menu.h``): ``[{"config", "name", "swap_ab", "split_k"}]``.
+    ``config`` is what :func:`kernel_plan` takes to force an entry."""
+    return [dict(e) for e in _ext().kernel_menu(arch)]
 
 
 def kernel_plan(arch: str, m: int, n: int, k: int, *, batch: int = 1, a_dtype="bfloat16", config: int = -1,

@@ -17,12 +17,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jax_tmem import isa
 from jax_tmem._core import arch as _arch
 from jax_tmem.ops import gemm as gemm_op
 
-SM90_MENU = (0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14)
-SM100_MENU = (0, 1, 4, 8, 9, 11, 12, 13, 14)
-SWAP_AB = (11, 12, 13)
 # (m, n, k, A major, B major): tails in every dim, several tiles per CTA; a decode shape for swap-AB.
 SHAPES = [(264, 520, 304, "K", "MN"), (1000, 776, 1008, "K", "K"), (16, 1040, 2048, "K", "K")]
 
@@ -44,13 +42,15 @@ def run_cases(order, configs="menu", log=print) -> None:
     cc, why = _arch.device_cc()
     arch, why = _arch.arch_target(cc) if cc > 0 else ("", why)
     assert arch, f"no kernels: {why}"
+    menu = isa.kernel_menu(arch)  # the dispatcher's own menu (cpp/include/jax_tmem/menu.h)
+    swap_ab = {e["config"] for e in menu if e["swap_ab"]}
     if configs == "menu":
-        configs = SM90_MENU if arch == "sm_90a" else SM100_MENU
+        configs = [e["config"] for e in menu]
     for di in order:
         dev = gpus[di]
         for cfg in configs:
             for si, (m, n, k, am, bm) in enumerate(SHAPES):
-                if cfg in SWAP_AB and am == "MN":
+                if cfg in swap_ab and am == "MN":
                     continue
                 dtype = jnp.float8_e4m3fn if si == 1 else jnp.bfloat16  # shape 1 is K-major on both sides
                 a, b, dn = operands(1000 * cfg + si, m, n, k, am, bm, dtype, dev)

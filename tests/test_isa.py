@@ -207,7 +207,7 @@ def test_dense_m_n_edge_literals():
     assert idesc("f16", "bfloat16", "bfloat16", m=256, n=256) == 0x10400490
     # M256 N240: 30 << 17 = 0x003C0000
     assert idesc("f16", "bfloat16", "bfloat16", m=256, n=240) == 0x103C0490
-    # The two SM100_MENU configs (f32 acc, M128): N256 and N128 (16 << 17 = 0x00200000)
+    # The two 1-CTA sm100 tile widths (f32 acc, M128): N256 and N128 (16 << 17 = 0x00200000)
     assert idesc("f16", "bfloat16", "bfloat16", m=128, n=128) == 0x08200490
     assert idesc("f8f6f4", "float8_e4m3fn", "float8_e4m3fn", m=128, n=128) == 0x08200010
 
@@ -600,14 +600,27 @@ def test_invalid_smem_desc(args, kwargs, rule):
 
 # ================================ TMEM plan ================================
 
-def test_sm100_menu_contents():
-    assert [(c["block_m"], c["block_n"], c["acc_stages"]) for c in isa.SM100_MENU] == [(128, 256, 2), (128, 128, 2)]
+def test_kernel_menus_come_from_menu_h():
+    """isa.kernel_menu is the dispatcher's own menu (no Python copy to drift)."""
+    sm90 = isa.kernel_menu("sm_90a")
+    sm100 = isa.kernel_menu("sm_100a")
+    assert [e["config"] for e in sm90] == [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
+    assert [e["config"] for e in sm100] == [0, 1, 4, 8, 9, 11, 12, 13, 14]
+    assert isa.kernel_menu("sm_103a") == sm100
+    assert [e["config"] for e in sm90 if e["swap_ab"]] == [11, 12, 13]
+    assert [e["config"] for e in sm100 if e["split_k"]] == [11, 12, 13, 14]
+    assert {e["config"]: e["name"] for e in sm100}[4] == "256x256 CTA pair (cta_group::2)"
+    for e in sm90 + sm100:  # each entry is one the plan accepts when forced
+        assert isa.kernel_plan("sm_90a" if e in sm90 else "sm_100a", 512, 512, 512, config=e["config"])["config"] == e["config"]
+    with pytest.raises(ValueError, match="arch"):
+        isa.kernel_menu("sm_80")
 
 
-@pytest.mark.parametrize("cfg,alloc,offsets", [(isa.SM100_MENU[0], 512, [0, 256]), (isa.SM100_MENU[1], 256, [0, 128])])
-def test_tmem_plan_menu_configs(cfg, alloc, offsets):
-    p = isa.tmem_plan(cfg["block_n"], cfg["acc_stages"], block_m=cfg["block_m"])
-    assert p == {"acc_cols": cfg["block_n"], "acc_offsets": offsets, "sfa_cols": 0, "sfb_cols": 0,
+# The 1-CTA tile widths of the sm100 menu (128x256 and 128x128, two accumulator buffers each).
+@pytest.mark.parametrize("block_n,alloc,offsets", [(256, 512, [0, 256]), (128, 256, [0, 128])])
+def test_tmem_plan_menu_configs(block_n, alloc, offsets):
+    p = isa.tmem_plan(block_n, 2, block_m=128)
+    assert p == {"acc_cols": block_n, "acc_offsets": offsets, "sfa_cols": 0, "sfb_cols": 0,
                  "sfa_offsets": [], "sfb_offsets": [], "used_cols": alloc, "alloc_cols": alloc, "ctas_per_sm": 1}
 
 

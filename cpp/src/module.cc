@@ -176,6 +176,25 @@ NB_MODULE(_jax_tmem, m) {
     return rows;
   }, "The element-type table (cpp/include/jax_tmem/dtypes.def) as the extension compiled it.");
 
+  m.def("kernel_menu", [](const std::string& arch) {
+    // Every entry of the arch's kernel menu (jax_tmem/menu.h), for tests, benchmarks and jax_tmem.isa.
+    namespace menu = jax_tmem::menu;
+    const bool sm90 = arch == "sm_90a";
+    if (!sm90 && arch != "sm_100a" && arch != "sm_103a")
+      throw std::invalid_argument("arch must be sm_90a, sm_100a or sm_103a, got " + arch);
+    nb::list out;
+    for (int c = 0; c <= menu::kSplitK128; ++c) {
+      if (sm90 ? !menu::sm90_valid(c) : !menu::sm100_valid(c)) continue;
+      nb::dict d;
+      d["config"] = c;
+      d["name"] = sm90 ? menu::sm90_name(static_cast<menu::Sm90>(c)) : menu::sm100_name(static_cast<menu::Sm100>(c));
+      d["swap_ab"] = menu::is_swap_ab(c);
+      d["split_k"] = menu::is_partial(c);
+      out.append(d);
+    }
+    return out;
+  }, nb::arg("arch"), "The arch's kernel menu: [{config, name, swap_ab, split_k}] (jax_tmem/menu.h).");
+
   m.def("kernel_families", [](const std::string& arch) {
     // The families the arch's dispatcher runs (cpp/src/<arch>_instances.def, the lists the build
     // compiles), whether or not this build compiled the arch: Python derives its trace-time checks and

@@ -1,6 +1,6 @@
 // jax_tmem: the sm_100a/sm_103a dispatcher: the plan from menu.h, then the kernel family of the
-// problem's operand types and majorness (run_family, generated from sm100_instances.def; each family is
-// compiled in its own translation unit). Compiled and SASS-checked only: never executed on Blackwell.
+// problem's operand types and majorness (run_family, generated from sm100_instances.def; the families are
+// compiled in generated translation units, see CMakeLists.txt). Compiled and SASS-checked only: never executed on Blackwell.
 #include "sm100_launch.cuh"
 
 namespace jax_tmem {

@@ -1,6 +1,6 @@
 // jax_tmem: the sm_90a dispatcher: the plan from menu.h, then the kernel family of the problem's operand
-// types and majorness (run_family, generated from sm90_instances.def; each family is compiled in its
-// own translation unit).
+// types and majorness (run_family, generated from sm90_instances.def; the families are compiled in
+// generated translation units, see CMakeLists.txt).
 #include "sm90_launch.cuh"
 
 namespace jax_tmem {

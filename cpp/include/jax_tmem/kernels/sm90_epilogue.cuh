@@ -1,0 +1,225 @@
+// jax_tmem: the sm_90a kernel's epilogues, run by a consumer warpgroup on its wgmma accumulator
+// fragment (64 rows x BLOCK_N, f32 in registers): the fragment walk, the split-K partial store, the
+// fused epilogue math, and the three ways to store a tile: straight from registers (epilogue_store),
+// through a shared-memory staging buffer with the row-segment epilogue shared with sm_100a
+// (epilogue_store_staged, config 5), and through a swizzled box and a TMA bulk store
+// (epilogue_store_tma, configs 8-10). The kernel (sm90_gemm.cuh) picks one per its Config.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "jax_tmem/epilogue.cuh"
+#include "jax_tmem/epilogue_tma.cuh"
+#include "jax_tmem/ptx/common.cuh"
+#include "jax_tmem/ptx/mbarrier.cuh"
+#include "jax_tmem/ptx/tma.cuh"
+#include "jax_tmem/scheduler.cuh"
+
+namespace jax_tmem::sm90 {
+
+using Params = epilogue::KernelParams;
+
+// Calls f(row, col, v0, v1) for each pair of horizontally adjacent accumulators of a thread's wgmma
+// fragment (acc[4j + 2h + {0,1}] is (row0 + 8h, col0 + 8j + {0,1})) whose first element is inside the
+// rows x cols output; col + 1 may be outside (f checks).
+template <class C, class F>
+__device__ __forceinline__ void for_each_fragment_pair(const float (&acc)[C::ACC_REGS], int row0, int col0, int rows,
+                                                       int cols, F&& f) {
+#pragma unroll
+  for (int j = 0; j < C::BLOCK_N / 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + 8 * h, col = col0 + 8 * j;
+      if (row < rows && col < cols) f(row, col, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+    }
+}
+
+// Split-K / swap-AB (kPartialOut): the raw f32 accumulators of one work unit go to the workspace, in
+// the OUTPUT's orientation, slab [split][batch] of [out rows][ws_ld] (splitk_reduce.cuh then sums the
+// slabs in split order and runs the epilogue). kPartialOut == 1: kernel rows are output rows.
+// kPartialOut == 2 (swap-AB: the kernel computes out^T, its A is the weight): kernel rows are output
+// columns, so each value goes to the transposed place (rows = lanes / 4: 8 consecutive floats).
+template <class C>
+__device__ __forceinline__ void partial_store(const float (&acc)[C::ACC_REGS], const Params& p, int batch,
+                                              int split, int row0, int col0) {
+  const int64_t slab = static_cast<int64_t>(split) * p.batch + batch;
+  for_each_fragment_pair<C>(acc, row0, col0, p.m, p.n, [&](int row, int col, float v0, float v1) {
+    if constexpr (C::kPartialOut == 1) {
+      float* w = p.ws + (slab * p.m + row) * p.ws_ld + col;  // ws_ld is even: pairs are aligned
+      if (col + 1 < p.n) *reinterpret_cast<float2*>(w) = make_float2(v0, v1);
+      else w[0] = v0;
+    } else {
+      float* w = p.ws + (slab * p.n + col) * p.ws_ld + row;
+      w[0] = v0;
+      if (col + 1 < p.n) w[p.ws_ld] = v1;
+    }
+  });
+}
+
+// The fused epilogue on the accumulator fragment: y = act(alpha * acc + bias) + c, cast, masked store.
+// Each step is one uniform branch per tile around a straight unrolled loop (small i-cache footprint).
+template <class C>
+__device__ __forceinline__ void epilogue_math(float (&acc)[C::ACC_REGS], const Params& p, int batch, int row0,
+                                              int col0) {
+  const epilogue::Args& e = p.epi;
+  constexpr int J = C::BLOCK_N / 8;  // 8-column groups; acc[4j + 2h + {0,1}] is (row0 + 8h, col0 + 8j + {0,1})
+  if (e.alpha != 1.0f) {
+#pragma unroll
+    for (int i = 0; i < C::ACC_REGS; ++i) acc[i] *= e.alpha;
+  }
+  if (e.bias != nullptr) {
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      const int col = col0 + 8 * j;
+      const float b0 = col < p.n ? e.bias[col] : 0.f;
+      const float b1 = col + 1 < p.n ? e.bias[col + 1] : 0.f;
+      acc[4 * j] += b0; acc[4 * j + 2] += b0;
+      acc[4 * j + 1] += b1; acc[4 * j + 3] += b1;
+    }
+  }
+  epilogue::activate(acc, e.activation);
+  const int64_t base = static_cast<int64_t>(batch) * p.m;
+  if (e.c != nullptr) {
+#pragma unroll
+    for (int j = 0; j < J; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = row0 + 8 * h, col = col0 + 8 * j;
+        if (row < p.m && col < p.n) {
+          const int64_t idx = (base + row) * p.n + col;
+          acc[4 * j + 2 * h] += epilogue::load_out(e.c, e.out_type, idx);
+          if (col + 1 < p.n) acc[4 * j + 2 * h + 1] += epilogue::load_out(e.c, e.out_type, idx + 1);
+        }
+      }
+  }
+}
+
+// epilogue_math, then masked stores straight from the fragment registers.
+template <class C>
+__device__ __forceinline__ void epilogue_store(float (&acc)[C::ACC_REGS], const Params& p, int batch, int row0,
+                                               int col0) {
+  epilogue_math<C>(acc, p, batch, row0, col0);
+  const epilogue::Args& e = p.epi;
+  const int64_t base = static_cast<int64_t>(batch) * p.m;
+  const bool vec_ok = (p.n % 2) == 0;  // then (row * n + even col) is even: pairs are aligned
+  auto store_all = [&](auto tag) {
+    using T = decltype(tag);
+    for_each_fragment_pair<C>(acc, row0, col0, p.m, p.n, [&](int row, int col, float v0, float v1) {
+      T* o = static_cast<T*>(e.out) + (base + row) * p.n + col;
+      if (vec_ok && col + 1 < p.n) {
+        if constexpr (sizeof(T) == 4) *reinterpret_cast<float2*>(o) = make_float2(v0, v1);
+        else *reinterpret_cast<uint32_t*>(o) = epilogue::pack2<T>(v0, v1);
+      } else {
+        if constexpr (sizeof(T) == 4) { o[0] = v0; if (col + 1 < p.n) o[1] = v1; }
+        else {
+          const uint32_t w = epilogue::pack2<T>(v0, v1);
+          o[0] = *reinterpret_cast<const T*>(&w);
+          if (col + 1 < p.n) o[1] = *(reinterpret_cast<const T*>(&w) + 1);
+        }
+      }
+    });
+  };
+  if (e.out_type == static_cast<int32_t>(DType::kF32)) store_all(float{});
+  else if (e.out_type == static_cast<int32_t>(DType::kBF16)) store_all(__nv_bfloat16{});
+  else store_all(__half{});
+}
+
+// The staged epilogue of one consumer warpgroup (64 rows of the tile): per 32-column chunk, every
+// thread writes its wgmma fragment to shared memory, the warpgroup syncs on its named barrier, then
+// thread t finishes columns [16 (t % 2), 16 (t % 2) + 16) of row t / 2 with the row-segment epilogue
+// shared with sm_100a, and the warpgroup syncs again before the buffer is reused.
+template <class C>
+__device__ __forceinline__ void epilogue_store_staged(float (&acc)[C::ACC_REGS], const Params& p,
+                                                      const sched::TileCoord& tc, int cta_row0, int cw, float* buf) {
+  const int t = threadIdx.x % 128, warp_q = t / 32, lane = t % 32;
+  const int frag_row = 16 * warp_q + lane / 4, frag_col = 2 * (lane % 4);
+  const int my_row = t / 2, my_half = t % 2;
+  const int row = cta_row0 + cw * 64 + my_row;
+  const int64_t row_index = static_cast<int64_t>(tc.batch) * p.m + row;
+  const uint32_t barrier_id = 1 + cw;  // 0 is __syncthreads
+#pragma unroll
+  for (int c = 0; c < C::BLOCK_N / C::EPI_COLS; ++c) {
+#pragma unroll
+    for (int jj = 0; jj < C::EPI_COLS / 8; ++jj) {
+      const int j = c * (C::EPI_COLS / 8) + jj;  // 8-column group of the fragment
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        *reinterpret_cast<float2*>(&buf[(frag_row + 8 * h) * C::EPI_STRIDE + 8 * jj + frag_col]) =
+            make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+    }
+    ptx::named_barrier_sync(barrier_id, 128);
+    float v[16];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const float4 f = *reinterpret_cast<const float4*>(&buf[my_row * C::EPI_STRIDE + 16 * my_half + 4 * q]);
+      v[4 * q] = f.x; v[4 * q + 1] = f.y; v[4 * q + 2] = f.z; v[4 * q + 3] = f.w;
+    }
+    ptx::named_barrier_sync(barrier_id, 128);
+    const int col0 = tc.n_blk * C::BLOCK_N + c * C::EPI_COLS + 16 * my_half;
+    if (row < p.m && col0 < p.n) epilogue::finish_row_segment<16>(v, p.epi, row_index, col0, p.n);
+  }
+}
+
+// The TMA-store epilogue of one consumer warpgroup (rows [wg_row0, wg_row0 + 64) of the output):
+// epilogue_math in registers, then per 128-byte column chunk (64 columns of a 2-byte output, 32 of
+// f32) the StoreRing protocol (epilogue_tma.cuh) with the warpgroup as the group and its thread 0 as
+// the leader; the fragment goes into the swizzled box conflict-free (the 8 rows one store instruction
+// covers land in 8 different 16-byte units).
+template <class C>
+__device__ __forceinline__ void epilogue_store_tma(float (&acc)[C::ACC_REGS], const Params& p, int batch,
+                                                   int wg_row0, int col0, const CUtensorMap* tma_out,
+                                                   epilogue::StoreRing<C::OUT_BOX_BYTES>& ring, int cw) {
+  using namespace jax_tmem::ptx;
+  const int t = threadIdx.x % 128, warp_q = t / 32, lane = t % 32;
+  epilogue_math<C>(acc, p, batch, wg_row0 + 16 * warp_q + lane / 4, col0 + 2 * (lane % 4));
+  const uint32_t barrier_id = 1 + cw;  // 0 is __syncthreads
+  const int frag_row = 16 * warp_q + lane / 4;
+  const bool leader = t == 0, rows_in = wg_row0 < p.m;
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    constexpr int ES = sizeof(T), CW = 128 / ES, JC = CW / 8;  // columns and 8-column groups per chunk
+#pragma unroll
+    for (int c = 0; c < C::BLOCK_N / CW; ++c) {
+      ring.wait_free(leader);
+      named_barrier_sync(barrier_id, 128);
+      uint8_t* box = ring.box();
+      if constexpr (ES == 2) {
+        // stmatrix x4 per two 8-column groups: matrices (rows 0-7, group j), (rows 8-15, j),
+        // (rows 0-7, j + 1), (rows 8-15, j + 1) of the warp's 16 rows; lane l addresses row l % 8 of
+        // matrix l / 8. An 8-column group of a 16-bit chunk is one 16-byte unit of the swizzled row.
+        const int mat = lane / 8, st_row = 16 * warp_q + 8 * (mat & 1) + lane % 8;
+        const uint32_t box_addr = smem_addr(box);
+#pragma unroll
+        for (int jj = 0; jj < JC; jj += 2) {
+          const int j = c * JC + jj;
+          stmatrix_x4(box_addr + epilogue::swizzle128(st_row, 16 * (jj + (mat >> 1))),
+                      epilogue::pack2<T>(acc[4 * j], acc[4 * j + 1]), epilogue::pack2<T>(acc[4 * j + 2], acc[4 * j + 3]),
+                      epilogue::pack2<T>(acc[4 * j + 4], acc[4 * j + 5]),
+                      epilogue::pack2<T>(acc[4 * j + 6], acc[4 * j + 7]));
+        }
+      } else {
+#pragma unroll
+        for (int jj = 0; jj < JC; ++jj) {
+          const int j = c * JC + jj;
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            uint8_t* dst = box + epilogue::swizzle128(frag_row + 8 * h, (8 * jj + 2 * (lane % 4)) * ES);
+            *reinterpret_cast<float2*>(dst) = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+          }
+        }
+      }
+      fence_proxy_async_shared();
+      named_barrier_sync(barrier_id, 128);
+      ring.store(leader, rows_in && col0 + c * CW < p.n, tma_out, col0 + c * CW, wg_row0, batch);
+    }
+  };
+  const epilogue::Args& e = p.epi;
+  if (e.out_type == static_cast<int32_t>(DType::kF32)) run(float{});
+  else if (e.out_type == static_cast<int32_t>(DType::kBF16)) run(__nv_bfloat16{});
+  else run(__half{});
+}
+
+}  // namespace jax_tmem::sm90
