@@ -213,7 +213,6 @@ def matmul(a, b, *, bias=None, activation: Optional[str] = None, out_dtype=None,
     a, b = _promote_pair(a, b)
     # Batch handling, like jnp.matmul: a (..., M, K), b (..., K, N).
     if b.ndim == 2:
-        lead = a.ndim - 2
         dn = (((a.ndim - 1,), (0,)), ((), ()))
     else:
         ba, bb = a.shape[:-2], b.shape[:-2]

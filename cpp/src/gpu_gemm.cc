@@ -97,11 +97,6 @@ ffi::Error cuda_gemm_handler(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuff
 
 }  // namespace
 
-int cuda_device_count() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
-}
-
 int cuda_device_cc(int dev) { return device_info(dev).cc; }
 
 int cuda_device_sms(int dev) { return device_info(dev).num_sms; }

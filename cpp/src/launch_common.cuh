@@ -91,10 +91,6 @@ inline std::string launch_splitk_reduce(const GemmLaunch& L, int splits, int64_t
   return "";
 }
 
-// Builds the maps and launches `kernel` on a persistent grid: one CTA (or one cluster of
-// CTAS_PER_TILE CTAs, launched with that cluster shape) per tile, at most as many as can be resident
-// at once (#SMs, or the number of clusters the GPU can co-schedule, which can be fewer than
-// #SMs / cluster size when a GPC has an odd number of SMs).
 // What a kernel instantiation keeps per device. CUDA function attributes (the dynamic shared-memory
 // limit) belong to one device's context and occupancy is a property of one device, so nothing here is
 // process-wide: a slot per device ordinal. XLA runs different devices' thunks from different threads
@@ -105,6 +101,10 @@ struct DeviceSlots {
   std::atomic<int> clusters[kMaxDevices];  // co-resident clusters there (0 = not asked yet)
 };
 
+// Builds the maps and launches `kernel` on a persistent grid: one CTA (or one cluster of
+// CTAS_PER_TILE CTAs, launched with that cluster shape) per tile, at most as many as can be resident
+// at once (#SMs, or the number of clusters the GPU can co-schedule, which can be fewer than
+// #SMs / cluster size when a GPC has an odd number of SMs).
 template <class C, typename Kernel>
 std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
   CUtensorMap map_a, map_b;

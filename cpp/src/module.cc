@@ -272,14 +272,6 @@ NB_MODULE(_jax_tmem, m) {
      "The plan the CUDA dispatcher runs for this problem: (menu entry, its name, K splits, f32 workspace "
      "floats) - the same code (jax_tmem/menu.h) the launchers call.");
 
-  m.def("cuda_device_count", []() {
-#if JAX_TMEM_HAS_CUDA
-    return jax_tmem::cuda_device_count();
-#else
-    return 0;
-#endif
-  }, "Number of CUDA devices this process's CUDA runtime sees, 0 if none.");
-
   m.def("cuda_device_sms", [](int dev) {
 #if JAX_TMEM_HAS_CUDA
     return jax_tmem::cuda_device_sms(dev);

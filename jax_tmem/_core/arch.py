@@ -1,4 +1,6 @@
-"""What the CUDA kernels can take, per architecture (mirrors cpp/src/gpu_gemm.cc's checks).
+"""What the CUDA kernels can take, per architecture: the GPUs of this process, the arch they need, the
+plan the dispatcher will run (asked from the C++ menu), and whether a problem has a compiled kernel
+family (the C++ family lists, through the extension).
 
 The C++ handler re-validates everything (and returns an ffi::Error instead of crashing); this module
 exists so that unsupported problems are routed to XLA at trace time, with a reason, before lowering.
@@ -15,9 +17,7 @@ import numpy as np
 
 from jax_tmem._core import canon as _canon, dtypes as _dtypes, ext as _ext
 
-BF16, F16, F32 = np.dtype("bfloat16"), np.dtype("float16"), np.dtype("float32")
-E4M3, E5M2 = np.dtype("float8_e4m3fn"), np.dtype("float8_e5m2")
-I8 = np.dtype("int8")
+F32, I8 = np.dtype("float32"), np.dtype("int8")
 FP8 = _dtypes.FP8_DTYPES          # from dtypes.def
 OUT_TYPES = _dtypes.OUTPUT_DTYPES  # what the kernels write
 

@@ -11,7 +11,6 @@ XLA_FFI_DECLARE_HANDLER_SYMBOL(JaxTmemCudaGemm);  // gpu_gemm.cc
 namespace jax_tmem {
 // Properties of CUDA device `dev` (an ordinal of this process's CUDA runtime, as XLA numbers its local
 // GPUs): compute capability as major*10+minor (-1 if unknown) and SM count (0 if unknown).
-int cuda_device_count();
 int cuda_device_cc(int dev);
 int cuda_device_sms(int dev);
 }  // namespace jax_tmem
