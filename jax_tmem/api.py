@@ -16,6 +16,7 @@ import numpy as np
 from jax import lax
 
 from jax_tmem._core import arch as _arch, canon as _canon, config as _config, dtypes as _dtypes
+from jax_tmem.ops import scaled_gemm
 from jax_tmem.ops.gemm import ACTIVATIONS, Epilogue, common_dtype, gemm
 
 SUPPORTED_DTYPES = _dtypes.OPERAND_DTYPES  # the operand column of dtypes.def
@@ -240,3 +241,25 @@ def matmul(a, b, *, bias=None, activation: Optional[str] = None, out_dtype=None,
     for ax in squeeze:
         y = jnp.squeeze(y, axis=ax)
     return y
+
+
+def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, preferred_element_type=jnp.float32, *, lhs_global_scale=None,
+                  rhs_global_scale=None):
+    """A block-scaled matmul with the signature and layouts of :func:`jax.nn.scaled_matmul`.
+
+    ``lhs (B, M, K)`` and ``rhs (B, N, K)`` (both K-last) hold MXFP8 (e4m3/e5m2), MXFP4 or NVFP4 data
+    (:func:`jax_tmem.quantize`); ``lhs_scales (B, M, K / block)`` and ``rhs_scales (B, N, K / block)`` their
+    plain scales, or the pre-swizzled ``(B, rows/128, K/block/4, 32, 16)`` of :func:`jax_tmem.swizzle_scales`.
+    NVFP4 operands may carry their per-tensor float32 ``*_global_scale``. Returns ``(B, M, N)`` of
+    ``preferred_element_type`` (float32, bfloat16 or float16), accumulated in float32.
+
+    Example::
+
+        xq, xs = jax_tmem.quantize(x, "mxfp8")     # x (B, M, K)
+        wq, ws = jax_tmem.quantize(w, "mxfp8")     # w (B, N, K)
+        y = jax_tmem.scaled_matmul(xq, wq, xs, ws, jnp.bfloat16)
+    """
+    lhs, rhs = _check_array(lhs, "lhs"), _check_array(rhs, "rhs")
+    lhs_scales, rhs_scales = _check_array(lhs_scales, "lhs_scales"), _check_array(rhs_scales, "rhs_scales")
+    return scaled_gemm.scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, np.dtype(preferred_element_type),
+                                     lhs_global_scale, rhs_global_scale)

@@ -1,0 +1,180 @@
+"""Block-scaled formats: quantization, dequantization and the 128x4 scale layout (the reference
+semantics every block-scaled kernel is tested against; plain JAX, any backend).
+
+Formats (``FORMATS``): MXFP8 (e4m3 data, or e5m2 for ``"mxfp8_e5m2"``, one UE8M0 scale per 32 values
+along the quantized axis), MXFP4 (e2m1 data, UE8M0 per 32) and NVFP4 (e2m1 data, UE4M3 per 16, plus a
+per-tensor float32 ``global_scale``).
+
+``quantize`` follows JAX's own quantizer (``jax._src.cudnn.scaled_matmul_stablehlo.quantize``) bit for
+bit where JAX has the format (mxfp8, nvfp4): per block, ``amax / max(data type)``; MX scales are that
+rounded *up* to a power of two (UE8M0), so no value clips; NVFP4 divides by ``global_scale`` first and
+rounds the scale to UE4M3. MXFP4 and e5m2 MXFP8 use the MX recipe with their data type.
+
+``swizzle_scales`` lays plain ``(..., rows, cols)`` scales out as cuBLAS / CUTLASS / tcgen05 read them
+from global memory: rows padded to 128, columns to 4, and the row-major flattening of the result
+``(..., rows/128, cols/4, 32, 16)`` holds ``scales[r, c]`` at
+``((r // 128) * (cols / 4) + c // 4) * 512 + (r % 32) * 16 + ((r % 128) // 32) * 4 + c % 4``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+from jax import lax
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str
+    data: np.dtype
+    scale: np.dtype
+    block: int
+    global_scale: bool  # has a per-tensor float32 scale (NVFP4)
+
+
+FORMATS = {f.name: f for f in (
+    Format("mxfp8", np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e8m0fnu), 32, False),
+    Format("mxfp8_e5m2", np.dtype(ml_dtypes.float8_e5m2), np.dtype(ml_dtypes.float8_e8m0fnu), 32, False),
+    Format("mxfp4", np.dtype(ml_dtypes.float4_e2m1fn), np.dtype(ml_dtypes.float8_e8m0fnu), 32, False),
+    Format("nvfp4", np.dtype(ml_dtypes.float4_e2m1fn), np.dtype(ml_dtypes.float8_e4m3fn), 16, True),
+)}
+
+
+def get_format(fmt) -> Format:
+    if isinstance(fmt, Format):
+        return fmt
+    if fmt not in FORMATS:
+        raise ValueError(f"jax_tmem: fmt={fmt!r} is not a block-scaled format; use one of {sorted(FORMATS)}")
+    return FORMATS[fmt]
+
+
+def format_of(data_dtype, scale_dtype, block: int) -> Format:
+    """The format of a (data, scales) pair, or ValueError naming what does not match."""
+    data_dtype, scale_dtype = np.dtype(data_dtype), np.dtype(scale_dtype)
+    for f in FORMATS.values():
+        if f.data == data_dtype and f.scale == scale_dtype and f.block == block:
+            return f
+    known = "; ".join(f"{f.name}: {f.data.name} data, {f.scale.name} scales, block {f.block}" for f in FORMATS.values())
+    raise ValueError(f"jax_tmem: {data_dtype.name} data with {scale_dtype.name} scales and block {block} is not a "
+                     f"block-scaled format ({known})")
+
+
+def _e8m0_round_up(x):
+    """UE8M0 bytes of positive f32 x rounded up to a power of two (JAX's cast_to_e8m0_with_rounding_up)."""
+    bits = lax.bitcast_convert_type(x.astype(jnp.float32), jnp.uint32)
+    exp, mant = bits >> 23, bits & 0x7FFFFF
+    round_up = (mant > 0) & (exp != 0xFE) & ~((exp == 0) & (mant <= 0x400000))
+    return jnp.where(round_up, exp + 1, exp).astype(jnp.uint8)
+
+
+def _e8m0_value(q, dtype):
+    """The value of UE8M0 bytes as `dtype`, 0 read as the smallest positive (JAX's e8m0_to_dtype)."""
+    v = lax.bitcast_convert_type(q.astype(jnp.uint32) << 23, jnp.float32)
+    tiny = 2.0**-15 if np.dtype(dtype) == np.float16 else 2.0**-127
+    return jnp.where(v == 0, jnp.float32(tiny), v).astype(dtype)
+
+
+def quantize(x, fmt, *, axis: int = -1, global_scale=None):
+    """Quantizes ``x`` in blocks along ``axis``: returns ``(data, scales)`` with ``data`` of x's shape in
+    the format's data type and ``scales`` of x's shape with ``axis`` divided by the block size (plain
+    layout; :func:`swizzle_scales` gives the kernels' layout).
+
+    fmt: "mxfp8" (e4m3), "mxfp8_e5m2", "mxfp4" or "nvfp4". global_scale: NVFP4's per-tensor float32
+    scale (default 1.0, as ``jax.nn.get_scaled_dot_general_config("nvfp4")``); x is divided by it first.
+    """
+    f = get_format(fmt)
+    x = jnp.asarray(x)
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        raise TypeError(f"jax_tmem.quantize: x must be floating point, got {x.dtype}")
+    if x.ndim == 0:
+        raise ValueError("jax_tmem.quantize: x must have rank >= 1")
+    axis = axis % x.ndim
+    k = x.shape[axis]
+    if k % f.block:
+        raise ValueError(f"jax_tmem.quantize: x.shape[{axis}] = {k} is not a multiple of {f.name}'s block size "
+                         f"{f.block}; pad the quantized axis to a multiple of {f.block}")
+    if global_scale is not None and not f.global_scale:
+        raise ValueError(f"jax_tmem.quantize: global_scale is for nvfp4 only, not {f.name}")
+    xm = jnp.moveaxis(x, axis, -1)
+    shape = xm.shape
+    xb = xm.reshape(shape[:-1] + (k // f.block, f.block))
+    dmax = np.asarray(ml_dtypes.finfo(f.data).max, np.float32)
+    if f.global_scale:
+        gs = jnp.asarray(1.0 if global_scale is None else global_scale, jnp.float32)
+        if gs.size != 1:
+            raise ValueError(f"jax_tmem.quantize: global_scale must be one float32 value, got shape {gs.shape}")
+        xb = xb / gs.reshape(())
+        smax = np.asarray(ml_dtypes.finfo(f.scale).max, np.float32)
+        amax = jnp.max(jnp.abs(xb), axis=-1, keepdims=True) / dmax.astype(xb.dtype)
+        scales = lax.optimization_barrier(jnp.clip(amax, 0, smax.astype(xb.dtype)).astype(f.scale))
+        scaled = xb / scales.astype(jnp.float32)
+    else:
+        amax = jnp.max(jnp.abs(xb), axis=-1, keepdims=True) / dmax.astype(xb.dtype)
+        q = _e8m0_round_up(amax)
+        scaled = xb / _e8m0_value(q, xb.dtype)
+        scales = lax.bitcast_convert_type(q, f.scale)
+    lim = dmax.astype(scaled.dtype)
+    data = jnp.clip(scaled, -lim, lim).astype(f.data).reshape(shape)
+    scales = scales.reshape(shape[:-1] + (k // f.block,))
+    return jnp.moveaxis(data, -1, axis), jnp.moveaxis(scales, -1, axis)
+
+
+def dequantize(data, scales, *, axis: int = -1, global_scale=None, dtype=jnp.float32):
+    """``data * scales`` (each scale repeated over its block along ``axis``) ``* global_scale``, as
+    ``dtype``: the value a block-scaled GEMM multiplies."""
+    data, scales = jnp.asarray(data), jnp.asarray(scales)
+    axis = axis % data.ndim
+    if scales.ndim != data.ndim or data.shape[axis] % max(scales.shape[axis], 1) or any(
+            s != d for i, (s, d) in enumerate(zip(scales.shape, data.shape)) if i != axis):
+        raise ValueError(f"jax_tmem.dequantize: scales {scales.shape} do not match data {data.shape} "
+                         f"blocked along axis {axis}")
+    block = data.shape[axis] // scales.shape[axis]
+    s = jnp.repeat(scales.astype(jnp.float32), block, axis=axis)
+    y = data.astype(jnp.float32) * s
+    if global_scale is not None:
+        y = y * jnp.asarray(global_scale, jnp.float32).reshape(())
+    return y.astype(dtype)
+
+
+def _as_bytes(s):
+    return lax.bitcast_convert_type(s, jnp.uint8) if np.dtype(s.dtype).itemsize == 1 else s
+
+
+def swizzle_scales(scales):
+    """Plain ``(..., rows, cols)`` scales -> the 128x4 blocked layout ``(..., ceil(rows/128), ceil(cols/4),
+    32, 16)`` (rows padded to 128 and columns to 4 with zero bytes). See the module docstring."""
+    scales = jnp.asarray(scales)
+    if scales.ndim < 2:
+        raise ValueError(f"jax_tmem.swizzle_scales: scales must have rank >= 2 (..., rows, cols), got {scales.shape}")
+    dt = scales.dtype
+    b = _as_bytes(scales)
+    *lead, rows, cols = b.shape
+    rb, cb = -(-rows // 128), -(-cols // 4)
+    b = jnp.pad(b, [(0, 0)] * len(lead) + [(0, rb * 128 - rows), (0, cb * 4 - cols)])
+    b = b.reshape(*lead, rb, 4, 32, cb, 4)
+    n = len(lead)
+    b = jnp.transpose(b, tuple(range(n)) + (n, n + 3, n + 2, n + 1, n + 4)).reshape(*lead, rb, cb, 32, 16)
+    return lax.bitcast_convert_type(b, dt) if b.dtype != dt else b
+
+
+def unswizzle_scales(swizzled, rows: int, cols: int):
+    """The inverse of :func:`swizzle_scales`: ``(..., rows/128, cols/4, 32, 16)`` -> ``(..., rows, cols)``."""
+    swizzled = jnp.asarray(swizzled)
+    rb, cb = -(-rows // 128), -(-cols // 4)
+    if swizzled.ndim < 4 or swizzled.shape[-4:] != (rb, cb, 32, 16):
+        raise ValueError(f"jax_tmem.unswizzle_scales: expected shape (..., {rb}, {cb}, 32, 16) for {rows} x {cols} "
+                         f"scales, got {swizzled.shape}")
+    dt = swizzled.dtype
+    b = _as_bytes(swizzled)
+    lead = b.shape[:-4]
+    n = len(lead)
+    b = b.reshape(*lead, rb, cb, 32, 4, 4)
+    b = jnp.transpose(b, tuple(range(n)) + (n, n + 3, n + 2, n + 1, n + 4)).reshape(*lead, rb * 128, cb * 4)
+    b = b[..., :rows, :cols]
+    return lax.bitcast_convert_type(b, dt) if b.dtype != dt else b
+
+
+__all__ = ["FORMATS", "Format", "quantize", "dequantize", "swizzle_scales", "unswizzle_scales"]

@@ -1,0 +1,162 @@
+"""Block-scaled formats (jax_tmem/ops/block_scale.py, ops/scaled_gemm.py): quantization bit-identical to
+JAX's quantizer, the 128x4 scale layout against its documented formula (padding included), round
+trips, and scaled_matmul against a float64 product of the dequantized operands, with the errors a
+user gets for bad input. Reference semantics; they run on every backend."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+
+import jax_tmem
+from jax_tmem.ops import block_scale
+
+from conftest import seed_of
+
+FMTS = ["mxfp8", "mxfp8_e5m2", "mxfp4", "nvfp4"]
+
+
+def _rand(seed, shape, dtype=jnp.bfloat16, scale=1.0):
+    rng = np.random.default_rng(seed)
+    # a spread of magnitudes per block, so scales differ from block to block
+    x = rng.standard_normal(shape) * np.exp2(rng.integers(-6, 7, shape[:-1] + (1,))) * scale
+    return jnp.asarray(x.astype(np.float32)).astype(dtype)
+
+
+def _bytes(a):
+    return np.asarray(jax.lax.bitcast_convert_type(a, jnp.uint8)) if np.dtype(a.dtype).itemsize == 1 else \
+        np.asarray(a)
+
+
+def _jax_quantizer():
+    try:
+        from jax._src.cudnn import scaled_matmul_stablehlo as sms
+    except ImportError:  # pragma: no cover
+        pytest.skip("this jax has no scaled_matmul_stablehlo.quantize")
+    return sms
+
+
+@pytest.mark.parametrize("in_dtype", [jnp.bfloat16, jnp.float32], ids=["bf16", "f32"])
+@pytest.mark.parametrize("mode,global_scale", [("mxfp8", None), ("nvfp4", None), ("nvfp4", 0.37)])
+def test_quantize_is_bit_identical_to_jax(mode, global_scale, in_dtype):
+    sms = _jax_quantizer()
+    x = _rand(seed_of("q", mode, global_scale, str(in_dtype)), (3, 40, 256), in_dtype)
+    gs = None if global_scale is None else jnp.asarray([global_scale], jnp.float32)
+    cfg = jax.nn.get_scaled_dot_general_config(mode, global_scale=gs)
+    want_q, want_s = sms.quantize(x, cfg)
+    got_q, got_s = jax_tmem.quantize(x, mode, global_scale=gs)
+    assert got_q.dtype == want_q.dtype and got_s.dtype == want_s.dtype
+    assert got_q.shape == x.shape and got_s.shape == want_s.shape == (3, 40, 256 // cfg.block_size)
+    np.testing.assert_array_equal(np.asarray(got_q.astype(jnp.float32)), np.asarray(want_q.astype(jnp.float32)))
+    np.testing.assert_array_equal(_bytes(got_s), _bytes(want_s))
+
+
+@pytest.mark.parametrize("fmt", FMTS)
+def test_quantize_any_axis_and_round_trip(fmt):
+    f = block_scale.FORMATS[fmt]
+    x = _rand(seed_of("axis", fmt), (64, 6, 96), jnp.float32)
+    q0, s0 = jax_tmem.quantize(x, fmt, axis=0)
+    assert q0.shape == x.shape and s0.shape == (64 // f.block, 6, 96)
+    q2, s2 = jax_tmem.quantize(jnp.moveaxis(x, 0, -1), fmt)
+    np.testing.assert_array_equal(_bytes(jnp.moveaxis(s2, -1, 0)), _bytes(s0))
+    # dequantized values are within the data type's relative step of x (MX scales never clip; NVFP4
+    # scales round to e4m3, so allow one more step)
+    y = jax_tmem.dequantize(q0, s0, axis=0)
+    eps = float(ml_dtypes.finfo(f.data).eps)
+    blocks = np.abs(np.asarray(x)).reshape(64 // f.block, f.block, 6, 96).max(axis=1)
+    err = np.abs(np.asarray(y) - np.asarray(x)).reshape(64 // f.block, f.block, 6, 96).max(axis=1)
+    assert (err <= (2 if f.global_scale else 1) * eps * blocks + 1e-30).all()
+    # MX: the dequantized values survive a second quantization exactly (power-of-two scales can only
+    # shrink, which scales the data up by powers of two); NVFP4's e4m3 scales need not
+    if not f.global_scale:
+        q3, s3 = jax_tmem.quantize(y, fmt, axis=0)
+        np.testing.assert_array_equal(np.asarray(jax_tmem.dequantize(q3, s3, axis=0)), np.asarray(y))
+
+
+def _formula(r, c, cols):
+    ncb = -(-cols // 4)
+    return ((r // 128) * ncb + c // 4) * 512 + (r % 32) * 16 + ((r % 128) // 32) * 4 + c % 4
+
+
+@pytest.mark.parametrize("rows,cols,lead", [(128, 8, ()), (200, 7, ()), (1, 1, ()), (300, 12, (2,)), (257, 5, (2, 3))])
+def test_swizzle_layout_is_the_documented_formula(rows, cols, lead):
+    rng = np.random.default_rng(seed_of("sw", rows, cols, lead))
+    plain = rng.integers(1, 255, lead + (rows, cols)).astype(np.uint8)
+    s = jax.lax.bitcast_convert_type(jnp.asarray(plain), jnp.float8_e8m0fnu)
+    sw = jax_tmem.swizzle_scales(s)
+    rb, cb = -(-rows // 128), -(-cols // 4)
+    assert sw.shape == lead + (rb, cb, 32, 16) and sw.dtype == s.dtype
+    flat = _bytes(sw).reshape(lead + (-1,))
+    expect = np.zeros(lead + (rb * cb * 512,), np.uint8)  # padding: zero bytes
+    r, c = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
+    expect[..., _formula(r, c, cols)] = plain
+    np.testing.assert_array_equal(flat, expect)
+    back = jax_tmem.unswizzle_scales(sw, rows, cols)
+    np.testing.assert_array_equal(_bytes(back), plain)
+
+
+def test_swizzle_matches_nvmath_examples():
+    """NVFP4 M = K = 128 (8 scale columns): (row 5, K-group 2) -> byte 82, (row 5, K-group 5) -> 593."""
+    plain = np.zeros((128, 8), np.uint8)
+    plain[5, 2], plain[5, 5] = 11, 22
+    flat = _bytes(jax_tmem.swizzle_scales(jax.lax.bitcast_convert_type(jnp.asarray(plain), jnp.float8_e4m3fn)))
+    assert flat.reshape(-1)[82] == 11 and flat.reshape(-1)[593] == 22
+
+
+@pytest.mark.parametrize("fmt", FMTS)
+@pytest.mark.parametrize("b,m,n,k", [(1, 128, 128, 128), (2, 200, 136, 256), (1, 1, 33, 64), (3, 17, 260, 96)])
+def test_scaled_matmul_matches_dequantized_float64(fmt, b, m, n, k):
+    f = block_scale.FORMATS[fmt]
+    if k % f.block:
+        pytest.skip("K not a multiple of the block")
+    s = seed_of("smm", fmt, b, m, n, k)
+    x, w = _rand(s, (b, m, k)), _rand(s + 1, (b, n, k))
+    gx, gw = (jnp.float32(0.5), jnp.float32(3.0)) if f.global_scale else (None, None)
+    xq, xs = jax_tmem.quantize(x, fmt, global_scale=gx)
+    wq, ws = jax_tmem.quantize(w, fmt, global_scale=gw)
+    jax_tmem.clear_decisions()
+    fn = jax.jit(lambda *a: jax_tmem.scaled_matmul(*a, lhs_global_scale=gx, rhs_global_scale=gw))
+    out = np.asarray(fn(xq, wq, xs, ws), np.float64)
+    d = jax_tmem.decisions()[-1]
+    assert d.op == "scaled_matmul" and d.path == "xla" and "no block-scaled kernel" in d.reason
+    a64 = np.asarray(jax_tmem.dequantize(xq, xs, global_scale=gx), np.float64)
+    b64 = np.asarray(jax_tmem.dequantize(wq, ws, global_scale=gw), np.float64)
+    ref = np.einsum("bmk,bnk->bmn", a64, b64)
+    assert out.shape == (b, m, n)
+    assert np.abs(out - ref).max() <= 1e-5 * np.abs(ref).max() + 1e-30  # f32 accumulation
+    # pre-swizzled scales give the same result
+    out2 = np.asarray(fn(xq, wq, jax_tmem.swizzle_scales(xs), jax_tmem.swizzle_scales(ws)), np.float64)
+    np.testing.assert_array_equal(out, out2)
+    # and against the unquantized product, the format's error level
+    true = np.einsum("bmk,bnk->bmn", np.asarray(x, np.float64), np.asarray(w, np.float64))
+    bound = {"mxfp8": 0.1, "mxfp8_e5m2": 0.2, "mxfp4": 0.4, "nvfp4": 0.4}[fmt]
+    assert np.abs(out - true).max() <= bound * np.abs(true).max()
+
+
+def test_bad_input_raises_with_the_fix():
+    x = _rand(1, (1, 16, 48), jnp.float32)
+    with pytest.raises(ValueError, match=r"x.shape\[2\] = 48 is not a multiple of mxfp8's block size 32"):
+        jax_tmem.quantize(x, "mxfp8")
+    with pytest.raises(ValueError, match="fmt='fp8' is not a block-scaled format"):
+        jax_tmem.quantize(x, "fp8")
+    with pytest.raises(ValueError, match="global_scale is for nvfp4 only"):
+        jax_tmem.quantize(x[..., :32], "mxfp4", global_scale=2.0)
+    with pytest.raises(TypeError, match="floating point"):
+        jax_tmem.quantize(jnp.ones((4, 32), jnp.int32), "mxfp8")
+    xq, xs = jax_tmem.quantize(_rand(2, (1, 16, 64)), "mxfp8")
+    wq, ws = jax_tmem.quantize(_rand(3, (1, 8, 64)), "mxfp8")
+    with pytest.raises(ValueError, match=r"rhs_scales has shape \(1, 8, 3\)"):
+        jax_tmem.scaled_matmul(xq, wq, xs, jnp.concatenate([ws, ws[..., :1]], axis=-1))
+    with pytest.raises(ValueError, match=r"lhs_scales has shape \(1, 15, 2\)"):
+        jax_tmem.scaled_matmul(xq, wq, xs[:, :15], ws)
+    with pytest.raises(ValueError, match="float8_e4m3fn data with float8_e4m3fn scales and block 32 is not"):
+        jax_tmem.scaled_matmul(xq, wq, xs.astype(jnp.float32).astype(jnp.float8_e4m3fn), ws)
+    with pytest.raises(ValueError, match="must agree on B and on K"):
+        jax_tmem.scaled_matmul(xq, wq[..., :32], xs, ws[..., :1])
+    with pytest.raises(ValueError, match="lhs_global_scale is for nvfp4 operands"):
+        jax_tmem.scaled_matmul(xq, wq, xs, ws, lhs_global_scale=2.0)
+    with pytest.raises(TypeError, match="preferred_element_type=int32"):
+        jax_tmem.scaled_matmul(xq, wq, xs, ws, jnp.int32)
