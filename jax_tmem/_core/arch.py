@@ -12,7 +12,6 @@ import functools
 import os
 
 import jax
-import ml_dtypes
 import numpy as np
 
 from jax_tmem._core import canon as _canon, dtypes as _dtypes, ext as _ext
@@ -144,7 +143,7 @@ def k_major_dtypes(arch: str) -> tuple:
     fams = families(arch)
     names = {f[0] for f in fams} | {f[1] for f in fams}
     mn = {f[0] for f in fams if f[2]} | {f[1] for f in fams if f[3]}
-    return tuple(np.dtype(getattr(ml_dtypes, n, n)) for n in sorted(names - mn))
+    return tuple(_dtypes.by_name(n).dtype for n in sorted(names - mn))
 
 
 def check(arch: str, canon: _canon.Canon, a_dtype, b_dtype, out_dtype, allow_tf32: bool) -> str:

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #if defined(__CUDACC__)
 #define JT_DTYPE_HD __host__ __device__ constexpr
@@ -49,15 +50,9 @@ JT_DTYPE_HD bool dtype_is_output(DType t) { return dtype_row(t).output; }
 
 // The type of a numpy dtype name ("tensorfloat32" names float32 read as tf32); kInvalid if none.
 inline DType dtype_from_name(const char* s) {
-  auto eq = [](const char* a, const char* b) {
-    while (*a && *a == *b) ++a, ++b;
-    return *a == *b;
-  };
-  if (eq(s, "tensorfloat32")) return DType::kF32;
-#define JT_DTYPE(id, name, ffi, tma, bits, op, out, sc, f16, tf32, f8, i8, mxf4) \
-  if (eq(s, #name)) return DType::id;
-#include "jax_tmem/dtypes.def"
-#undef JT_DTYPE
+  if (std::strcmp(s, "tensorfloat32") == 0) return DType::kF32;
+  for (int i = 0; i < static_cast<int>(DType::kCount); ++i)
+    if (std::strcmp(s, dtype_name(static_cast<DType>(i))) == 0) return static_cast<DType>(i);
   return DType::kInvalid;
 }
 
