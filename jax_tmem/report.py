@@ -84,7 +84,8 @@ def main() -> int:
     else:
         _line(f"extension: built against jaxlib {info['jaxlib_version']} (XLA FFI API "
               f"{info['ffi_api_version'][0]}.{info['ffi_api_version'][1]}); CUDA: "
-              + (f"yes ({info['cuda_version']}, {info['cuda_archs'] or 'no archs'})" if info["cuda"]
+              + (f"yes ({info['cuda_version']}, {info['cuda_archs'] or 'no archs'}, "
+                 f"{info.get('configs', '?')} kernel configurations)" if info["cuda"]
                  else f"no ({info['cuda_reason']})"))
     on_gpu = jax.default_backend() == "gpu"
     if not on_gpu:

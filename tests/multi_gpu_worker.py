@@ -42,7 +42,7 @@ def run_cases(order, configs="menu", log=print) -> None:
     cc, why = _arch.device_cc()
     arch, why = _arch.arch_target(cc) if cc > 0 else ("", why)
     assert arch, f"no kernels: {why}"
-    menu = isa.kernel_menu(arch)  # the dispatcher's own menu (cpp/include/jax_tmem/menu.h)
+    menu = [e for e in isa.kernel_menu(arch) if e["built"]]  # the dispatcher's own table, as built
     swap_ab = {e["config"] for e in menu if e["swap_ab"]}
     if configs == "menu":
         configs = [e["config"] for e in menu]

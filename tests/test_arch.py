@@ -69,3 +69,25 @@ def test_check_other_rules():
     assert "output dtype float8_e4m3fn" in arch.check("sm_90a", c, BF16, BF16, E4M3, True)
     odd = _canon.canonicalize((64, 100), (100, 64), (((1,), (0,)), ((), ())))  # 200-byte rows
     assert "row pitch of 200 bytes is not a multiple of 16" in arch.check("sm_90a", odd, BF16, BF16, F32, True)
+
+
+def test_legality_comes_from_the_launchers_check():
+    """The TMA/size rules are the launchers' own C++ check (legality.h), asked through the extension:
+    a single-row operand takes any pitch, an unbatched or broadcast operand any batch stride, a strided
+    batch needs 16-byte strides, and every dimension must be < 2^31."""
+    from jax_tmem._core import ext as _ext
+    mod, why = _ext.load()
+    assert mod is not None, why
+    legal = lambda **kw: mod.kernel_legality(**{**dict(a_dtype="bfloat16", b_dtype="bfloat16", batch=1, m=64,
+                                                       n=64, k=64, a_mn_major=False, b_mn_major=False, lda=64,
+                                                       ldb=64, stride_a=0, stride_b=0), **kw})
+    assert legal() == ""
+    assert legal(lda=100) == "lhs row pitch of 200 bytes is not a multiple of 16 (TMA)"
+    assert legal(m=1, lda=100) == ""  # one row: the pitch is never stepped
+    assert legal(ldb=68, b_dtype="float8_e4m3fn") == "rhs row pitch of 68 bytes is not a multiple of 16 (TMA)"
+    assert legal(stride_a=4100) == ""  # batch 1: the stride is never used
+    assert legal(batch=2, stride_a=4100) == "lhs batch stride of 8200 bytes is not a multiple of 16 (TMA)"
+    assert legal(batch=2, stride_b=0) == ""  # a broadcast weight
+    assert legal(k=2**31, lda=2**31, ldb=2**31) == "a dimension is >= 2^31"
+    with pytest.raises(ValueError, match="unknown a_dtype"):
+        legal(a_dtype="int32")

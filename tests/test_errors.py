@@ -242,15 +242,18 @@ def test_kernel_forced_on_non_expressible_layout(seed):
 # ---- the CPU FFI handler validates its attributes ------------------------------------------------
 
 def _attrs(**over):
-    attrs = dict(batch=1, m=M, n=N, k=K, a_mn_major=False, b_mn_major=True, lda=K, ldb=N, stride_a=0, stride_b=0)
-    extra = dict(activation=0, alpha=1.0, has_bias=False, has_c=False, config=-1, splits=0)
+    attrs = dict(operands=0b11, batch=1, m=M, n=N, k=K, a_mn_major=False, b_mn_major=True, lda=K, ldb=N,
+                 stride_a=0, stride_b=0)
+    extra = dict(activation=0, alpha=1.0, config=-1, splits=0)
     for key, v in over.items():
         (attrs if key in attrs else extra)[key] = v
     out = {key: (np.bool_(v) if isinstance(v, bool) else np.int64(v)) for key, v in attrs.items()}
     out.update(activation=np.int32(extra["activation"]), alpha=np.float32(extra["alpha"]),
-               has_bias=np.bool_(extra["has_bias"]), has_c=np.bool_(extra["has_c"]),
                config=np.int32(extra["config"]), splits=np.int32(extra["splits"]))
     return out
+
+
+BIAS, C = 0b111, 0b1011  # operands masks: a, b + bias (role 2) / + c (role 3), operands.def
 
 
 def _ffi(*args, out_shape=(M, N), out_dtype=jnp.float32, **over):
@@ -277,7 +280,9 @@ FFI_BAD = [
     ("batch_stride_exceeds", dict(batch=3, m=1, stride_a=K * 2), "operand a: view needs 25 elements, buffer has 15"),
     ("negative_stride", dict(batch=1, stride_b=-4), "negative stride"),
     ("bad_activation", dict(activation=9), "unknown activation code 9"),
-    ("missing_bias", dict(has_bias=True), "expected 1 optional buffers"),
+    ("missing_bias", dict(operands=BIAS), r"expected 3 input buffers \(a, b, bias\), got 2"),
+    ("no_b", dict(operands=0b101), "operands mask 5 must hold a and b"),
+    ("unknown_role", dict(operands=1 << 20), "operands mask 1048576 must hold"),
     ("out_size", dict(m=2), "output has 12 elements"),
     ("bad_splits", dict(splits=-1), "splits must be in"),
 ]
@@ -299,15 +304,15 @@ def test_ffi_handler_rejects_inconsistent_attributes(ab, name, over, msg):
 def test_ffi_handler_rejects_bad_optional_buffers(ab, seed):
     a, b = ab
     bias_i32 = jnp.arange(N, dtype=jnp.int32)
-    with pytest.raises(RuntimeError, match="jax_tmem gemm: bias must be float32"):
-        _ffi(a, b, bias_i32, has_bias=True)
+    with pytest.raises(RuntimeError, match="jax_tmem gemm: bias must be float32, got a type outside"):
+        _ffi(a, b, bias_i32, operands=BIAS)
     bias_short = rand(seed, (N - 1,), F32)
-    with pytest.raises(RuntimeError, match="jax_tmem gemm: bias has 3 elements, expected n = 4"):
-        _ffi(a, b, bias_short, has_bias=True)
+    with pytest.raises(RuntimeError, match="jax_tmem gemm: bias has 3 elements, expected 4"):
+        _ffi(a, b, bias_short, operands=BIAS)
     c_bf16 = rand(seed, (M, N), BF16)
-    with pytest.raises(RuntimeError, match="jax_tmem gemm: c must have the output dtype"):
-        _ffi(a, b, c_bf16, has_c=True)
-    with pytest.raises(RuntimeError, match="jax_tmem gemm: expected 0 optional buffers"):
+    with pytest.raises(RuntimeError, match="jax_tmem gemm: c must be float32, got bfloat16"):
+        _ffi(a, b, c_bf16, operands=C)
+    with pytest.raises(RuntimeError, match=r"jax_tmem gemm: expected 2 input buffers \(a, b\), got 3"):
         _ffi(a, b, rand(seed, (N,), F32))
     with pytest.raises(RuntimeError, match="jax_tmem gemm: output dtype must be"):
         _ffi(a, b, out_dtype=jnp.int32)
@@ -320,14 +325,14 @@ _OVERFLOW_SCRIPT = textwrap.dedent("""
     from jax_tmem._core import ext as _ext
     _ext.ensure_registered("cpu")
     a, b = jnp.ones((3, 5), jnp.float32), jnp.ones((5, 4), jnp.float32)
-    attrs = dict(batch=1, m=3, n=4, k=5, a_mn_major=False, b_mn_major=True, lda=2**62 + 2**40, ldb=4,
-                 stride_a=0, stride_b=0)
+    attrs = dict(operands=3, batch=1, m=3, n=4, k=5, a_mn_major=False, b_mn_major=True, lda=2**62 + 2**40,
+                 ldb=4, stride_a=0, stride_b=0)
     attrs = {k: (np.bool_(v) if isinstance(v, bool) else np.int64(v)) for k, v in attrs.items()}
     call = jax.ffi.ffi_call("jax_tmem_gemm", (jax.ShapeDtypeStruct((3, 4), jnp.float32),
                                               jax.ShapeDtypeStruct((1,), jnp.float32)))
     try:
-        call(a, b, **attrs, activation=np.int32(0), alpha=np.float32(1), has_bias=np.bool_(False),
-             has_c=np.bool_(False), config=np.int32(-1), splits=np.int32(0))[0].block_until_ready()
+        call(a, b, **attrs, activation=np.int32(0), alpha=np.float32(1), config=np.int32(-1),
+             splits=np.int32(0))[0].block_until_ready()
         print("NO ERROR")
     except Exception as e:
         print("ERROR:", e)

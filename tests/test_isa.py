@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 
 from jax_tmem import isa
+from jax_tmem._core import ext as _ext
 
 try:  # the encoders need the C++ extension (a CPU build is enough)
     isa.instr_desc("f16", "bfloat16", "bfloat16", "float32", 128, 256)
@@ -600,8 +601,9 @@ def test_invalid_smem_desc(args, kwargs, rule):
 
 # ================================ TMEM plan ================================
 
-def test_kernel_menus_come_from_menu_h():
-    """isa.kernel_menu is the dispatcher's own menu (no Python copy to drift)."""
+def test_kernel_menus_come_from_the_config_tables():
+    """isa.kernel_menu is the dispatcher's own table (sm90_configs.def / sm100_configs.def, no Python copy
+    to drift), with each entry's fields; what an entry is comes from its fields, not its id."""
     sm90 = isa.kernel_menu("sm_90a")
     sm100 = isa.kernel_menu("sm_100a")
     assert [e["config"] for e in sm90] == [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
@@ -609,11 +611,55 @@ def test_kernel_menus_come_from_menu_h():
     assert isa.kernel_menu("sm_103a") == sm100
     assert [e["config"] for e in sm90 if e["swap_ab"]] == [11, 12, 13]
     assert [e["config"] for e in sm100 if e["split_k"]] == [11, 12, 13, 14]
-    assert {e["config"]: e["name"] for e in sm100}[4] == "256x256 CTA pair (cta_group::2)"
+    pair = {e["config"]: e for e in sm100}[4]
+    assert pair["name"] == "256x256 CTA pair (cta_group::2)" and (pair["block_m"], pair["cluster_m"]) == (256, 2)
+    by_entry = {e["entry"]: e for e in sm90}
+    assert by_entry["k128x256TmaStore"]["epilogue"] == "tma-store" and by_entry["k128x256TmaStore"]["block_n"] == 256
+    assert by_entry["k128x128PingPong"]["schedule"] == "ping-pong"
+    assert by_entry["k128x128Cluster2"]["cluster_m"] == 2
+    assert [e["block_n"] for e in sm90 if e["swap_ab"]] == [16, 32, 64]
+    for e in sm90 + sm100:
+        assert e["split_k"] == (e["split"] != "none") == (e["epilogue"] == "partial"), e
+        assert e["swap_ab"] == (e["split"] == "swap-ab"), e
+        # always compiled if the heuristic may choose it; the rest with JAX_TMEM_CONFIGS=all
+        assert e["built"] == (e["heuristic"] or _ext.build_info()["configs"] == "all"), e
     for e in sm90 + sm100:  # each entry is one the plan accepts when forced
         assert isa.kernel_plan("sm_90a" if e in sm90 else "sm_100a", 512, 512, 512, config=e["config"])["config"] == e["config"]
     with pytest.raises(ValueError, match="arch"):
         isa.kernel_menu("sm_80")
+
+
+@pytest.mark.parametrize("arch,sms", [("sm_90a", 132), ("sm_100a", 148), ("sm_100a", 160)])
+def test_heuristic_only_chooses_heuristic_entries(arch, sms):
+    """What the build compiles by default (the entries marked kHeuristic) covers every plan the heuristic
+    makes: a grid of shapes, dtypes, layouts and output types, including decode and split-K."""
+    heuristic = {e["config"] for e in isa.kernel_menu(arch) if e["heuristic"]}
+    chosen = set()
+    for m in (1, 16, 17, 33, 64, 65, 128, 1000, 2048, 4096, 8192):
+        for n in (8, 128, 1001, 4096, 4097, 16384):
+            for k in (64, 4096, 65536):
+                for dt in ("bfloat16", "float8_e4m3fn", "float32", "int8"):
+                    for out in ("bfloat16", "float32"):
+                        for mn in (False, True):
+                            c = isa.kernel_plan(arch, m, n, k, a_dtype=dt, out_dtype=out, a_mn_major=mn,
+                                                num_sms=sms)["config"]
+                            assert c in heuristic, (arch, m, n, k, dt, out, mn, c)
+                            chosen.add(c)
+    assert chosen == heuristic, f"entries marked kHeuristic that the heuristic never chooses: {heuristic - chosen}"
+
+
+def test_forcing_an_entry_outside_the_build_raises_at_trace_time():
+    """A sweep-only entry forced on a build without it: a ValueError naming the rebuild flag (the plan
+    itself, isa.kernel_plan, knows every entry)."""
+    from jax_tmem._core import arch as _arch, canon as _canon
+    canon = _canon.Canon(batch=1, m=256, n=256, k=256, a_mn_major=False, b_mn_major=False, lda=256, ldb=256,
+                         stride_a=0, stride_b=0, out_shape=(256, 256))
+    for e in isa.kernel_menu("sm_90a"):
+        if e["built"]:
+            assert _arch.kernel_plan("sm_90a", canon, "bfloat16", e["config"], "bfloat16")[0] == e["config"]
+        else:
+            with pytest.raises(ValueError, match="JAX_TMEM_CONFIGS=all"):
+                _arch.kernel_plan("sm_90a", canon, "bfloat16", e["config"], "bfloat16")
 
 
 # The 1-CTA tile widths of the sm100 menu (128x256 and 128x128, two accumulator buffers each).

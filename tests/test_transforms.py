@@ -229,7 +229,7 @@ def test_unbatched_bias_stays_fused(seed):
     hlo = _lower(jax.vmap(lambda x: jax_tmem.matmul(x, w, bias=bias, activation="silu")), x)
     calls = _gemm_calls(hlo)
     assert len(calls) == 1
-    assert "has_bias = true" in calls[0] and "activation = 4" in calls[0]
+    assert "operands = 7" in calls[0] and "activation = 4" in calls[0]  # a, b, bias (operands.def bits 0-2)
     assert len(_operand_types(calls[0])) == 3
 
 

@@ -92,21 +92,21 @@ void cpu_gemm(const GemmProblem& p, const void* a, const void* b, const float* b
   }
 }
 
-ffi::Error cpu_gemm_handler(ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::RemainingArgs rest,
-                            ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> workspace,
-                            JAX_TMEM_GEMM_ATTR_PARAMS) {
+ffi::Error cpu_gemm_handler(ffi::RemainingArgs args, ffi::Result<ffi::AnyBuffer> out,
+                            ffi::Result<ffi::AnyBuffer> workspace, JAX_TMEM_GEMM_ATTR_PARAMS) {
   (void)workspace;  // the CPU loop nest needs no split-K workspace
   GemmProblem p;
-  const void* bias = nullptr;
-  const void* c = nullptr;
-  ffi::Error err = decode_problem(p, a, b, rest, out, batch, m, n, k, a_mn_major, b_mn_major, lda,
-                                  ldb, stride_a, stride_b, activation, alpha, has_bias, has_c,
-                                  config, splits, &bias, &c);
+  const void* in[kNumRoles];
+  ffi::Error err = decode_problem(p, args, out, JAX_TMEM_GEMM_ATTR_ARGS, in);
   if (err.failure()) return err;
+  const void* a = in[static_cast<int>(Role::kA)];
+  const void* b = in[static_cast<int>(Role::kB)];
+  const float* bias = static_cast<const float*>(in[static_cast<int>(Role::kBias)]);
+  const void* c = in[static_cast<int>(Role::kC)];
   if (p.a_type == DType::kS8)
-    cpu_gemm<int32_t>(p, a.untyped_data(), b.untyped_data(), static_cast<const float*>(bias), c, out->untyped_data());
+    cpu_gemm<int32_t>(p, a, b, bias, c, out->untyped_data());
   else
-    cpu_gemm<float>(p, a.untyped_data(), b.untyped_data(), static_cast<const float*>(bias), c, out->untyped_data());
+    cpu_gemm<float>(p, a, b, bias, c, out->untyped_data());
   return ffi::Error::Success();
 }
 

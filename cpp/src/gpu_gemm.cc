@@ -39,9 +39,8 @@ DeviceInfo device_info(int dev) {
   return d;
 }
 
-ffi::Error cuda_gemm_handler(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::RemainingArgs rest,
-                             ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> workspace,
-                             JAX_TMEM_GEMM_ATTR_PARAMS) {
+ffi::Error cuda_gemm_handler(cudaStream_t stream, ffi::RemainingArgs args, ffi::Result<ffi::AnyBuffer> out,
+                             ffi::Result<ffi::AnyBuffer> workspace, JAX_TMEM_GEMM_ATTR_PARAMS) {
   // The device is the one whose context XLA made current for this thunk (where cudaFuncSetAttribute and
   // the launch act). Every error names it. (No stream query here: during command-buffer capture a
   // query of the capturing stream, cudaStreamGetDevice included, invalidates the capture.)
@@ -53,19 +52,12 @@ ffi::Error cuda_gemm_handler(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuff
   const DeviceInfo info = device_info(dev);
   if (info.cc < 0) return fail(ffi::ErrorCode::kInternal, "cannot read its compute capability");
   GemmLaunch L{};
-  const void* bias = nullptr;
-  const void* c = nullptr;
-  ffi::Error err = decode_problem(L.p, a, b, rest, out, batch, m, n, k, a_mn_major, b_mn_major, lda, ldb,
-                                  stride_a, stride_b, activation, alpha, has_bias, has_c, config, splits, &bias, &c);
+  ffi::Error err = decode_problem(L.p, args, out, JAX_TMEM_GEMM_ATTR_ARGS, L.inputs);
   if (err.failure()) {
     std::string why = err.message();
     if (why.rfind("jax_tmem gemm: ", 0) == 0) why.erase(0, 15);  // the shared decoder's own prefix
     return fail(*err.errc(), why);
   }
-  L.a = a.untyped_data();
-  L.b = b.untyped_data();
-  L.bias = static_cast<const float*>(bias);
-  L.c = c;
   L.out = out->untyped_data();
   if (workspace->element_type() != ffi::DataType::F32)
     return fail(ffi::ErrorCode::kInvalidArgument, "the workspace result must be float32");

@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <atomic>
 #include <string>
+#include <utility>
 
 #include "jax_tmem/epilogue.cuh"
 #include "jax_tmem/kernels/splitk_reduce.cuh"
 #include "jax_tmem/launch.h"
+#include "jax_tmem/legality.h"
 #include "jax_tmem/menu.h"
 #include "jax_tmem/tma_desc.h"
 
@@ -22,14 +24,14 @@ std::string encode_ab_maps(const GemmLaunch& L, CUtensorMap* map_a, CUtensorMap*
   const bool a_batched = p.batch > 1 && p.stride_a != 0, b_batched = p.batch > 1 && p.stride_b != 0;
   std::string err;
   if constexpr (C::kAMN)
-    err = tma::encode_operand(map_a, L.a, p.a_type, p.m, p.k, a_batched ? p.batch : 1, p.lda, p.stride_a, kChunk, C::BLOCK_K);
+    err = tma::encode_operand(map_a, L.in(Role::kA), p.a_type, p.m, p.k, a_batched ? p.batch : 1, p.lda, p.stride_a, kChunk, C::BLOCK_K);
   else
-    err = tma::encode_operand(map_a, L.a, p.a_type, p.k, p.m, a_batched ? p.batch : 1, p.lda, p.stride_a, C::BLOCK_K, C::BOX_M);
+    err = tma::encode_operand(map_a, L.in(Role::kA), p.a_type, p.k, p.m, a_batched ? p.batch : 1, p.lda, p.stride_a, C::BLOCK_K, C::BOX_M);
   if (!err.empty()) return "operand a: " + err;
   if constexpr (C::kBMN)
-    err = tma::encode_operand(map_b, L.b, p.b_type, p.n, p.k, b_batched ? p.batch : 1, p.ldb, p.stride_b, kChunk, C::BLOCK_K);
+    err = tma::encode_operand(map_b, L.in(Role::kB), p.b_type, p.n, p.k, b_batched ? p.batch : 1, p.ldb, p.stride_b, kChunk, C::BLOCK_K);
   else
-    err = tma::encode_operand(map_b, L.b, p.b_type, p.k, p.n, b_batched ? p.batch : 1, p.ldb, p.stride_b, C::BLOCK_K, C::BOX_N);
+    err = tma::encode_operand(map_b, L.in(Role::kB), p.b_type, p.k, p.n, b_batched ? p.batch : 1, p.ldb, p.stride_b, C::BLOCK_K, C::BOX_N);
   if (!err.empty()) return "operand b: " + err;
   return "";
 }
@@ -43,7 +45,7 @@ inline epilogue::KernelParams kernel_params(const GemmLaunch& L) {
   prm.batch = static_cast<int>(p.batch);
   prm.a_batched = p.batch > 1 && p.stride_a != 0;
   prm.b_batched = p.batch > 1 && p.stride_b != 0;
-  prm.epi = epilogue::Args{L.out, L.c, L.bias, p.alpha, static_cast<int32_t>(p.activation),
+  prm.epi = epilogue::Args{L.out, L.in(Role::kC), static_cast<const float*>(L.in(Role::kBias)), p.alpha, static_cast<int32_t>(p.activation),
                            static_cast<int32_t>(p.out_type)};
   prm.ws = nullptr;
   prm.ws_ld = 0;
@@ -63,7 +65,7 @@ inline GemmLaunch swap_ab(const GemmLaunch& L) {
   q.lda = p.ldb; q.ldb = p.lda;
   q.stride_a = p.stride_b; q.stride_b = p.stride_a;
   q.a_type = p.b_type; q.b_type = p.a_type;
-  S.a = L.b; S.b = L.a;
+  std::swap(S.inputs[static_cast<int>(Role::kA)], S.inputs[static_cast<int>(Role::kB)]);
   return S;
 }
 

@@ -17,6 +17,7 @@
 #include "jax_tmem/desc_sm100.h"
 #include "jax_tmem/desc_sm90.h"
 #include "jax_tmem/handlers.h"
+#include "jax_tmem/legality.h"
 #include "jax_tmem/menu.h"
 #include "jax_tmem/tmem_plan.h"
 
@@ -150,6 +151,15 @@ nb::dict tmem_plan(uint32_t block_n, uint32_t acc_stages, uint32_t block_m, uint
 
 }  // namespace
 
+namespace {
+// The configuration table of an arch name ("sm_90a", "sm_100a", "sm_103a").
+const jax_tmem::menu::ConfigTable& config_table(const std::string& arch) {
+  if (arch == "sm_90a") return jax_tmem::menu::kSm90Table;
+  if (arch == "sm_100a" || arch == "sm_103a") return jax_tmem::menu::kSm100Table;
+  throw std::invalid_argument("arch must be sm_90a, sm_100a or sm_103a, got " + arch);
+}
+}  // namespace
+
 NB_MODULE(_jax_tmem, m) {
   m.def("isa_instr_desc", &instr_desc, nb::arg("kind"), nb::arg("a_dtype"), nb::arg("b_dtype"), nb::arg("acc_dtype"),
         nb::arg("m"), nb::arg("n"), nb::arg("a_major"), nb::arg("b_major"), nb::arg("sfa_id"), nb::arg("sfb_id"),
@@ -177,23 +187,58 @@ NB_MODULE(_jax_tmem, m) {
   }, "The element-type table (cpp/include/jax_tmem/dtypes.def) as the extension compiled it.");
 
   m.def("kernel_menu", [](const std::string& arch) {
-    // Every entry of the arch's kernel menu (jax_tmem/menu.h), for tests, benchmarks and jax_tmem.isa.
+    // Every configuration of the arch (jax_tmem/sm90_configs.def, sm100_configs.def), with its fields,
+    // for tests, benchmarks and jax_tmem.isa.
     namespace menu = jax_tmem::menu;
-    const bool sm90 = arch == "sm_90a";
-    if (!sm90 && arch != "sm_100a" && arch != "sm_103a")
-      throw std::invalid_argument("arch must be sm_90a, sm_100a or sm_103a, got " + arch);
     nb::list out;
-    for (int c = 0; c <= menu::kSplitK128; ++c) {
-      if (sm90 ? !menu::sm90_valid(c) : !menu::sm100_valid(c)) continue;
+    for (const menu::KernelConfig& c : config_table(arch)) {
       nb::dict d;
-      d["config"] = c;
-      d["name"] = sm90 ? menu::sm90_name(static_cast<menu::Sm90>(c)) : menu::sm100_name(static_cast<menu::Sm100>(c));
-      d["swap_ab"] = menu::is_swap_ab(c);
-      d["split_k"] = menu::is_partial(c);
+      d["config"] = c.id;
+      d["entry"] = c.entry;
+      d["name"] = c.name;
+      d["block_m"] = c.block_m;
+      d["block_n"] = c.block_n;
+      d["stages"] = c.stages;
+      d["cluster_m"] = c.cluster_m;
+      d["schedule"] = menu::to_string(c.schedule);
+      d["epilogue"] = menu::to_string(c.epilogue);
+      d["split"] = menu::to_string(c.split);
+      d["swap_ab"] = c.swap_ab();
+      d["split_k"] = c.partial();
+      d["heuristic"] = c.build == menu::Build::kHeuristic;
+      d["built"] = c.built();
       out.append(d);
     }
     return out;
-  }, nb::arg("arch"), "The arch's kernel menu: [{config, name, swap_ab, split_k}] (jax_tmem/menu.h).");
+  }, nb::arg("arch"), "The arch's kernel configurations as the dispatcher instantiates them: [{config, entry, name, "
+     "block_m, block_n, stages, cluster_m, schedule, epilogue, split, swap_ab, split_k, heuristic, built}].");
+
+  m.def("kernel_legality", [](const std::string& a_dtype, const std::string& b_dtype, int64_t batch, int64_t m_,
+                               int64_t n, int64_t k, bool a_mn_major, bool b_mn_major, int64_t lda, int64_t ldb,
+                               int64_t stride_a, int64_t stride_b) {
+    jax_tmem::GemmProblem p;
+    p.batch = batch; p.m = m_; p.n = n; p.k = k; p.a_mn_major = a_mn_major; p.b_mn_major = b_mn_major;
+    p.lda = lda; p.ldb = ldb; p.stride_a = stride_a; p.stride_b = stride_b;
+    p.a_type = jax_tmem::dtype_from_name(a_dtype.c_str());
+    p.b_type = jax_tmem::dtype_from_name(b_dtype.c_str());
+    if (!jax_tmem::dtype_is_operand(p.a_type)) throw std::invalid_argument("unknown a_dtype " + a_dtype);
+    if (!jax_tmem::dtype_is_operand(p.b_type)) throw std::invalid_argument("unknown b_dtype " + b_dtype);
+    return jax_tmem::kernel_legality(p);
+  }, nb::arg("a_dtype"), nb::arg("b_dtype"), nb::arg("batch"), nb::arg("m"), nb::arg("n"), nb::arg("k"),
+     nb::arg("a_mn_major"), nb::arg("b_mn_major"), nb::arg("lda"), nb::arg("ldb"), nb::arg("stride_a"),
+     nb::arg("stride_b"),
+     "'' if the CUDA kernels can take the problem's views (TMA pitches, 32-bit dimensions), else why not: "
+     "the launchers' own check (jax_tmem/legality.h).");
+
+  m.def("operand_roles", []() {
+    // The custom call's input roles in argument order (jax_tmem/operands.def): [(name, required)].
+    nb::list out;
+    for (int i = 0; i < jax_tmem::kNumRoles; ++i) {
+      const auto r = static_cast<jax_tmem::Role>(i);
+      out.append(nb::make_tuple(jax_tmem::role_name(r), (jax_tmem::kRequiredRoles & jax_tmem::role_bit(r)) != 0));
+    }
+    return out;
+  }, "The GEMM custom call's input roles, in argument order: [(name, required)] (operands.def).");
 
   m.def("kernel_families", [](const std::string& arch) {
     // The families the arch's dispatcher runs (cpp/src/<arch>_instances.def, the lists the build
@@ -238,6 +283,7 @@ NB_MODULE(_jax_tmem, m) {
     d["cuda_reason"] = JAX_TMEM_CUDA_REASON;
     d["cuda_version"] = JAX_TMEM_CUDA_VERSION;
     d["cuda_archs"] = JAX_TMEM_CUDA_ARCHS_BUILT;
+    d["configs"] = JAX_TMEM_ALL_CONFIGS ? "all" : "heuristic";  // CMake JAX_TMEM_CONFIGS
     return d;
   }, "How this extension was built: jaxlib/FFI API version of the headers, CUDA archs.");
 
@@ -254,19 +300,13 @@ NB_MODULE(_jax_tmem, m) {
     if (num_sms < 1) throw std::invalid_argument("num_sms must be >= 1");
     if (batch < 1 || m_ < 1 || n < 1 || k < 1) throw std::invalid_argument("batch, m, n, k must be >= 1");
     if (splits < 0 || splits > 64) throw std::invalid_argument("splits must be in [0, 64]");
-    if (arch == "sm_90a") {
-      if (!jax_tmem::menu::sm90_valid(config)) throw std::invalid_argument("not an sm_90a menu entry: " + std::to_string(config));
-      const auto plan = jax_tmem::menu::sm90_plan(p, num_sms);
-      return nb::make_tuple(plan.config, jax_tmem::menu::sm90_name(static_cast<jax_tmem::menu::Sm90>(plan.config)),
-                            plan.splits, plan.ws_floats);
-    }
-    if (arch == "sm_100a" || arch == "sm_103a") {
-      if (!jax_tmem::menu::sm100_valid(config)) throw std::invalid_argument("not an sm_100a menu entry: " + std::to_string(config));
-      const auto plan = jax_tmem::menu::sm100_plan(p, num_sms);
-      return nb::make_tuple(plan.config, jax_tmem::menu::sm100_name(static_cast<jax_tmem::menu::Sm100>(plan.config)),
-                            plan.splits, plan.ws_floats);
-    }
-    throw std::invalid_argument("arch must be sm_90a, sm_100a or sm_103a, got " + arch);
+    namespace menu = jax_tmem::menu;
+    const menu::ConfigTable& table = config_table(arch);
+    if (config != -1 && !table.find(config))
+      throw std::invalid_argument("not an " + arch + " menu entry: " + std::to_string(config) + " (entries: " +
+                                  table.list() + ")");
+    const menu::Plan plan = arch == "sm_90a" ? menu::sm90_plan(p, num_sms) : menu::sm100_plan(p, num_sms);
+    return nb::make_tuple(plan.config, table.find(plan.config)->name, plan.splits, plan.ws_floats);
   }, nb::arg("arch"), nb::arg("batch"), nb::arg("m"), nb::arg("n"), nb::arg("k"), nb::arg("a_dtype"),
      nb::arg("config"), nb::arg("num_sms"), nb::arg("out_dtype"), nb::arg("a_mn_major"), nb::arg("splits"),
      "The plan the CUDA dispatcher runs for this problem: (menu entry, its name, K splits, f32 workspace "

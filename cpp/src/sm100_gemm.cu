@@ -15,19 +15,17 @@ namespace sm100 {
 std::string sm100_gemm_launch(const GemmLaunch& L) {
   using namespace sm100;
   const GemmProblem& p = L.p;
-  if (!menu::sm100_valid(p.config))
-    return "sm_100a config must be -1 (heuristic), 0 (128x128), 1 (128x256), 4 (256x256 CTA pair), 8 (128x256, "
-           "TMA-store epilogue), 9 (CTA pair, TMA-store epilogue), 11-13 (swap-AB 128x16/32/64, split-K) or 14 "
-           "(128x128, split-K)";
-  if (p.m >= (int64_t(1) << 31) || p.n >= (int64_t(1) << 31) || p.k >= (int64_t(1) << 31))
-    return "dimensions must be < 2^31";
+  if (p.config >= 0 && !menu::kSm100Table.find(p.config))
+    return "sm_100a config must be -1 (heuristic) or one of " + menu::kSm100Table.list();
+  if (std::string why = kernel_legality(p); !why.empty()) return why;
   if (!menu::sm100_family_runs(L.cc, p.a_type)) return "kind::i8 (int8 x int8) exists on sm_100a only";
   const menu::Plan plan = menu::sm100_plan(p, L.num_sms, L.ws_count);
-  if (menu::is_partial(plan.config) && p.a_type == DType::kS8)
+  const menu::KernelConfig& c = *menu::kSm100Table.find(plan.config);
+  if (c.partial() && p.a_type == DType::kS8)
     return "the split-K / swap-AB entries take no int8 (exact s32 sums would be added in f32)";
-  GemmLaunch R = menu::is_swap_ab(plan.config) ? swap_ab(L) : L;
+  GemmLaunch R = c.swap_ab() ? swap_ab(L) : L;
   R.p.splits = plan.splits;
-  return run_family(R, static_cast<Tile>(plan.config));
+  return run_family(R, c);
 }
 
 }  // namespace jax_tmem

@@ -12,51 +12,49 @@
 
 namespace jax_tmem::sm100 {
 
-using Tile = menu::Sm100;  // the menu entries (jax_tmem/menu.h)
-
 template <class C>
 std::string run(const GemmLaunch& L) {
   return launch_persistent<C>(sm100_gemm_kernel<C>, L);
 }
 
-// The fixed menu: 128 x 256 tiles (4 stages, 512 TMEM columns = two 256-column accumulators) or
-// 128 x 128 (6 stages, 256 columns).
-// The CTA-pair kernel: 256 x 256 tiles over a (2,1,1) cluster, 6 stages of 32 KB per CTA (with the
-// TMA-store epilogue, config 9, plus 32 KB of output boxes).
+// The CTA-pair kernel (block_m 256): a (2,1,1) cluster, cta_group::2.
 template <class C>
 std::string run_2cta(const GemmLaunch& L) {
   return launch_persistent<C>(sm100_gemm_2cta_kernel<C>, L);
 }
 
-template <DType A, DType B, bool AMN, bool BMN>
-std::string run_tile(const GemmLaunch& L, Tile tile) {
-  switch (tile) {
-    case Tile::k256x256Pair:
-      if constexpr (A == DType::kS8) return run<Config<A, B, 256, 4, AMN, BMN>>(L);  // no kind::i8 pair kernel
-      else return run_2cta<Config2Cta<A, B, 256, 6, AMN, BMN>>(L);
-    case Tile::k128x256: return run<Config<A, B, 256, 4, AMN, BMN>>(L);
-    case Tile::k128x256TmaStore: return run<Config<A, B, 256, 4, AMN, BMN, /*kTmaStore=*/true>>(L);
-    case Tile::k256x256PairTmaStore:
-      if constexpr (A == DType::kS8) return run<Config<A, B, 256, 4, AMN, BMN, true>>(L);  // no kind::i8 pair kernel
-      else return run_2cta<Config2Cta<A, B, 256, 6, AMN, BMN, /*kTmaStore=*/true>>(L);
-    // Split-K / swap-AB (f32 partials + the reduce pass; not int8: the dispatcher refuses it first).
-    case Tile::k128x128SplitK:
-      if constexpr (A == DType::kS8) return "split-K takes no int8";
-      else return run<Config<A, B, 128, 6, AMN, BMN, false, /*kPartialOut=*/1>>(L);
-    case Tile::k128x16SwapAB:
-    case Tile::k128x32SwapAB:
-    case Tile::k128x64SwapAB:
-      // The launcher swapped the operands: B is the activation, K-major, 16-64 rows a tile.
-      if constexpr (A == DType::kS8 || BMN) {
-        return "swap-AB entries need a K-major lhs (the activation) and a non-int8 kind";
-      } else {
-        if (tile == Tile::k128x16SwapAB) return run<Config<A, B, 16, 12, AMN, false, false, 2>>(L);
-        if (tile == Tile::k128x32SwapAB) return run<Config<A, B, 32, 11, AMN, false, false, 2>>(L);
-        return run<Config<A, B, 64, 9, AMN, false, false, 2>>(L);
-      }
-    default: return run<Config<A, B, 128, 6, AMN, BMN>>(L);
+// One configuration (a line of jax_tmem/sm100_configs.def) of one kernel family, as a kernel Config.
+template <DType A, DType B, bool AMN, bool BMN, int BM, int BN, int ST, menu::Epilogue EPI, menu::Split SPLIT>
+std::string run_config(const GemmLaunch& L) {
+  constexpr bool kTma = EPI == menu::Epilogue::kTmaStore;
+  if constexpr (SPLIT != menu::Split::kNone && A == DType::kS8) {
+    return "split-K / swap-AB entries take no int8 (exact s32 sums would be added in f32)";
+  } else if constexpr (SPLIT == menu::Split::kSwapAB && BMN) {
+    // The launcher swapped the operands: B is the activation, K-major, 16-64 rows a tile.
+    return "swap-AB entries need a K-major lhs (the activation)";
+  } else if constexpr (BM == 256 && A == DType::kS8) {
+    return run<Config<A, B, 256, 4, AMN, BMN, kTma>>(L);  // no kind::i8 pair kernel: 128x256 1-CTA
+  } else if constexpr (BM == 256) {
+    return run_2cta<Config2Cta<A, B, BN, ST, AMN, BMN, kTma>>(L);
+  } else {
+    return run<Config<A, B, BN, ST, AMN, BMN, kTma, static_cast<int>(SPLIT)>>(L);
   }
 }
 
+// Every configuration of the family: one case per line of sm100_configs.def (see sm90_launch.cuh).
+template <DType A, DType B, bool AMN, bool BMN>
+std::string run_tile(const GemmLaunch& L, const menu::KernelConfig& c) {
+  switch (static_cast<menu::Sm100>(c.id)) {
+#define JT_SM100_CONFIG(entry, id, bm, bn, st, epi, split, build, name)                                        \
+  case menu::Sm100::entry:                                                                                    \
+    if constexpr (menu::built(menu::Build::build))                                                           \
+      return run_config<A, B, AMN, BMN, bm, bn, st, menu::Epilogue::epi, menu::Split::split>(L);            \
+    else                                                                                                      \
+      return menu::not_built_message(c);
+#include "jax_tmem/sm100_configs.def"
+#undef JT_SM100_CONFIG
+  }
+  return "unknown sm_100a config " + std::to_string(c.id);
+}
 
 }  // namespace jax_tmem::sm100

@@ -17,38 +17,35 @@ std::string run(const GemmLaunch& L) {
   return launch_persistent<C>(sm90_gemm_kernel<C>, L);
 }
 
-// The fixed menu (jax_tmem/menu.h names and numbers the entries and holds the heuristic): 128-row
-// tiles with BLOCK_N 256 (4 stages), 128 (6 stages) or 64 (8 stages), about 192 KB of ring each; the
-// ping-pong, staged-epilogue, 2x1-cluster and TMA-store-epilogue variants (and their combination).
-using Tile = menu::Sm90;
-
-template <DType A, DType B, bool AMN, bool BMN>
-std::string run_tile(const GemmLaunch& L, Tile tile) {
-  switch (tile) {
-    case Tile::k128x256: return run<Config<A, B, 256, 4, AMN, BMN>>(L);
-    case Tile::k128x64: return run<Config<A, B, 64, 8, AMN, BMN>>(L);
-    case Tile::k128x128PingPong: return run<Config<A, B, 128, 6, AMN, BMN, /*kPingPong=*/true>>(L);
-    case Tile::k128x256Staged: return run<Config<A, B, 256, 4, AMN, BMN, false, /*kSmemEpilogue=*/true>>(L);
-    case Tile::k128x256Cluster2: return run<Config<A, B, 256, 4, AMN, BMN, false, false, /*kClusterM=*/2>>(L);
-    case Tile::k128x128Cluster2: return run<Config<A, B, 128, 6, AMN, BMN, false, false, /*kClusterM=*/2>>(L);
-    case Tile::k128x256TmaStore: return run<Config<A, B, 256, 4, AMN, BMN, false, false, 1, /*kTmaStore=*/true>>(L);
-    case Tile::k128x128TmaStore: return run<Config<A, B, 128, 6, AMN, BMN, false, false, 1, /*kTmaStore=*/true>>(L);
-    case Tile::k128x256Cluster2TmaStore:
-      return run<Config<A, B, 256, 4, AMN, BMN, false, false, /*kClusterM=*/2, /*kTmaStore=*/true>>(L);
-    case Tile::k128x128SplitK: return run<Config<A, B, 128, 6, AMN, BMN, false, false, 1, false, /*kPartialOut=*/1>>(L);
-    // Swap-AB (the launcher swapped the operands): B is the activation, K-major, 16-64 rows a tile.
-    case Tile::k128x16SwapAB:
-    case Tile::k128x32SwapAB:
-    case Tile::k128x64SwapAB:
-      if constexpr (BMN) {
-        return "swap-AB entries need a K-major lhs (the activation)";
-      } else {
-        if (tile == Tile::k128x16SwapAB) return run<Config<A, B, 16, 12, AMN, false, false, false, 1, false, 2>>(L);
-        if (tile == Tile::k128x32SwapAB) return run<Config<A, B, 32, 11, AMN, false, false, false, 1, false, 2>>(L);
-        return run<Config<A, B, 64, 9, AMN, false, false, false, 1, false, 2>>(L);
-      }
-    default: return run<Config<A, B, 128, 6, AMN, BMN>>(L);
+// One configuration (a line of jax_tmem/sm90_configs.def) of one kernel family, as a kernel Config.
+template <DType A, DType B, bool AMN, bool BMN, int BN, int ST, menu::Schedule SCHED, menu::Epilogue EPI, int CM,
+          menu::Split SPLIT>
+std::string run_config(const GemmLaunch& L) {
+  using menu::Epilogue;
+  if constexpr (SPLIT == menu::Split::kSwapAB && BMN) {
+    // The launcher swapped the operands: B is the activation, read as wgmma's narrow B: K-major only.
+    return "swap-AB entries need a K-major lhs (the activation)";
+  } else {
+    return run<Config<A, B, BN, ST, AMN, BMN, SCHED == menu::Schedule::kPingPong, EPI == Epilogue::kStaged, CM,
+                      EPI == Epilogue::kTmaStore, static_cast<int>(SPLIT)>>(L);
   }
+}
+
+// Every configuration of the family: one case per line of sm90_configs.def; an entry outside this
+// build (build kSweep without JAX_TMEM_CONFIGS=all) is not instantiated and says how to get it.
+template <DType A, DType B, bool AMN, bool BMN>
+std::string run_tile(const GemmLaunch& L, const menu::KernelConfig& c) {
+  switch (static_cast<menu::Sm90>(c.id)) {
+#define JT_SM90_CONFIG(entry, id, bn, st, sched, epi, cm, split, build, name)                                 \
+  case menu::Sm90::entry:                                                                                     \
+    if constexpr (menu::built(menu::Build::build))                                                           \
+      return run_config<A, B, AMN, BMN, bn, st, menu::Schedule::sched, menu::Epilogue::epi, cm, menu::Split::split>(L); \
+    else                                                                                                      \
+      return menu::not_built_message(c);
+#include "jax_tmem/sm90_configs.def"
+#undef JT_SM90_CONFIG
+  }
+  return "unknown sm_90a config " + std::to_string(c.id);
 }
 
 }  // namespace jax_tmem::sm90

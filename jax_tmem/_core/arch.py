@@ -95,7 +95,19 @@ def kernel_plan(arch: str, canon, a_dtype, config, out_dtype) -> tuple[int, str,
                                            splits)
     except ValueError as e:
         raise ValueError(f"jax_tmem: kernel config {config}: {e}") from None
+    entry = menu(arch)[int(c)]
+    if not entry["built"]:  # a forced sweep-only entry (the heuristic chooses built ones only)
+        raise ValueError(f"jax_tmem: kernel config {c} ({name}) is not compiled in this build: rebuild with "
+                         f"-C cmake.define.JAX_TMEM_CONFIGS=all")
     return int(c), name, int(s), int(ws)
+
+
+@functools.lru_cache(maxsize=None)
+def menu(arch: str) -> dict:
+    """``arch``'s kernel configurations by id, from the C++ tables the dispatcher instantiates
+    (cpp/include/jax_tmem/sm90_configs.def, sm100_configs.def); see jax_tmem.isa.kernel_menu."""
+    mod, _ = _ext.load()
+    return {int(e["config"]): dict(e) for e in mod.kernel_menu(arch)}
 
 
 def menu_entry(arch: str, canon, a_dtype, config, out_dtype="bfloat16") -> str:
@@ -149,7 +161,8 @@ def k_major_dtypes(arch: str) -> tuple:
 def check(arch: str, canon: _canon.Canon, a_dtype, b_dtype, out_dtype, allow_tf32: bool) -> str:
     """Empty string if ``arch``'s kernels take the problem, else why not: its output dtype, a compiled
     family for its operand types and majorness (from the C++ lists), tf32 allowed by the precision,
-    16-byte row pitches and batch strides (TMA), dimensions < 2^31."""
+    then the launchers' own legality check (16-byte row pitches and batch strides for TMA, dimensions
+    < 2^31), asked from C++."""
     a_dtype, b_dtype, out_dtype = np.dtype(a_dtype), np.dtype(b_dtype), np.dtype(out_dtype)
     if out_dtype not in OUT_TYPES:
         return f"output dtype {out_dtype} (kernels write {', '.join(d.name for d in OUT_TYPES)})"
@@ -164,14 +177,7 @@ def check(arch: str, canon: _canon.Canon, a_dtype, b_dtype, out_dtype, allow_tf3
             return (f"no {arch} kernel reads {side(key[0], key[2])} x {side(key[1], key[3])} "
                     f"(compiled majorness: {sorted((('MN' if f[2] else 'K'), ('MN' if f[3] else 'K')) for f in fams if f[:2] == key[:2])})")
         return f"no {arch} kernel for {key[0]} x {key[1]} (compiled: {', '.join(pairs)})"
-    for name, dt, ld, stride, rows in (
-            ("lhs", a_dtype, canon.lda, canon.stride_a, canon.k if canon.a_mn_major else canon.m),
-            ("rhs", b_dtype, canon.ldb, canon.stride_b, canon.k if canon.b_mn_major else canon.n)):
-        es = dt.itemsize
-        if rows > 1 and (ld * es) % 16:
-            return f"{name} row pitch of {ld * es} bytes is not a multiple of 16 (TMA)"
-        if (stride * es) % 16:
-            return f"{name} batch stride of {stride * es} bytes is not a multiple of 16 (TMA)"
-    if max(canon.m, canon.n, canon.k) >= 2**31 or canon.batch >= 2**31:
-        return "a dimension is >= 2^31"
-    return ""
+    mod, _ = _ext.load()  # the launchers' own check (cpp/include/jax_tmem/legality.h)
+    return mod.kernel_legality(a_dtype.name, b_dtype.name, canon.batch, canon.m, canon.n, canon.k,
+                               bool(canon.a_mn_major), bool(canon.b_mn_major), canon.lda, canon.ldb,
+                               canon.stride_a, canon.stride_b)

@@ -86,3 +86,26 @@ def ensure_registered(platform: str) -> tuple[bool, str]:
             jax.ffi.register_ffi_target(name, capsule, platform=platform.upper() if platform == "cuda" else platform)
         _registered.add(platform)
     return True, ""
+
+
+@functools.lru_cache(maxsize=None)
+def operand_roles() -> tuple[str, ...]:
+    """The GEMM custom call's input roles in argument order, from the C++ list (cpp/include/jax_tmem/
+    operands.def) the handlers decode: ("a", "b", "bias", "c", ...)."""
+    mod, why = load()
+    if mod is None:
+        raise RuntimeError(f"jax_tmem: the C++ extension is not available: {why}")
+    return tuple(name for name, _required in mod.operand_roles())
+
+
+def operand_mask(names) -> int:
+    """The ``operands`` attribute of a call that passes the inputs ``names``, in that order, which must
+    be the roles' order (the handler reads the buffers in role order)."""
+    roles = operand_roles()
+    unknown = [n for n in names if n not in roles]
+    if unknown:
+        raise ValueError(f"jax_tmem: unknown operand role(s) {unknown}; roles: {roles}")
+    idx = [roles.index(n) for n in names]
+    if idx != sorted(set(idx)):
+        raise ValueError(f"jax_tmem: operands {list(names)} must be passed once each, in role order {roles}")
+    return sum(1 << i for i in idx)

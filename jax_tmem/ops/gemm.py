@@ -155,9 +155,10 @@ def _ffi_call(*args, dimension_numbers, out_dtype, epilogue: Epilogue, config, c
     aliases = {len(args) - 1: 0} if epilogue.has_c else None
     call = jax.ffi.ffi_call("jax_tmem_gemm", out_types, input_output_aliases=aliases)
     attrs = {key: (np.bool_(v) if isinstance(v, bool) else np.int64(v)) for key, v in canon.attrs().items()}
-    out, _workspace = call(*args, **attrs, activation=np.int32(ACTIVATIONS[epilogue.activation]),
-                           alpha=np.float32(epilogue.alpha), has_bias=np.bool_(epilogue.has_bias),
-                           has_c=np.bool_(epilogue.has_c), config=np.int32(cfg), splits=np.int32(splits))
+    roles = ["a", "b"] + ["bias"] * epilogue.has_bias + ["c"] * epilogue.has_c  # the args, by role
+    out, _workspace = call(*args, operands=np.int64(_ext.operand_mask(roles)), **attrs,
+                           activation=np.int32(ACTIVATIONS[epilogue.activation]), alpha=np.float32(epilogue.alpha),
+                           config=np.int32(cfg), splits=np.int32(splits))
     return out
 
 

@@ -9,8 +9,9 @@
 //   B K-major : B[b, j, k] at b * stride_b + j * ldb + k        (rows are N, contiguous K)
 //   B MN-major: B[b, j, k] at b * stride_b + k * ldb + j        (rows are K, contiguous N)
 // A batch stride of 0 broadcasts the operand over the batch (an unbatched weight under vmap).
-// The output is always dense [batch, M, N]; bias is f32 [N]; c (optional, aliased to the output)
-// has the output's dtype and shape.
+// The output is always dense [batch, M, N]. The inputs are named by role (operands.def: a, b, and the
+// optional bias f32 [N] and c, of the output's dtype and shape, aliased to the output); `operands` is the
+// bit mask of the roles a call passes.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +25,34 @@ namespace jax_tmem {
 
 enum class Activation : int32_t { kNone = 0, kRelu = 1, kGelu = 2, kGeluTanh = 3, kSilu = 4 };
 
+// The input roles, in operands.def's order (= the order of the custom call's arguments).
+enum class Role : int {
+#define JT_OPERAND(role, name, required, dtype, elements) role,
+#include "jax_tmem/operands.def"
+#undef JT_OPERAND
+  kCount
+};
+constexpr int kNumRoles = static_cast<int>(Role::kCount);
+constexpr uint32_t role_bit(Role r) { return 1u << static_cast<int>(r); }
+
+inline const char* role_name(Role r) {
+  switch (r) {
+#define JT_OPERAND(role, name, required, dtype, elements) \
+  case Role::role: return name;
+#include "jax_tmem/operands.def"
+#undef JT_OPERAND
+    default: return "?";
+  }
+}
+
+// The roles every call passes, and every role there is, as masks.
+constexpr uint32_t kRequiredRoles = 0
+#define JT_OPERAND(role, name, required, dtype, elements) | (required ? role_bit(Role::role) : 0u)
+#include "jax_tmem/operands.def"
+#undef JT_OPERAND
+    ;
+constexpr uint32_t kAllRoles = (1u << kNumRoles) - 1;
+
 struct GemmProblem {
   int64_t batch = 1, m = 1, n = 1, k = 1;
   bool a_mn_major = false, b_mn_major = false;
@@ -32,7 +61,7 @@ struct GemmProblem {
   DType a_type = DType::kInvalid, b_type = DType::kInvalid, out_type = DType::kInvalid;
   Activation activation = Activation::kNone;
   float alpha = 1.0f;
-  bool has_bias = false, has_c = false;
+  uint32_t operands = kRequiredRoles;  // the roles passed (bit i: operands.def line i)
   int32_t config = -1;                 // index into the arch's kernel menu; -1 = heuristic
   int32_t splits = 0;                  // K splits of a split-K / swap-AB entry; 0 = heuristic
 
@@ -41,13 +70,43 @@ struct GemmProblem {
   int64_t a_cols() const { return a_mn_major ? m : k; }
   int64_t b_rows() const { return b_mn_major ? k : n; }
   int64_t b_cols() const { return b_mn_major ? n : k; }
+  bool has(Role r) const { return (operands & role_bit(r)) != 0; }
+};
+
+// operands.def's rules for problem p: the element type a role must have (kInvalid: any operand type,
+// checked below) and its element count (-1: a strided view, checked by its extent).
+inline DType role_dtype(Role r, const GemmProblem& p) {
+  switch (r) {
+#define JT_OPERAND(role, name, required, dtype, elements) \
+  case Role::role: return dtype;
+#include "jax_tmem/operands.def"
+#undef JT_OPERAND
+    default: return DType::kInvalid;
+  }
+}
+inline int64_t role_elements(Role r, const GemmProblem& p) {
+  switch (r) {
+#define JT_OPERAND(role, name, required, dtype, elements) \
+  case Role::role: return elements;
+#include "jax_tmem/operands.def"
+#undef JT_OPERAND
+    default: return -1;
+  }
+}
+
+// The element type and count of each input buffer (unused for roles not passed).
+struct InputShapes {
+  DType type[kNumRoles] = {};
+  int64_t count[kNumRoles] = {};
 };
 
 // Checks the problem against the buffers XLA handed us. Returns an empty string when consistent,
 // else a message naming what is wrong. Every handler calls this before touching memory.
-inline std::string validate(const GemmProblem& p, int64_t a_count, int64_t b_count,
-                            int64_t out_count, int64_t bias_count, int64_t c_count) {
+inline std::string validate(const GemmProblem& p, const InputShapes& in, int64_t out_count) {
   auto s = [](int64_t v) { return std::to_string(v); };
+  if ((p.operands & kRequiredRoles) != kRequiredRoles || (p.operands & ~kAllRoles) != 0)
+    return "operands mask " + s(p.operands) + " must hold the required roles and no unknown bit";
+  const int64_t a_count = in.count[static_cast<int>(Role::kA)], b_count = in.count[static_cast<int>(Role::kB)];
   if (p.batch < 1 || p.m < 1 || p.n < 1 || p.k < 1)
     return "batch, m, n, k must be >= 1 (got " + s(p.batch) + ", " + s(p.m) + ", " + s(p.n) + ", " + s(p.k) + ")";
   if (!dtype_is_operand(p.a_type) || !dtype_is_operand(p.b_type))
@@ -80,8 +139,17 @@ inline std::string validate(const GemmProblem& p, int64_t a_count, int64_t b_cou
   if (eb > b_count) return "operand b: view needs " + s128(eb) + " elements, buffer has " + s(b_count);
   if (out_count != p.batch * p.m * p.n)
     return "output has " + s(out_count) + " elements, expected batch*m*n = " + s(p.batch * p.m * p.n);
-  if (p.has_bias && bias_count != p.n) return "bias has " + s(bias_count) + " elements, expected n = " + s(p.n);
-  if (p.has_c && c_count != out_count) return "c has " + s(c_count) + " elements, expected " + s(out_count);
+  for (int i = 0; i < kNumRoles; ++i) {  // the rules of operands.def
+    const Role r = static_cast<Role>(i);
+    if (!p.has(r)) continue;
+    const DType want = role_dtype(r, p);
+    if (want != DType::kInvalid && in.type[i] != want)
+      return std::string(role_name(r)) + " must be " + dtype_name(want) + ", got " +
+             (in.type[i] == DType::kInvalid ? "a type outside jax_tmem's table" : dtype_name(in.type[i]));
+    const int64_t elements = role_elements(r, p);
+    if (elements >= 0 && in.count[i] != elements)
+      return std::string(role_name(r)) + " has " + s(in.count[i]) + " elements, expected " + s(elements);
+  }
   if (p.splits < 0 || p.splits > 64) return "splits must be in [0, 64] (0 = heuristic), got " + s(p.splits);
   int act = static_cast<int>(p.activation);
   if (act < 0 || act > 4) return "unknown activation code " + s(act);

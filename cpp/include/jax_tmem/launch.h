@@ -13,10 +13,7 @@ constexpr int kMaxDevices = 64;  // per-device state is kept for CUDA ordinals [
 
 struct GemmLaunch {
   GemmProblem p;
-  const void* a;
-  const void* b;
-  const float* bias;  // may be null
-  const void* c;      // may be null (aliases out)
+  const void* inputs[kNumRoles];  // by role (operands.def); null for roles the call does not pass
   void* out;
   float* ws;         // f32 workspace of split-K / swap-AB plans (XLA-allocated, contents undefined)
   int64_t ws_count;  // its size in floats
@@ -24,6 +21,8 @@ struct GemmLaunch {
   int cc;  // compute capability, major * 10 + minor
   int device;  // CUDA ordinal of the device the call runs on (keys every piece of per-device state)
   cudaStream_t stream;
+
+  const void* in(Role r) const { return inputs[static_cast<int>(r)]; }
 };
 
 // Each returns "" on success, else a message (nothing was launched). Defined per arch library.

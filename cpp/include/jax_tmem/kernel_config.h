@@ -1,0 +1,140 @@
+// jax_tmem: kernel configurations as data (host code, no CUDA). Each arch's configurations are listed
+// once, in sm90_configs.def / sm100_configs.def; this header turns each list into an enum (the names the
+// heuristic in menu.h uses) and a constexpr table of KernelConfig structs, which the dispatchers
+// instantiate (cpp/src/sm90_launch.cuh, sm100_launch.cuh), the extension prints (isa.kernel_menu) and the
+// GPU tests iterate. An id is only an identity: what an entry is (split-K, swap-AB, pair, epilogue) is
+// read from its fields.
+#pragma once
+
+#include <cstdint>
+#include <iterator>
+#include <string>
+
+#ifndef JAX_TMEM_ALL_CONFIGS
+#define JAX_TMEM_ALL_CONFIGS 0  // CMake's JAX_TMEM_CONFIGS=all sets it to 1
+#endif
+
+namespace jax_tmem::menu {
+
+enum class Schedule : uint8_t { kCooperative, kPingPong };
+enum class Epilogue : uint8_t { kRegister, kStaged, kTmaStore, kPartial };
+// kSplitK / kSwapAB are the kernels' kPartialOut codes (1, 2).
+enum class Split : uint8_t { kNone = 0, kSplitK = 1, kSwapAB = 2 };
+enum class Build : uint8_t { kHeuristic, kSweep };
+
+// kHeuristic entries are always compiled; kSweep ones with CMake's JAX_TMEM_CONFIGS=all.
+constexpr bool built(Build b) { return b == Build::kHeuristic || JAX_TMEM_ALL_CONFIGS; }
+
+struct KernelConfig {
+  int id;
+  const char* entry;  // the enum name, e.g. "k128x256TmaStore"
+  const char* name;   // in words, for the decision log
+  int block_m, block_n, stages, cluster_m;
+  Schedule schedule;
+  Epilogue epilogue;
+  Split split;
+  Build build;
+
+  constexpr bool built() const { return menu::built(build); }
+  constexpr bool partial() const { return split != Split::kNone; }
+  constexpr bool swap_ab() const { return split == Split::kSwapAB; }
+};
+
+inline const char* to_string(Schedule s) { return s == Schedule::kPingPong ? "ping-pong" : "cooperative"; }
+inline const char* to_string(Epilogue e) {
+  switch (e) {
+    case Epilogue::kRegister: return "register";
+    case Epilogue::kStaged: return "staged";
+    case Epilogue::kTmaStore: return "tma-store";
+    case Epilogue::kPartial: return "partial";
+  }
+  return "?";
+}
+inline const char* to_string(Split s) { return s == Split::kSplitK ? "split-k" : s == Split::kSwapAB ? "swap-ab" : "none"; }
+
+// ---- the tables ---------------------------------------------------------------------------------------
+enum class Sm90 : int {
+#define JT_SM90_CONFIG(entry, id, bn, st, sched, epi, cm, split, build, name) entry = id,
+#include "jax_tmem/sm90_configs.def"
+#undef JT_SM90_CONFIG
+};
+
+inline constexpr KernelConfig kSm90Configs[] = {
+#define JT_SM90_CONFIG(entry, id, bn, st, sched, epi, cm, split, build, name) \
+  {id, #entry, name, 128, bn, st, cm, Schedule::sched, Epilogue::epi, Split::split, Build::build},
+#include "jax_tmem/sm90_configs.def"
+#undef JT_SM90_CONFIG
+};
+
+enum class Sm100 : int {
+#define JT_SM100_CONFIG(entry, id, bm, bn, st, epi, split, build, name) entry = id,
+#include "jax_tmem/sm100_configs.def"
+#undef JT_SM100_CONFIG
+};
+
+inline constexpr KernelConfig kSm100Configs[] = {
+#define JT_SM100_CONFIG(entry, id, bm, bn, st, epi, split, build, name) \
+  {id, #entry, name, bm, bn, st, bm / 128, Schedule::kCooperative, Epilogue::epi, Split::split, Build::build},
+#include "jax_tmem/sm100_configs.def"
+#undef JT_SM100_CONFIG
+};
+
+// One arch's list as a range.
+struct ConfigTable {
+  const KernelConfig* begin_;
+  const KernelConfig* end_;
+  constexpr const KernelConfig* begin() const { return begin_; }
+  constexpr const KernelConfig* end() const { return end_; }
+  // The entry with this id, or null.
+  constexpr const KernelConfig* find(int id) const {
+    for (const KernelConfig& c : *this)
+      if (c.id == id) return &c;
+    return nullptr;
+  }
+  // The entry the heuristic names by its enum value (always present: the enum comes from the table).
+  template <class E>
+  constexpr const KernelConfig& at(E e) const { return *find(static_cast<int>(e)); }
+  // The narrowest entry with this split whose block_n holds `cols` (null if none): swap-AB by M.
+  const KernelConfig* narrowest(Split split, int64_t cols) const {
+    const KernelConfig* best = nullptr;
+    for (const KernelConfig& c : *this)
+      if (c.split == split && c.block_n >= cols && (!best || c.block_n < best->block_n)) best = &c;
+    return best;
+  }
+  // The widest block_n of the entries with this split (0 if none).
+  constexpr int widest(Split split) const {
+    int w = 0;
+    for (const KernelConfig& c : *this)
+      if (c.split == split && c.block_n > w) w = c.block_n;
+    return w;
+  }
+  // "id (name), ..." of every entry: for the error on a config outside the menu.
+  std::string list() const {
+    std::string s;
+    for (const KernelConfig& c : *this)
+      s += (s.empty() ? "" : ", ") + std::to_string(c.id) + " (" + c.name + (c.built() ? "" : ", not built") + ")";
+    return s;
+  }
+};
+
+inline constexpr ConfigTable kSm90Table{std::begin(kSm90Configs), std::end(kSm90Configs)};
+inline constexpr ConfigTable kSm100Table{std::begin(kSm100Configs), std::end(kSm100Configs)};
+
+// The ids are identities: unique per arch, and -1 stays "heuristic".
+constexpr bool ids_unique(const ConfigTable& t) {
+  for (const KernelConfig* a = t.begin(); a != t.end(); ++a) {
+    if (a->id < 0) return false;
+    for (const KernelConfig* b = a + 1; b != t.end(); ++b)
+      if (a->id == b->id) return false;
+  }
+  return true;
+}
+static_assert(ids_unique(kSm90Table) && ids_unique(kSm100Table), "kernel config ids must be unique and >= 0");
+
+// What "not built" says, everywhere (launcher, trace time).
+inline std::string not_built_message(const KernelConfig& c) {
+  return "config " + std::to_string(c.id) + " (" + c.name +
+         ") is not compiled in this build: rebuild with -C cmake.define.JAX_TMEM_CONFIGS=all";
+}
+
+}  // namespace jax_tmem::menu
