@@ -1,5 +1,5 @@
 """What each GPU architecture's kernels take (jax_tmem/_core/arch.py), as the C++ dispatcher knows it:
-the compiled kernel families come from cpp/src/<arch>_instances.def through the extension, and the
+the compiled kernel families come from cpp/src/instances.def through the extension, and the
 trace-time checks and the K-major transposes are derived from them (checked here on any machine)."""
 
 from __future__ import annotations

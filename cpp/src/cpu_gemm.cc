@@ -13,15 +13,17 @@
 
 namespace jax_tmem {
 
-float load_as_float(const void* base, DType t, int64_t idx) {
-  switch (t) {
-    case DType::kF32: return static_cast<const float*>(base)[idx];
-    case DType::kBF16: return host::bf16_to_float(static_cast<const uint16_t*>(base)[idx]);
-    case DType::kF16: return host::f16_to_float(static_cast<const uint16_t*>(base)[idx]);
-    case DType::kE4M3: return host::e4m3_to_float(static_cast<const uint8_t*>(base)[idx]);
-    case DType::kE5M2: return host::e5m2_to_float(static_cast<const uint8_t*>(base)[idx]);
-    case DType::kS8: return static_cast<float>(static_cast<const int8_t*>(base)[idx]);
-    default: return 0.0f;
+// An element of any table type as float, through the generic decoder of host_convert.h (which reads
+// the format from the type's name, once per operand); float32 and bfloat16 directly. Whole-byte types
+// only (the dense GEMM's operands and outputs; validate() refuses the rest before any load).
+float load_as_float(const void* base, const host::Format& f, int64_t idx) {
+  switch (f.bits) {
+    case 8: return host::decode(f, static_cast<const uint8_t*>(base)[idx]);
+    case 16:
+      if (f.kind == host::Format::kIeee && f.e == 8) return host::bf16_to_float(static_cast<const uint16_t*>(base)[idx]);
+      return host::decode(f, static_cast<const uint16_t*>(base)[idx]);
+    case 32: return static_cast<const float*>(base)[idx];
+    default: return NAN;
   }
 }
 
@@ -38,9 +40,9 @@ constexpr int64_t kBlockM = 64, kBlockN = 256, kBlockK = 256;
 
 // Loads an element as the accumulation type: float for floating operands, exact int32 for int8.
 template <typename Acc>
-Acc load_as(const void* base, DType t, int64_t idx) {
+Acc load_as(const void* base, const host::Format& f, int64_t idx) {
   if constexpr (std::is_same_v<Acc, int32_t>) return static_cast<const int8_t*>(base)[idx];
-  else return load_as_float(base, t, idx);
+  else return load_as_float(base, f, idx);
 }
 
 // Acc = float (f32 accumulation of any float type) or int32_t (int8 x int8, exact like the kernels).
@@ -48,6 +50,7 @@ template <typename Acc>
 void cpu_gemm(const GemmProblem& p, const void* a, const void* b, const float* bias, const void* c,
               void* out) {
   std::vector<Acc> pa(kBlockM * kBlockK), pb(kBlockK * kBlockN), acc(kBlockM * kBlockN);
+  const host::Format fa = host::format_of(p.a_type), fb = host::format_of(p.b_type), fo = host::format_of(p.out_type);
   for (int64_t bi = 0; bi < p.batch; ++bi) {
     const int64_t a_off = bi * p.stride_a, b_off = bi * p.stride_b;
     for (int64_t m0 = 0; m0 < p.m; m0 += kBlockM) {
@@ -61,12 +64,12 @@ void cpu_gemm(const GemmProblem& p, const void* a, const void* b, const float* b
           for (int64_t i = 0; i < mb; ++i)
             for (int64_t kk = 0; kk < kb; ++kk) {
               int64_t idx = p.a_mn_major ? (k0 + kk) * p.lda + (m0 + i) : (m0 + i) * p.lda + (k0 + kk);
-              pa[i * kBlockK + kk] = load_as<Acc>(a, p.a_type, a_off + idx);
+              pa[i * kBlockK + kk] = load_as<Acc>(a, fa, a_off + idx);
             }
           for (int64_t kk = 0; kk < kb; ++kk)
             for (int64_t j = 0; j < nb; ++j) {
               int64_t idx = p.b_mn_major ? (k0 + kk) * p.ldb + (n0 + j) : (n0 + j) * p.ldb + (k0 + kk);
-              pb[kk * kBlockN + j] = load_as<Acc>(b, p.b_type, b_off + idx);
+              pb[kk * kBlockN + j] = load_as<Acc>(b, fb, b_off + idx);
             }
           for (int64_t i = 0; i < mb; ++i) {
             Acc* __restrict__ arow = &acc[i * kBlockN];
@@ -84,7 +87,7 @@ void cpu_gemm(const GemmProblem& p, const void* a, const void* b, const float* b
             if (bias) v += bias[n0 + j];
             v = apply_activation(v, p.activation);
             const int64_t o = (bi * p.m + m0 + i) * p.n + n0 + j;
-            if (c) v += load_as_float(c, p.out_type, o);
+            if (c) v += load_as_float(c, fo, o);
             store_from_float(out, p.out_type, o, v);
           }
       }

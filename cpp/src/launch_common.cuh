@@ -45,8 +45,7 @@ inline epilogue::KernelParams kernel_params(const GemmLaunch& L) {
   prm.batch = static_cast<int>(p.batch);
   prm.a_batched = p.batch > 1 && p.stride_a != 0;
   prm.b_batched = p.batch > 1 && p.stride_b != 0;
-  prm.epi = epilogue::Args{L.out, L.in(Role::kC), static_cast<const float*>(L.in(Role::kBias)), p.alpha, static_cast<int32_t>(p.activation),
-                           static_cast<int32_t>(p.out_type)};
+  prm.epi = epilogue::make_args(p, L.out, L.inputs);
   prm.ws = nullptr;
   prm.ws_ld = 0;
   prm.splits = 1;

@@ -17,6 +17,7 @@
 #include "jax_tmem/desc_sm100.h"
 #include "jax_tmem/desc_sm90.h"
 #include "jax_tmem/handlers.h"
+#include "jax_tmem/host_convert.h"
 #include "jax_tmem/legality.h"
 #include "jax_tmem/menu.h"
 #include "jax_tmem/tmem_plan.h"
@@ -230,6 +231,16 @@ NB_MODULE(_jax_tmem, m) {
      "'' if the CUDA kernels can take the problem's views (TMA pitches, 32-bit dimensions), else why not: "
      "the launchers' own check (jax_tmem/legality.h).");
 
+  m.def("host_decode", [](const std::string& dtype, std::vector<uint32_t> raw) {
+    // The CPU reference handler's decoder (host_convert.h) on raw storage bits, for tests.
+    const DType t = jax_tmem::dtype_from_name(dtype.c_str());
+    const jax_tmem::host::Format f = jax_tmem::host::format_of(t);
+    if (f.kind == jax_tmem::host::Format::kInvalid) throw std::invalid_argument("no host decoder for " + dtype);
+    std::vector<float> out;
+    for (uint32_t r : raw) out.push_back(jax_tmem::host::decode(f, r));
+    return out;
+  }, nb::arg("dtype"), nb::arg("raw"), "Decodes raw element bits of a table type as the CPU handler does.");
+
   m.def("operand_roles", []() {
     // The custom call's input roles in argument order (jax_tmem/operands.def): [(name, required)].
     nb::list out;
@@ -241,7 +252,7 @@ NB_MODULE(_jax_tmem, m) {
   }, "The GEMM custom call's input roles, in argument order: [(name, required)] (operands.def).");
 
   m.def("kernel_families", [](const std::string& arch) {
-    // The families the arch's dispatcher runs (cpp/src/<arch>_instances.def, the lists the build
+    // The families the arch's dispatcher runs (cpp/src/instances.def, the lists the build
     // compiles), whether or not this build compiled the arch: Python derives its trace-time checks and
     // its K-major transposes from them.
     nb::list out;
@@ -249,15 +260,13 @@ NB_MODULE(_jax_tmem, m) {
       out.append(nb::make_tuple(jax_tmem::dtype_name(a), jax_tmem::dtype_name(b), amn, bmn));
     };
     if (arch == "sm_90a") {
-#define JT_INSTANCE(A, B, AMN, BMN) add(DType::A, DType::B, AMN, BMN);
-#include "sm90_instances.def"
-#undef JT_INSTANCE
+#define JT_SM90_INSTANCE(A, B, AMN, BMN) add(DType::A, DType::B, AMN, BMN);
+#include "instances.def"
     } else if (arch == "sm_100a" || arch == "sm_103a") {
       const int cc = arch == "sm_100a" ? 100 : 103;
-#define JT_INSTANCE(A, B, AMN, BMN) \
+#define JT_SM100_INSTANCE(A, B, AMN, BMN) \
   if (jax_tmem::menu::sm100_family_runs(cc, DType::A)) add(DType::A, DType::B, AMN, BMN);
-#include "sm100_instances.def"
-#undef JT_INSTANCE
+#include "instances.def"
     } else {
       throw std::invalid_argument("arch must be sm_90a, sm_100a or sm_103a, got " + arch);
     }

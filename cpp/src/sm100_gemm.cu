@@ -1,14 +1,14 @@
 // jax_tmem: the sm_100a/sm_103a dispatcher: the plan from menu.h, then the kernel family of the
-// problem's operand types and majorness (run_family, generated from sm100_instances.def; the families are
+// problem's operand types and majorness (run_family, generated from instances.def; the families are
 // compiled in generated translation units, see CMakeLists.txt). Compiled and SASS-checked only: never executed on Blackwell.
 #include "sm100_launch.cuh"
 
 namespace jax_tmem {
 namespace sm100 {
-#define JT_FAMILY_LIST "sm100_instances.def"
+#define JT_FAMILY_SM90 0
 #define JT_FAMILY_ARCH "sm_100a/sm_103a"
 #include "family_dispatch.inc"
-#undef JT_FAMILY_LIST
+#undef JT_FAMILY_SM90
 #undef JT_FAMILY_ARCH
 }  // namespace sm100
 

@@ -1,6 +1,6 @@
 // jax_tmem: host launch of one sm_100a/sm_103a kernel instantiation: run_tile<A, B, AMN, BMN> runs every
 // menu entry of one kernel family. The dispatcher (sm100_gemm.cu) only declares the families; they are
-// instantiated in generated translation units (sm100_instances.def, CMakeLists.txt), built in parallel.
+// instantiated in generated translation units (instances.def, CMakeLists.txt), built in parallel.
 #pragma once
 
 #include <string>

@@ -1,14 +1,14 @@
 // jax_tmem: the sm_90a dispatcher: the plan from menu.h, then the kernel family of the problem's operand
-// types and majorness (run_family, generated from sm90_instances.def; the families are compiled in
+// types and majorness (run_family, generated from instances.def; the families are compiled in
 // generated translation units, see CMakeLists.txt).
 #include "sm90_launch.cuh"
 
 namespace jax_tmem {
 namespace sm90 {
-#define JT_FAMILY_LIST "sm90_instances.def"
+#define JT_FAMILY_SM90 1
 #define JT_FAMILY_ARCH "sm_90a"
 #include "family_dispatch.inc"
-#undef JT_FAMILY_LIST
+#undef JT_FAMILY_SM90
 #undef JT_FAMILY_ARCH
 }  // namespace sm90
 

@@ -1,6 +1,6 @@
 // jax_tmem: host launch of one sm_90a kernel instantiation: run_tile<A, B, AMN, BMN> runs every menu entry
 // of one kernel family. The dispatcher (sm90_gemm.cu) only declares the families; they are instantiated
-// in generated translation units (sm90_instances.def, CMakeLists.txt), which the build compiles in parallel.
+// in generated translation units (instances.def, CMakeLists.txt), which the build compiles in parallel.
 #pragma once
 
 #include <algorithm>

@@ -142,7 +142,7 @@ def sm100_trusted() -> bool:
 @functools.lru_cache(maxsize=None)
 def families(arch: str) -> frozenset:
     """The kernel families compiled for ``arch`` (and runnable there), as the C++ dispatcher knows them
-    (cpp/src/<arch>_instances.def): {(A dtype name, B dtype name, A MN-major, B MN-major)}."""
+    (cpp/src/instances.def): {(A dtype name, B dtype name, A MN-major, B MN-major)}."""
     mod, _ = _ext.load()
     if mod is None:
         return frozenset()

@@ -20,6 +20,13 @@ struct Args {
   int32_t out_type;    // DType: kF32, kBF16, kF16
 };
 
+// The epilogue's arguments from the problem and its inputs by role (operands.def): a role the epilogue
+// reads is taken here, next to the code that reads it.
+inline Args make_args(const GemmProblem& p, void* out, const void* const (&in)[kNumRoles]) {
+  return Args{out, in[static_cast<int>(Role::kC)], static_cast<const float*>(in[static_cast<int>(Role::kBias)]),
+              p.alpha, static_cast<int32_t>(p.activation), static_cast<int32_t>(p.out_type)};
+}
+
 // What every GEMM kernel receives besides its two tensor maps (identical for sm_90a and sm_100a).
 struct KernelParams {
   int m, n, k, batch;

@@ -4,7 +4,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+
+#include "jax_tmem/dtypes.h"
 
 namespace jax_tmem::host {
 
@@ -18,17 +21,6 @@ inline uint16_t float_to_bf16(float f) {
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // quiet NaN
   u += 0x7fffu + ((u >> 16) & 1u);
   return static_cast<uint16_t>(u >> 16);
-}
-
-inline float f16_to_float(uint16_t h) {
-  uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
-  if (exp == 0x1f) return bits_to_float(sign | 0x7f800000u | (man << 13));  // inf / nan
-  if (exp == 0) {
-    if (man == 0) return bits_to_float(sign);
-    float v = std::ldexp(static_cast<float>(man), -24);  // subnormal
-    return sign ? -v : v;
-  }
-  return bits_to_float(sign | ((exp + 112) << 23) | (man << 13));
 }
 
 inline uint16_t float_to_f16(float f) {
@@ -50,17 +42,63 @@ inline uint16_t float_to_f16(float f) {
   return sign | static_cast<uint16_t>(h);
 }
 
-// float8_e4m3fn: 1 sign, 4 exponent (bias 7), 3 mantissa; no infinities; S.1111.111 is NaN.
-inline float e4m3_to_float(uint8_t v) {
-  uint32_t sign = v >> 7, exp = (v >> 3) & 0xfu, man = v & 0x7u;
-  float r;
-  if (exp == 0xf && man == 0x7) r = NAN;
-  else if (exp == 0) r = std::ldexp(static_cast<float>(man), -9);
-  else r = std::ldexp(1.0f + man / 8.0f, static_cast<int>(exp) - 7);
-  return sign ? -r : r;
+// ---- decoding any element type of dtypes.def, from its numpy name -------------------------------------
+// The storage format of a table type, read from its name the way ml_dtypes names them:
+// "float<bits>_e<E>m<M>[fn|fnu]", bfloat16 / float16 / float32 (IEEE), int<bits> / uint<bits>. So a new
+// row in dtypes.def decodes on the CPU with no code here.
+struct Format {
+  enum Kind : int8_t { kInvalid, kInt, kUInt, kIeee, kFiniteNaN, kFinite, kExponent } kind = kInvalid;
+  int bits = 0, e = 0, m = 0;
+};
+
+inline Format format_of(DType t) {
+  const char* n = dtype_name(t);
+  Format f;
+  f.bits = dtype_bits(t);
+  int bits = 0, e = 0, m = 0, used = 0;
+  char suffix[8] = {0};
+  if (std::strcmp(n, "float32") == 0) return {Format::kIeee, 32, 8, 23};
+  if (std::strcmp(n, "bfloat16") == 0) return {Format::kIeee, 16, 8, 7};
+  if (std::strcmp(n, "float16") == 0) return {Format::kIeee, 16, 5, 10};
+  if (std::sscanf(n, "int%d%n", &bits, &used) == 1 && n[used] == 0) return {Format::kInt, bits, 0, 0};
+  if (std::sscanf(n, "uint%d%n", &bits, &used) == 1 && n[used] == 0) return {Format::kUInt, bits, 0, 0};
+  if (std::sscanf(n, "float%d_e%dm%d%n", &bits, &e, &m, &used) == 3 && 1 + e + m >= bits - 1) {
+    std::strncpy(suffix, n + used, sizeof(suffix) - 1);
+    f.e = e;
+    f.m = m;
+    if (suffix[0] == 0) f.kind = Format::kIeee;                                  // e5m2: inf and NaNs
+    else if (std::strcmp(suffix, "fn") == 0) f.kind = bits == 8 ? Format::kFiniteNaN : Format::kFinite;
+    else if (std::strcmp(suffix, "fnu") == 0 && m == 0) f.kind = Format::kExponent;  // e8m0fnu
+  }
+  return f;
 }
 
-// float8_e5m2: the upper byte of an IEEE half.
-inline float e5m2_to_float(uint8_t v) { return f16_to_float(static_cast<uint16_t>(v) << 8); }
+// The value of the element whose storage bits are `raw` (the low f.bits bits), as float (exact for
+// every type of the table). kFiniteNaN: no infinities, all-ones is NaN (e4m3fn); kFinite: no
+// infinities or NaN (fp6, fp4); kExponent: unsigned 2^(raw - bias), all-ones NaN (e8m0fnu).
+inline float decode(const Format& f, uint32_t raw) {
+  switch (f.kind) {
+    case Format::kInt: {
+      const uint32_t sign = 1u << (f.bits - 1);
+      return static_cast<float>(static_cast<int32_t>((raw ^ sign) - sign));
+    }
+    case Format::kUInt: return static_cast<float>(raw);
+    case Format::kExponent:
+      return raw == (1u << f.bits) - 1 ? NAN : std::ldexp(1.0f, static_cast<int>(raw) - ((1 << (f.e - 1)) - 1));
+    case Format::kInvalid: return NAN;
+    default: break;
+  }
+  if (f.bits == 32) return bits_to_float(raw);
+  const uint32_t man = raw & ((1u << f.m) - 1), emax = (1u << f.e) - 1;
+  const uint32_t exp = (raw >> f.m) & emax;
+  const bool neg = (raw >> (f.bits - 1)) & 1u;
+  const int bias = (1 << (f.e - 1)) - 1;
+  float r;
+  if (f.kind == Format::kIeee && exp == emax) r = man ? NAN : INFINITY;
+  else if (f.kind == Format::kFiniteNaN && exp == emax && man == (1u << f.m) - 1) r = NAN;
+  else if (exp == 0) r = std::ldexp(static_cast<float>(man), 1 - bias - f.m);
+  else r = std::ldexp(static_cast<float>(man | (1u << f.m)), static_cast<int>(exp) - bias - f.m);
+  return neg ? -r : r;
+}
 
 }  // namespace jax_tmem::host

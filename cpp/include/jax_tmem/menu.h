@@ -33,7 +33,7 @@ inline int widest_filling_tile_n(const GemmProblem& p, int num_sms, const int* w
 // must be a multiple of 16 bytes. Otherwise the heuristic takes the register epilogue.
 inline bool out_tma_ok(const GemmProblem& p) { return (p.n * dtype_bytes(p.out_type)) % 16 == 0; }
 
-// The sm100 kernel families (cpp/src/sm100_instances.def) are compiled for sm_100a and sm_103a, but
+// The sm100 kernel families (the JT_SM100_INSTANCE lines of cpp/src/instances.def) are compiled for sm_100a and sm_103a, but
 // kind::i8 exists on sm_100a only (ptxas rejects it for sm_103a): the int8 families run on cc 100 only.
 inline bool sm100_family_runs(int cc, DType a_type) { return a_type != DType::kS8 || cc == 100; }
 
