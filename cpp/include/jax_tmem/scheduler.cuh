@@ -34,4 +34,21 @@ struct PersistentScheduler {
   }
 };
 
+// The work units every kernel walks: (tile, K split) pairs, unit u = tile * splits + split; split s runs
+// k-blocks [s * k_blocks / splits, (s + 1) * k_blocks / splits), never empty (the host keeps
+// splits <= k_blocks). With splits = 1 a unit is a tile and its whole K. Defined once here for the
+// sm_90a and sm_100a kernels (and their split-K / swap-AB variants).
+struct WorkUnits {
+  int k_blocks, splits, num_units;
+
+  __host__ __device__ WorkUnits(int num_tiles, int k_blocks_, int splits_)
+      : k_blocks(k_blocks_), splits(splits_), num_units(num_tiles * splits_) {}
+  __host__ __device__ int tile(int u) const { return u / splits; }
+  __host__ __device__ int split(int u) const { return u - (u / splits) * splits; }
+  __host__ __device__ void k_range(int split, int& kb0, int& kb1) const {
+    kb0 = static_cast<int>(static_cast<int64_t>(split) * k_blocks / splits);
+    kb1 = static_cast<int>(static_cast<int64_t>(split + 1) * k_blocks / splits);
+  }
+};
+
 }  // namespace jax_tmem::sched

@@ -292,14 +292,9 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
                                                          (p.n + C::BLOCK_N - 1) / C::BLOCK_N, p.batch};
   const int num_tiles = scheduler.num_tiles();
   const int k_blocks = (p.k + C::BLOCK_K - 1) / C::BLOCK_K;
-  // Work units (tile, K split), as in the sm_90a kernel: unit u = tile * splits + split, split s runs
-  // k-blocks [s * k_blocks / splits, (s + 1) * k_blocks / splits) (never empty: splits <= k_blocks).
-  const int splits = C::kPartialOut ? p.splits : 1;
-  const int num_units = num_tiles * splits;
-  const auto k_range = [&](int split, int& kb0, int& kb1) {
-    kb0 = static_cast<int>(static_cast<int64_t>(split) * k_blocks / splits);
-    kb1 = static_cast<int>(static_cast<int64_t>(split + 1) * k_blocks / splits);
-  };
+  // Work units (tile, K split): sched::WorkUnits, shared with the sm_90a kernel.
+  const sched::WorkUnits work(num_tiles, k_blocks, C::kPartialOut ? p.splits : 1);
+  const int splits = work.splits, num_units = work.num_units;
   // Split-K: the reduce pass may be launched now (its CTAs wait for this grid to complete).
   if constexpr (C::kPartialOut != 0) griddep_launch_dependents();
 
@@ -312,7 +307,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
       for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
         const int t = u / splits;
         int kb0, kb1;
-        k_range(u - t * splits, kb0, kb1);
+        work.k_range(u - t * splits, kb0, kb1);
         const sched::TileCoord tc = scheduler.coord(t);
         const int m0 = tc.m_blk * C::BLOCK_M, n0 = tc.n_blk * C::BLOCK_N;
         const int ab = p.a_batched ? tc.batch : 0, bb = p.b_batched ? tc.batch : 0;
@@ -334,7 +329,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
       PipelineState<C::kAccStages> acc;
       for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
         int kb0, kb1;
-        k_range(u - (u / splits) * splits, kb0, kb1);
+        work.k_range(u - (u / splits) * splits, kb0, kb1);
         // Wait until the epilogue has drained this accumulator buffer (passes at once the first time).
         mbarrier_wait(&tmem_empty[acc.stage], acc.phase ^ 1u);
         tcgen05_fence_after_thread_sync();

@@ -155,14 +155,9 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
                                                          (p.n + C::BLOCK_N - 1) / C::BLOCK_N, p.batch};
   const int num_tiles = scheduler.num_tiles();
   const int k_blocks = (p.k + C::BLOCK_K - 1) / C::BLOCK_K;
-  // Work units: (tile, split) pairs, unit u = tile * splits + split; split s runs k-blocks
-  // [s * k_blocks / splits, (s + 1) * k_blocks / splits), never empty (the host keeps splits <= k_blocks).
-  const int splits = C::kPartialOut ? p.splits : 1;
-  const int num_units = num_tiles * splits;
-  const auto k_range = [&](int split, int& kb0, int& kb1) {
-    kb0 = static_cast<int>(static_cast<int64_t>(split) * k_blocks / splits);
-    kb1 = static_cast<int>(static_cast<int64_t>(split + 1) * k_blocks / splits);
-  };
+  // Work units (tile, K split): sched::WorkUnits, shared with the sm_100a kernels.
+  const sched::WorkUnits work(num_tiles, k_blocks, C::kPartialOut ? p.splits : 1);
+  const int splits = work.splits, num_units = work.num_units;
   // Every CTA of a cluster walks the same tiles (the cluster's tile); CTA `rank` owns rows
   // [rank * BLOCK_M, rank * BLOCK_M + BLOCK_M) of it. Rows past M are zero-filled and not stored.
   const uint32_t rank = C::CLUSTER_M > 1 ? cluster_ctarank() : 0u;
@@ -178,7 +173,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
       for (int u = first_tile; u < num_units; u += tile_step) {
         const int t = u / splits;
         int kb0, kb1;
-        k_range(u - t * splits, kb0, kb1);
+        work.k_range(u - t * splits, kb0, kb1);
         const sched::TileCoord tc = scheduler.coord(t);
         const int m0 = tc.m_blk * C::TILE_M + rank * C::BLOCK_M, n0 = tc.n_blk * C::BLOCK_N;
         const int ab = p.a_batched ? tc.batch : 0, bb = p.b_batched ? tc.batch : 0;
@@ -312,7 +307,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     for (int u = first_tile; u < num_units; u += tile_step) {
       const int t = u / splits, split = u - t * splits;
       int kb0, kb1;
-      k_range(split, kb0, kb1);
+      work.k_range(split, kb0, kb1);
       const sched::TileCoord tc = scheduler.coord(t);
       const int cta_row0 = tc.m_blk * C::TILE_M + rank * C::BLOCK_M;
       int prev_stage = -1;
