@@ -244,7 +244,7 @@ def matmul(a, b, *, bias=None, activation: Optional[str] = None, out_dtype=None,
 
 
 def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, preferred_element_type=jnp.float32, *, lhs_global_scale=None,
-                  rhs_global_scale=None):
+                  rhs_global_scale=None, path: Optional[str] = None):
     """A block-scaled matmul with the signature and layouts of :func:`jax.nn.scaled_matmul`.
 
     ``lhs (B, M, K)`` and ``rhs (B, N, K)`` (both K-last) hold MXFP8 (e4m3/e5m2), MXFP4 or NVFP4 data
@@ -252,6 +252,10 @@ def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, preferred_element_type=jnp.f
     plain scales, or the pre-swizzled ``(B, rows/128, K/block/4, 32, 16)`` of :func:`jax_tmem.swizzle_scales`.
     NVFP4 operands may carry their per-tensor float32 ``*_global_scale``. Returns ``(B, M, N)`` of
     ``preferred_element_type`` (float32, bfloat16 or float16), accumulated in float32.
+
+    ``path``: "auto" (default) and "xla" run the reference semantics through XLA; "kernel" runs the
+    jax_tmem custom call with the scales as operands (mxfp8 / mxfp8_e5m2; today the C++ CPU handler,
+    while the block-scaled GPU kernels are being built). Which path ran is logged (``JAX_TMEM_LOG=1``).
 
     Example::
 
@@ -261,5 +265,6 @@ def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, preferred_element_type=jnp.f
     """
     lhs, rhs = _check_array(lhs, "lhs"), _check_array(rhs, "rhs")
     lhs_scales, rhs_scales = _check_array(lhs_scales, "lhs_scales"), _check_array(rhs_scales, "rhs_scales")
+    _check_path(path)
     return scaled_gemm.scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, np.dtype(preferred_element_type),
-                                     lhs_global_scale, rhs_global_scale)
+                                     lhs_global_scale, rhs_global_scale, path=path or "auto")

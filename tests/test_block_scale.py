@@ -160,3 +160,59 @@ def test_bad_input_raises_with_the_fix():
         jax_tmem.scaled_matmul(xq, wq, xs, ws, lhs_global_scale=2.0)
     with pytest.raises(TypeError, match="preferred_element_type=int32"):
         jax_tmem.scaled_matmul(xq, wq, xs, ws, jnp.int32)
+
+
+# ---- the kernel path: the GEMM custom call with the block scales as operand roles (sfa, sfb) ----------
+
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="the C++ CPU handler (no block-scaled CUDA kernel yet)")
+@pytest.mark.parametrize("fmt_a,fmt_b", [("mxfp8", "mxfp8"), ("mxfp8_e5m2", "mxfp8"), ("mxfp8", "mxfp8_e5m2")])
+@pytest.mark.parametrize("b,m,n,k", [(1, 128, 128, 128), (2, 200, 136, 256), (1, 1, 33, 64), (3, 17, 260, 96)])
+@pytest.mark.parametrize("out_dtype", [jnp.float32, jnp.bfloat16], ids=["f32", "bf16"])
+def test_scaled_matmul_kernel_path_matches_float64(fmt_a, fmt_b, b, m, n, k, out_dtype):
+    """path="kernel": the custom call's CPU handler applies every block scale (sfa/sfb roles, sf_vec 32)
+    and agrees with float64 of the dequantized operands to f32 accumulation, and with the XLA path."""
+    s = seed_of("smm-ffi", fmt_a, fmt_b, b, m, n, k)
+    xq, xs = jax_tmem.quantize(_rand(s, (b, m, k)) * 3.0, fmt_a)
+    wq, ws = jax_tmem.quantize(_rand(s + 1, (b, n, k)) / 5.0, fmt_b)
+    jax_tmem.clear_decisions()
+    out = np.asarray(jax.jit(lambda *a: jax_tmem.scaled_matmul(*a, out_dtype, path="kernel"))(xq, wq, xs, ws),
+                     np.float64)
+    d = jax_tmem.decisions()[-1]
+    assert d.op == "scaled_matmul" and d.path == "kernel" and "sfa/sfb" in d.target, d
+    a64 = np.asarray(jax_tmem.dequantize(xq, xs), np.float64)
+    b64 = np.asarray(jax_tmem.dequantize(wq, ws), np.float64)
+    ref = np.einsum("bmk,bnk->bmn", a64, b64)
+    tol = 1e-5 if out_dtype == jnp.float32 else 8e-3
+    assert out.shape == (b, m, n)
+    assert np.abs(out - ref).max() <= tol * np.abs(ref).max()
+    xla = np.asarray(jax_tmem.scaled_matmul(xq, wq, xs, ws, out_dtype, path="xla"), np.float64)
+    assert np.abs(out - xla).max() <= tol * np.abs(ref).max()
+    # the scales really were applied: doubling one block's scale changes that block's contribution
+    xs2 = xs.at[0, 0, 0].set(jnp.asarray(2.0 * np.asarray(xs[0, 0, 0], np.float32), xs.dtype))
+    out2 = np.asarray(jax_tmem.scaled_matmul(xq, wq, xs2, ws, out_dtype, path="kernel"), np.float64)
+    assert not np.allclose(out2[0, 0], out[0, 0]) and np.array_equal(out2[:, 1:], out[:, 1:])
+
+
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="calls the CPU handler")
+def test_block_scale_roles_are_validated_by_the_handler():
+    """The handler checks the sfa/sfb roles from operands.def: both present, UE8M0, (batch, rows, K/32)
+    elements, K a multiple of 32, 8-bit float operands; an error, never a crash."""
+    from jax_tmem._core import ext as _ext
+    from jax_tmem.ops import scaled_gemm
+    assert _ext.ensure_registered("cpu")[0]
+    xq, xs = jax_tmem.quantize(_rand(5, (1, 16, 64)), "mxfp8")
+    wq, ws = jax_tmem.quantize(_rand(6, (1, 8, 64)), "mxfp8")
+    run = lambda *a, block=32: jax.block_until_ready(scaled_gemm.scaled_matmul_ffi(*a, np.dtype("float32"), block))
+    with pytest.raises(RuntimeError, match="sfa has 16 elements, expected 32"):
+        run(xq, wq, xs[..., :1], ws)
+    with pytest.raises(RuntimeError, match="sfb must be float8_e8m0fnu, got float8_e4m3fn"):
+        run(xq, wq, xs, ws.astype(jnp.float32).astype(jnp.float8_e4m3fn))
+    with pytest.raises(RuntimeError, match="sf_vec must be 0 .* or 32"):
+        run(xq, wq, xs, ws, block=16)
+    with pytest.raises(RuntimeError, match="block scales take 8-, 6- or 4-bit float operands"):
+        run(xq.astype(jnp.bfloat16), wq, xs, ws)
+    with pytest.raises(ValueError, match='path="kernel": the custom call takes mxfp8 and mxfp8_e5m2 operands'):
+        aq, as_ = jax_tmem.quantize(_rand(7, (1, 16, 64)), "mxfp4")
+        jax_tmem.scaled_matmul(aq, aq, as_, as_, path="kernel")
+    out = run(xq, wq, xs, ws)  # and the process is fine afterwards
+    assert np.isfinite(np.asarray(out)).all()

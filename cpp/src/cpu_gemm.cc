@@ -46,11 +46,25 @@ Acc load_as(const void* base, const host::Format& f, int64_t idx) {
 }
 
 // Acc = float (f32 accumulation of any float type) or int32_t (int8 x int8, exact like the kernels).
+// Block scales of the block-scaled GEMM (p.sf_vec > 0; null otherwise): element (row, kk) of an operand
+// is multiplied by scale[batch, row, kk / sf_vec] (operands.def: plain (batch, rows, K / sf_vec)).
+struct BlockScales {
+  const void* sfa = nullptr;
+  const void* sfb = nullptr;
+};
+
 template <typename Acc>
 void cpu_gemm(const GemmProblem& p, const void* a, const void* b, const float* bias, const void* c,
-              void* out) {
+              void* out, BlockScales sf = {}) {
   std::vector<Acc> pa(kBlockM * kBlockK), pb(kBlockK * kBlockN), acc(kBlockM * kBlockN);
   const host::Format fa = host::format_of(p.a_type), fb = host::format_of(p.b_type), fo = host::format_of(p.out_type);
+  const host::Format fs = host::format_of(p.sf_type());
+  const int64_t kblocks = p.sf_vec > 0 ? p.k / p.sf_vec : 0;
+  // The scale of element (row, kk) of an operand with `rows` rows, in batch `bi` (1 without block scales).
+  auto scale = [&](const void* sfp, int64_t stride, int64_t rows, int64_t bi, int64_t row, int64_t kk) -> float {
+    if (!sfp) return 1.0f;
+    return load_as_float(sfp, fs, ((stride != 0 ? bi : 0) * rows + row) * kblocks + kk / p.sf_vec);
+  };
   for (int64_t bi = 0; bi < p.batch; ++bi) {
     const int64_t a_off = bi * p.stride_a, b_off = bi * p.stride_b;
     for (int64_t m0 = 0; m0 < p.m; m0 += kBlockM) {
@@ -65,11 +79,13 @@ void cpu_gemm(const GemmProblem& p, const void* a, const void* b, const float* b
             for (int64_t kk = 0; kk < kb; ++kk) {
               int64_t idx = p.a_mn_major ? (k0 + kk) * p.lda + (m0 + i) : (m0 + i) * p.lda + (k0 + kk);
               pa[i * kBlockK + kk] = load_as<Acc>(a, fa, a_off + idx);
+              if (sf.sfa) pa[i * kBlockK + kk] *= scale(sf.sfa, p.stride_a, p.m, bi, m0 + i, k0 + kk);
             }
           for (int64_t kk = 0; kk < kb; ++kk)
             for (int64_t j = 0; j < nb; ++j) {
               int64_t idx = p.b_mn_major ? (k0 + kk) * p.ldb + (n0 + j) : (n0 + j) * p.ldb + (k0 + kk);
               pb[kk * kBlockN + j] = load_as<Acc>(b, fb, b_off + idx);
+              if (sf.sfb) pb[kk * kBlockN + j] *= scale(sf.sfb, p.stride_b, p.n, bi, n0 + j, k0 + kk);
             }
           for (int64_t i = 0; i < mb; ++i) {
             Acc* __restrict__ arow = &acc[i * kBlockN];
@@ -106,10 +122,11 @@ ffi::Error cpu_gemm_handler(ffi::RemainingArgs args, ffi::Result<ffi::AnyBuffer>
   const void* b = in[static_cast<int>(Role::kB)];
   const float* bias = static_cast<const float*>(in[static_cast<int>(Role::kBias)]);
   const void* c = in[static_cast<int>(Role::kC)];
+  const BlockScales sf{in[static_cast<int>(Role::kSFA)], in[static_cast<int>(Role::kSFB)]};
   if (p.a_type == DType::kS8)
-    cpu_gemm<int32_t>(p, a, b, bias, c, out->untyped_data());
+    cpu_gemm<int32_t>(p, a, b, bias, c, out->untyped_data());  // int8 takes no block scales (validate)
   else
-    cpu_gemm<float>(p, a, b, bias, c, out->untyped_data());
+    cpu_gemm<float>(p, a, b, bias, c, out->untyped_data(), sf);
   return ffi::Error::Success();
 }
 

@@ -152,13 +152,13 @@ def _ffi_call(*args, dimension_numbers, out_dtype, epilogue: Epilogue, config, c
         (cfg, splits), ws = _arch.split_config(config), 0
     out_types = (jax.ShapeDtypeStruct(canon.out_shape, np.dtype(out_dtype)),
                  jax.ShapeDtypeStruct((max(ws, 1),), np.float32))
-    aliases = {len(args) - 1: 0} if epilogue.has_c else None
+    roles = ["a", "b"] + ["bias"] * epilogue.has_bias + ["c"] * epilogue.has_c  # the args, by role
+    aliases = {roles.index("c"): 0} if epilogue.has_c else None
     call = jax.ffi.ffi_call("jax_tmem_gemm", out_types, input_output_aliases=aliases)
     attrs = {key: (np.bool_(v) if isinstance(v, bool) else np.int64(v)) for key, v in canon.attrs().items()}
-    roles = ["a", "b"] + ["bias"] * epilogue.has_bias + ["c"] * epilogue.has_c  # the args, by role
     out, _workspace = call(*args, operands=np.int64(_ext.operand_mask(roles)), **attrs,
                            activation=np.int32(ACTIVATIONS[epilogue.activation]), alpha=np.float32(epilogue.alpha),
-                           config=np.int32(cfg), splits=np.int32(splits))
+                           config=np.int32(cfg), splits=np.int32(splits), sf_vec=np.int32(0))
     return out
 
 

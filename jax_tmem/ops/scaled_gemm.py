@@ -2,20 +2,27 @@
 (rhs[b, n, k] * rhs_scales[b, n, k / bs])`` times NVFP4's global scales, accumulated in float32, with
 the operand layout of ``jax.nn.scaled_matmul`` (both operands K-last).
 
-Today every backend runs the reference semantics through XLA (dequantize to float32, one f32 dot);
-each call records that decision with its reason (``JAX_TMEM_LOG=1``, ``jax_tmem.decisions()``). The
-block-scaled kernels (tcgen05 ``kind::mxf8f6f4`` / ``mxf4`` / ``mxf4nvf4`` on sm_100a, wgmma with
-per-block promotion on sm_90a) are issue 14's remaining work.
+Paths: "xla" (and "auto", today) run the reference semantics through XLA (dequantize to float32, one
+f32 dot). "kernel" runs the jax_tmem GEMM custom call with the block scales as operand roles (sfa, sfb in
+cpp/include/jax_tmem/operands.def, ``sf_vec`` = 32): the C++ CPU handler computes it (the reference the
+GPU kernels will be tested against); the CUDA handler returns a clear error until the block-scaled
+kernels exist (tcgen05 ``kind::mxf8f6f4`` / ``mxf4`` / ``mxf4nvf4`` on sm_100a, wgmma with per-block
+promotion on sm_90a: issue 14's remaining work). Only the byte-per-element MX formats (mxfp8,
+mxfp8_e5m2) take the kernel path; the 4-bit formats run XLA. Each call records its decision with the
+reason (``JAX_TMEM_LOG=1``, ``jax_tmem.decisions()``).
 """
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jax_tmem._core import config as _config
+from jax_tmem._core import config as _config, ext as _ext
 from jax_tmem.ops import block_scale
+
+KERNEL_FORMATS = ("mxfp8", "mxfp8_e5m2")  # whole-byte elements: what the custom call takes today
 
 
 def plan(lhs_shape, rhs_shape, lhs_dtype, rhs_dtype, lhs_scales, rhs_scales, out_dtype):
@@ -64,12 +71,42 @@ def scaled_matmul_xla(lhs, rhs, lhs_scales, rhs_scales, out_dtype, lhs_global_sc
     return y.astype(out_dtype)
 
 
-def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, out_dtype, lhs_global_scale=None, rhs_global_scale=None):
+def scaled_matmul_ffi(lhs, rhs, lhs_scales, rhs_scales, out_dtype, block: int):
+    """The jax_tmem GEMM custom call with block scales: (B, M, K) x (B, N, K), both K-major, plain
+    (B, rows, K / block) scales, in role order a, b, sfa, sfb."""
+    b, m, k = lhs.shape
+    n = rhs.shape[1]
+    for platform in ("cpu", "cuda"):
+        _ext.ensure_registered(platform)  # the CUDA handler refuses block scales with a clear error
+    out_types = (jax.ShapeDtypeStruct((b, m, n), np.dtype(out_dtype)), jax.ShapeDtypeStruct((1,), np.float32))
+    call = jax.ffi.ffi_call("jax_tmem_gemm", out_types)
+    i64, bb = np.int64, np.bool_
+    out, _ = call(lhs, rhs, lhs_scales, rhs_scales, operands=i64(_ext.operand_mask(["a", "b", "sfa", "sfb"])),
+                  batch=i64(b), m=i64(m), n=i64(n), k=i64(k), a_mn_major=bb(False), b_mn_major=bb(False),
+                  lda=i64(k), ldb=i64(k), stride_a=i64(m * k if b > 1 else 0), stride_b=i64(n * k if b > 1 else 0),
+                  activation=np.int32(0), alpha=np.float32(1), config=np.int32(-1), splits=np.int32(0),
+                  sf_vec=np.int32(block))
+    return out
+
+
+def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, out_dtype, lhs_global_scale=None, rhs_global_scale=None,
+                  path="auto"):
     fa, fb, sa, sb = plan(lhs.shape, rhs.shape, lhs.dtype, rhs.dtype, lhs_scales, rhs_scales, out_dtype)
     for f, g, name in ((fa, lhs_global_scale, "lhs"), (fb, rhs_global_scale, "rhs")):
         if g is not None and not f.global_scale:
             raise ValueError(f"jax_tmem.scaled_matmul: {name}_global_scale is for nvfp4 operands, not {f.name}")
     problem = (f"{fa.name}{list(lhs.shape)} x {fb.name}{list(rhs.shape)} -> {np.dtype(out_dtype).name}")
-    _config.record(_config.Decision("scaled_matmul", problem, "xla", "dequantize + lax.dot_general (f32)",
-                                    "no block-scaled kernel yet: the reference semantics run through XLA"))
+    if path == "kernel":
+        why = ""
+        if fa.name not in KERNEL_FORMATS or fb.name not in KERNEL_FORMATS:
+            why = f"the custom call takes {' and '.join(KERNEL_FORMATS)} operands, not {fa.name} x {fb.name}"
+        elif not _ext.ensure_registered("cpu")[0]:
+            why = _ext.ensure_registered("cpu")[1]
+        if why:
+            raise ValueError(f'jax_tmem.scaled_matmul: path="kernel": {why}; use path="auto" (XLA)')
+        _config.record(_config.Decision("scaled_matmul", problem, "kernel", "jax_tmem_gemm custom call, sfa/sfb roles",
+                                        'path "kernel" (the C++ CPU handler; no block-scaled CUDA kernel yet)'))
+        return scaled_matmul_ffi(lhs, rhs, sa, sb, out_dtype, fa.block)
+    reason = "no block-scaled kernel yet: the reference semantics run through XLA" if path == "auto" else 'path "xla"'
+    _config.record(_config.Decision("scaled_matmul", problem, "xla", "dequantize + lax.dot_general (f32)", reason))
     return scaled_matmul_xla(lhs, rhs, sa, sb, out_dtype, lhs_global_scale, rhs_global_scale)

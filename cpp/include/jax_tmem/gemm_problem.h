@@ -64,6 +64,7 @@ struct GemmProblem {
   uint32_t operands = kRequiredRoles;  // the roles passed (bit i: operands.def line i)
   int32_t config = -1;                 // index into the arch's kernel menu; -1 = heuristic
   int32_t splits = 0;                  // K splits of a split-K / swap-AB entry; 0 = heuristic
+  int32_t sf_vec = 0;                  // K elements per block scale (32: MX, UE8M0 scales); 0 = none
 
   // Number of rows and columns of each operand's 2-D view.
   int64_t a_rows() const { return a_mn_major ? k : m; }
@@ -71,6 +72,11 @@ struct GemmProblem {
   int64_t b_rows() const { return b_mn_major ? k : n; }
   int64_t b_cols() const { return b_mn_major ? n : k; }
   bool has(Role r) const { return (operands & role_bit(r)) != 0; }
+  // The block scales' element type and count (operands.def): UE8M0 for the MX block of 32.
+  DType sf_type() const { return sf_vec == 32 ? DType::kE8M0 : DType::kInvalid; }
+  int64_t sf_count(int64_t stride, int64_t rows) const {
+    return sf_vec > 0 ? (stride != 0 ? batch : 1) * rows * (k / sf_vec) : -1;
+  }
 };
 
 // operands.def's rules for problem p: the element type a role must have (kInvalid: any operand type,
@@ -139,6 +145,15 @@ inline std::string validate(const GemmProblem& p, const InputShapes& in, int64_t
   if (eb > b_count) return "operand b: view needs " + s128(eb) + " elements, buffer has " + s(b_count);
   if (out_count != p.batch * p.m * p.n)
     return "output has " + s(out_count) + " elements, expected batch*m*n = " + s(p.batch * p.m * p.n);
+  if (p.sf_vec != 0 || p.has(Role::kSFA) || p.has(Role::kSFB)) {  // the block-scaled GEMM
+    if (p.sf_vec != 32) return "sf_vec must be 0 (no block scales) or 32 (MX formats), got " + s(p.sf_vec);
+    if (!p.has(Role::kSFA) || !p.has(Role::kSFB)) return "a block-scaled GEMM (sf_vec > 0) needs both sfa and sfb";
+    if (p.k % p.sf_vec) return "k = " + s(p.k) + " must be a multiple of sf_vec = " + s(p.sf_vec);
+    // The MX formats' element types: those kind::mxf8f6f4 takes (dtypes.def's f8f6f4 format column).
+    for (DType t : {p.a_type, p.b_type})
+      if (dtype_row(t).fmt[2] < 0)
+        return std::string("block scales take 8-, 6- or 4-bit float operands (kind::mxf8f6f4), got ") + dtype_name(t);
+  }
   for (int i = 0; i < kNumRoles; ++i) {  // the rules of operands.def
     const Role r = static_cast<Role>(i);
     if (!p.has(r)) continue;
