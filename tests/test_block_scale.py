@@ -187,6 +187,11 @@ def test_scaled_matmul_kernel_path_matches_float64(fmt_a, fmt_b, b, m, n, k, out
     assert np.abs(out - ref).max() <= tol * np.abs(ref).max()
     xla = np.asarray(jax_tmem.scaled_matmul(xq, wq, xs, ws, out_dtype, path="xla"), np.float64)
     assert np.abs(out - xla).max() <= tol * np.abs(ref).max()
+    # pre-swizzled scales (one or both) go to the call in the 128x4 layout: the same result, bit for bit
+    for sx, sw in ((jax_tmem.swizzle_scales(xs), jax_tmem.swizzle_scales(ws)), (xs, jax_tmem.swizzle_scales(ws))):
+        jax_tmem.clear_decisions()
+        out_sw = np.asarray(jax_tmem.scaled_matmul(xq, wq, sx, sw, out_dtype, path="kernel"), np.float64)
+        np.testing.assert_array_equal(out_sw, out)
     # the scales really were applied: doubling one block's scale changes that block's contribution
     xs2 = xs.at[0, 0, 0].set(jnp.asarray(2.0 * np.asarray(xs[0, 0, 0], np.float32), xs.dtype))
     out2 = np.asarray(jax_tmem.scaled_matmul(xq, wq, xs2, ws, out_dtype, path="kernel"), np.float64)
@@ -202,13 +207,18 @@ def test_block_scale_roles_are_validated_by_the_handler():
     assert _ext.ensure_registered("cpu")[0]
     xq, xs = jax_tmem.quantize(_rand(5, (1, 16, 64)), "mxfp8")
     wq, ws = jax_tmem.quantize(_rand(6, (1, 8, 64)), "mxfp8")
-    run = lambda *a, block=32: jax.block_until_ready(scaled_gemm.scaled_matmul_ffi(*a, np.dtype("float32"), block))
+    run = lambda *a, block=32, layout=0: jax.block_until_ready(
+        scaled_gemm.scaled_matmul_ffi(*a, np.dtype("float32"), block, layout))
     with pytest.raises(RuntimeError, match="sfa has 16 elements, expected 32"):
         run(xq, wq, xs[..., :1], ws)
     with pytest.raises(RuntimeError, match="sfb must be float8_e8m0fnu, got float8_e4m3fn"):
         run(xq, wq, xs, ws.astype(jnp.float32).astype(jnp.float8_e4m3fn))
     with pytest.raises(RuntimeError, match="sf_vec must be 0 .* or 32"):
         run(xq, wq, xs, ws, block=16)
+    with pytest.raises(RuntimeError, match=r"sfa has 32 elements, expected 512"):  # plain scales, layout 1
+        run(xq, wq, xs, ws, layout=1)
+    with pytest.raises(RuntimeError, match="sf_layout must be 0 .* or 1"):
+        run(xq, wq, xs, ws, layout=2)
     with pytest.raises(RuntimeError, match="block scales take 8-, 6- or 4-bit float operands"):
         run(xq.astype(jnp.bfloat16), wq, xs, ws)
     with pytest.raises(ValueError, match='path="kernel": the custom call takes mxfp8 and mxfp8_e5m2 operands'):

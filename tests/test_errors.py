@@ -244,12 +244,13 @@ def test_kernel_forced_on_non_expressible_layout(seed):
 def _attrs(**over):
     attrs = dict(operands=0b11, batch=1, m=M, n=N, k=K, a_mn_major=False, b_mn_major=True, lda=K, ldb=N,
                  stride_a=0, stride_b=0)
-    extra = dict(activation=0, alpha=1.0, config=-1, splits=0, sf_vec=0)
+    extra = dict(activation=0, alpha=1.0, config=-1, splits=0, sf_vec=0, sf_layout=0)
     for key, v in over.items():
         (attrs if key in attrs else extra)[key] = v
     out = {key: (np.bool_(v) if isinstance(v, bool) else np.int64(v)) for key, v in attrs.items()}
     out.update(activation=np.int32(extra["activation"]), alpha=np.float32(extra["alpha"]),
-               config=np.int32(extra["config"]), splits=np.int32(extra["splits"]), sf_vec=np.int32(extra["sf_vec"]))
+               config=np.int32(extra["config"]), splits=np.int32(extra["splits"]), sf_vec=np.int32(extra["sf_vec"]),
+               sf_layout=np.int32(extra["sf_layout"]))
     return out
 
 
@@ -332,7 +333,7 @@ _OVERFLOW_SCRIPT = textwrap.dedent("""
                                               jax.ShapeDtypeStruct((1,), jnp.float32)))
     try:
         call(a, b, **attrs, activation=np.int32(0), alpha=np.float32(1), config=np.int32(-1),
-             splits=np.int32(0), sf_vec=np.int32(0))[0].block_until_ready()
+             splits=np.int32(0), sf_vec=np.int32(0), sf_layout=np.int32(0))[0].block_until_ready()
         print("NO ERROR")
     except Exception as e:
         print("ERROR:", e)

@@ -47,7 +47,7 @@ Acc load_as(const void* base, const host::Format& f, int64_t idx) {
 
 // Acc = float (f32 accumulation of any float type) or int32_t (int8 x int8, exact like the kernels).
 // Block scales of the block-scaled GEMM (p.sf_vec > 0; null otherwise): element (row, kk) of an operand
-// is multiplied by scale[batch, row, kk / sf_vec] (operands.def: plain (batch, rows, K / sf_vec)).
+// is multiplied by its block's scale (operands.def; layout p.sf_layout, GemmProblem::sf_index).
 struct BlockScales {
   const void* sfa = nullptr;
   const void* sfb = nullptr;
@@ -59,11 +59,10 @@ void cpu_gemm(const GemmProblem& p, const void* a, const void* b, const float* b
   std::vector<Acc> pa(kBlockM * kBlockK), pb(kBlockK * kBlockN), acc(kBlockM * kBlockN);
   const host::Format fa = host::format_of(p.a_type), fb = host::format_of(p.b_type), fo = host::format_of(p.out_type);
   const host::Format fs = host::format_of(p.sf_type());
-  const int64_t kblocks = p.sf_vec > 0 ? p.k / p.sf_vec : 0;
   // The scale of element (row, kk) of an operand with `rows` rows, in batch `bi` (1 without block scales).
   auto scale = [&](const void* sfp, int64_t stride, int64_t rows, int64_t bi, int64_t row, int64_t kk) -> float {
     if (!sfp) return 1.0f;
-    return load_as_float(sfp, fs, ((stride != 0 ? bi : 0) * rows + row) * kblocks + kk / p.sf_vec);
+    return load_as_float(sfp, fs, (stride != 0 ? bi : 0) * p.sf_per_batch(rows) + p.sf_index(row, kk / p.sf_vec));
   };
   for (int64_t bi = 0; bi < p.batch; ++bi) {
     const int64_t a_off = bi * p.stride_a, b_off = bi * p.stride_b;

@@ -158,7 +158,8 @@ def _ffi_call(*args, dimension_numbers, out_dtype, epilogue: Epilogue, config, c
     attrs = {key: (np.bool_(v) if isinstance(v, bool) else np.int64(v)) for key, v in canon.attrs().items()}
     out, _workspace = call(*args, operands=np.int64(_ext.operand_mask(roles)), **attrs,
                            activation=np.int32(ACTIVATIONS[epilogue.activation]), alpha=np.float32(epilogue.alpha),
-                           config=np.int32(cfg), splits=np.int32(splits), sf_vec=np.int32(0))
+                           config=np.int32(cfg), splits=np.int32(splits), sf_vec=np.int32(0),
+                           sf_layout=np.int32(0))
     return out
 
 

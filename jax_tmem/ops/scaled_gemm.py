@@ -71,9 +71,10 @@ def scaled_matmul_xla(lhs, rhs, lhs_scales, rhs_scales, out_dtype, lhs_global_sc
     return y.astype(out_dtype)
 
 
-def scaled_matmul_ffi(lhs, rhs, lhs_scales, rhs_scales, out_dtype, block: int):
-    """The jax_tmem GEMM custom call with block scales: (B, M, K) x (B, N, K), both K-major, plain
-    (B, rows, K / block) scales, in role order a, b, sfa, sfb."""
+def scaled_matmul_ffi(lhs, rhs, lhs_scales, rhs_scales, out_dtype, block: int, layout: int = 0):
+    """The jax_tmem GEMM custom call with block scales: (B, M, K) x (B, N, K), both K-major, scales plain
+    (B, rows, K / block) (``layout`` 0) or in the 128x4 tiles of ``swizzle_scales`` (``layout`` 1), in role
+    order a, b, sfa, sfb."""
     b, m, k = lhs.shape
     n = rhs.shape[1]
     for platform in ("cpu", "cuda"):
@@ -85,7 +86,7 @@ def scaled_matmul_ffi(lhs, rhs, lhs_scales, rhs_scales, out_dtype, block: int):
                   batch=i64(b), m=i64(m), n=i64(n), k=i64(k), a_mn_major=bb(False), b_mn_major=bb(False),
                   lda=i64(k), ldb=i64(k), stride_a=i64(m * k if b > 1 else 0), stride_b=i64(n * k if b > 1 else 0),
                   activation=np.int32(0), alpha=np.float32(1), config=np.int32(-1), splits=np.int32(0),
-                  sf_vec=np.int32(block))
+                  sf_vec=np.int32(block), sf_layout=np.int32(layout))
     return out
 
 
@@ -106,6 +107,9 @@ def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, out_dtype, lhs_global_scale=
             raise ValueError(f'jax_tmem.scaled_matmul: path="kernel": {why}; use path="auto" (XLA)')
         _config.record(_config.Decision("scaled_matmul", problem, "kernel", "jax_tmem_gemm custom call, sfa/sfb roles",
                                         'path "kernel" (the C++ CPU handler; no block-scaled CUDA kernel yet)'))
+        if lhs_scales.ndim == 5 or rhs_scales.ndim == 5:  # pre-swizzled scales go to the call as they are
+            sw = lambda given, plain: given if given.ndim == 5 else block_scale.swizzle_scales(plain)
+            return scaled_matmul_ffi(lhs, rhs, sw(lhs_scales, sa), sw(rhs_scales, sb), out_dtype, fa.block, layout=1)
         return scaled_matmul_ffi(lhs, rhs, sa, sb, out_dtype, fa.block)
     reason = "no block-scaled kernel yet: the reference semantics run through XLA" if path == "auto" else 'path "xla"'
     _config.record(_config.Decision("scaled_matmul", problem, "xla", "dequantize + lax.dot_general (f32)", reason))

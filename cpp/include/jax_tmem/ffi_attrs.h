@@ -46,18 +46,19 @@ inline DType to_dtype(ffi::DataType t) {
       .Attr<float>("alpha")                                                                     \
       .Attr<int32_t>("config")                                                                  \
       .Attr<int32_t>("splits")                                                                  \
-      .Attr<int32_t>("sf_vec")
+      .Attr<int32_t>("sf_vec")                                                                  \
+      .Attr<int32_t>("sf_layout")
 
 // The attribute part of a handler's signature, in binding order.
 #define JAX_TMEM_GEMM_ATTR_PARAMS                                                               \
   int64_t operands, int64_t batch, int64_t m, int64_t n, int64_t k, bool a_mn_major,           \
       bool b_mn_major, int64_t lda, int64_t ldb, int64_t stride_a, int64_t stride_b,            \
-      int32_t activation, float alpha, int32_t config, int32_t splits, int32_t sf_vec
+      int32_t activation, float alpha, int32_t config, int32_t splits, int32_t sf_vec, int32_t sf_layout
 
 // The attribute values, forwarded in the same order.
 #define JAX_TMEM_GEMM_ATTR_ARGS \
   operands, batch, m, n, k, a_mn_major, b_mn_major, lda, ldb, stride_a, stride_b, activation, alpha, config, splits, \
-      sf_vec
+      sf_vec, sf_layout
 
 // Fills a GemmProblem from decoded arguments and validates it against the buffers. On success returns
 // Error::Success() and sets in[role] to each passed input's data (null for roles not passed).
@@ -73,6 +74,7 @@ inline ffi::Error decode_problem(GemmProblem& p, ffi::RemainingArgs args, ffi::R
   p.lda = lda; p.ldb = ldb; p.stride_a = stride_a; p.stride_b = stride_b;
   p.activation = static_cast<Activation>(activation);
   p.alpha = alpha; p.config = config; p.splits = splits; p.sf_vec = sf_vec;
+  p.sf_layout = sf_layout;
   p.out_type = to_dtype(out->element_type());
   std::string names;
   size_t expected = 0;

@@ -65,6 +65,7 @@ struct GemmProblem {
   int32_t config = -1;                 // index into the arch's kernel menu; -1 = heuristic
   int32_t splits = 0;                  // K splits of a split-K / swap-AB entry; 0 = heuristic
   int32_t sf_vec = 0;                  // K elements per block scale (32: MX, UE8M0 scales); 0 = none
+  int32_t sf_layout = 0;               // 0: plain (rows, K / sf_vec); 1: the 128x4 tiles tcgen05 reads
 
   // Number of rows and columns of each operand's 2-D view.
   int64_t a_rows() const { return a_mn_major ? k : m; }
@@ -74,8 +75,22 @@ struct GemmProblem {
   bool has(Role r) const { return (operands & role_bit(r)) != 0; }
   // The block scales' element type and count (operands.def): UE8M0 for the MX block of 32.
   DType sf_type() const { return sf_vec == 32 ? DType::kE8M0 : DType::kInvalid; }
+  // Scales per batch of an operand with `rows` rows: plain rows x (K / sf_vec), or the 128x4 layout's
+  // rows padded to 128 and columns to 4.
+  int64_t sf_per_batch(int64_t rows) const {
+    const int64_t cols = k / sf_vec;
+    return sf_layout == 0 ? rows * cols : (rows + 127) / 128 * 128 * ((cols + 3) / 4 * 4);
+  }
   int64_t sf_count(int64_t stride, int64_t rows) const {
-    return sf_vec > 0 ? (stride != 0 ? batch : 1) * rows * (k / sf_vec) : -1;
+    return sf_vec > 0 ? (stride != 0 ? batch : 1) * sf_per_batch(rows) : -1;
+  }
+  // Where scale (row, col) of one batch lies: row-major, or in the 128x4 layout (cuBLAS / CUTLASS /
+  // tcgen05; jax_tmem.swizzle_scales): tiles of 128 rows x 4 columns, 512 bytes each, row-major over
+  // the tile grid, inside a tile byte (r % 32) * 16 + (r % 128 / 32) * 4 + c % 4.
+  int64_t sf_index(int64_t r, int64_t c) const {
+    const int64_t cols = k / sf_vec;
+    if (sf_layout == 0) return r * cols + c;
+    return ((r / 128) * ((cols + 3) / 4) + c / 4) * 512 + (r % 32) * 16 + (r % 128) / 32 * 4 + c % 4;
   }
 };
 
@@ -108,10 +123,9 @@ struct InputShapes {
 
 // Checks the problem against the buffers XLA handed us. Returns an empty string when consistent,
 // else a message naming what is wrong. Every handler calls this before touching memory.
+// `p.operands` is a valid mask here (the decoder checked it before reading the buffers).
 inline std::string validate(const GemmProblem& p, const InputShapes& in, int64_t out_count) {
   auto s = [](int64_t v) { return std::to_string(v); };
-  if ((p.operands & kRequiredRoles) != kRequiredRoles || (p.operands & ~kAllRoles) != 0)
-    return "operands mask " + s(p.operands) + " must hold the required roles and no unknown bit";
   const int64_t a_count = in.count[static_cast<int>(Role::kA)], b_count = in.count[static_cast<int>(Role::kB)];
   if (p.batch < 1 || p.m < 1 || p.n < 1 || p.k < 1)
     return "batch, m, n, k must be >= 1 (got " + s(p.batch) + ", " + s(p.m) + ", " + s(p.n) + ", " + s(p.k) + ")";
@@ -147,6 +161,8 @@ inline std::string validate(const GemmProblem& p, const InputShapes& in, int64_t
     return "output has " + s(out_count) + " elements, expected batch*m*n = " + s(p.batch * p.m * p.n);
   if (p.sf_vec != 0 || p.has(Role::kSFA) || p.has(Role::kSFB)) {  // the block-scaled GEMM
     if (p.sf_vec != 32) return "sf_vec must be 0 (no block scales) or 32 (MX formats), got " + s(p.sf_vec);
+    if (p.sf_layout != 0 && p.sf_layout != 1)
+      return "sf_layout must be 0 (plain) or 1 (128x4 tiles), got " + s(p.sf_layout);
     if (!p.has(Role::kSFA) || !p.has(Role::kSFB)) return "a block-scaled GEMM (sf_vec > 0) needs both sfa and sfb";
     if (p.k % p.sf_vec) return "k = " + s(p.k) + " must be a multiple of sf_vec = " + s(p.sf_vec);
     // The MX formats' element types: those kind::mxf8f6f4 takes (dtypes.def's f8f6f4 format column).
