@@ -16,7 +16,7 @@ import numpy as np
 from jax import lax
 
 from jax_tmem._core import arch as _arch, canon as _canon, config as _config, dtypes as _dtypes
-from jax_tmem.ops import scaled_gemm
+from jax_tmem.ops import scaled_dot, scaled_gemm
 from jax_tmem.ops.gemm import ACTIVATIONS, Epilogue, common_dtype, gemm
 
 SUPPORTED_DTYPES = _dtypes.OPERAND_DTYPES  # the operand column of dtypes.def
@@ -268,3 +268,32 @@ def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, preferred_element_type=jnp.f
     _check_path(path)
     return scaled_gemm.scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, np.dtype(preferred_element_type),
                                      lhs_global_scale, rhs_global_scale, path=path or "auto")
+
+
+def scaled_dot_general(lhs, rhs, dimension_numbers, preferred_element_type=jnp.float32, configs=None, *,
+                       path: Optional[str] = None):
+    """``lax.dot_general`` with both operands quantized on the fly to a block-scaled format, with the
+    signature of :func:`jax.nn.scaled_dot_general` and its recipe (forward and backward).
+
+    ``configs``: ``[lhs, rhs]`` or ``[lhs, rhs, grad]``, each a ``jax.nn.BlockScaleConfig``
+    (``jax.nn.get_scaled_dot_general_config("mxfp8")``) or a format name ("mxfp8", "mxfp8_e5m2", "mxfp4",
+    "nvfp4"). Unlike JAX, ``configs=None`` is an error (JAX silently runs an unscaled dot). The
+    contracting size must be a multiple of the block size. Gradients re-quantize the high-precision
+    operands along each backward GEMM's contraction (``grad`` config for the cotangent); NVFP4 runs an
+    unquantized backward, as JAX does. ``path``: as :func:`scaled_matmul` (each GEMM's decision is logged).
+
+    Example::
+
+        cfg = jax.nn.get_scaled_dot_general_config("mxfp8")
+        y = jax_tmem.scaled_dot_general(x, w, (((1,), (0,)), ((), ())), jnp.bfloat16, configs=[cfg] * 3)
+    """
+    lhs, rhs = _check_array(lhs, "lhs"), _check_array(rhs, "rhs")
+    for x, name in ((lhs, "lhs"), (rhs, "rhs")):
+        if not jnp.issubdtype(x.dtype, jnp.floating):
+            raise TypeError(f"jax_tmem.scaled_dot_general: {name} must be floating point (it is quantized), got {x.dtype}")
+    _check_out_dtype(preferred_element_type, "preferred_element_type")
+    _check_path(path)
+    (lc, rc), (lb, rb) = dimension_numbers
+    _check_dims(lhs, rhs, tuple(lc), tuple(rc), tuple(lb), tuple(rb))
+    return scaled_dot.scaled_dot_general(lhs, rhs, dimension_numbers, preferred_element_type, configs,
+                                         path=path or "auto")

@@ -1,0 +1,128 @@
+"""``scaled_dot_general``: a ``lax.dot_general`` whose operands are quantized to a block-scaled format on
+the fly (the recipe of ``jax.nn.scaled_dot_general``), with its backward pass.
+
+Forward: batch dimensions first and the contracting dimensions last on both sides (free reshapes and
+transposes in XLA), both operands quantized along K with ``configs[0]`` / ``configs[1]``, one
+``scaled_gemm.scaled_matmul`` (whose path decision is logged), and the output in ``lax.dot_general``'s
+dimension order. Backward (``jax.custom_vjp``, residuals = the high-precision operands, as JAX's):
+dlhs = scaled_matmul(g quantized along N with ``configs[2]``, rhs quantized along N with ``configs[1]``),
+drhs = scaled_matmul(g^T quantized along M with ``configs[2]``, lhs quantized along M with
+``configs[0]``): every tensor is re-quantized from high precision along the axis its GEMM contracts.
+NVFP4 follows JAX's backward (unquantized); its global scales must be 1.0 here (other values: quantize
+with ``jax_tmem.quantize(..., global_scale=)`` and call ``scaled_matmul``). The backward GEMMs contract
+over N and M, zero-padded to the block size where needed.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jax_tmem.ops import block_scale, scaled_gemm
+
+
+def config_format(cfg, name: str):
+    """Our Format of a ``jax.nn.BlockScaleConfig`` (duck-typed: ``block_size``, ``data_type``,
+    ``scale_type``, ``global_scale``) or of a format name ("mxfp8", ...). NVFP4 global scales must be
+    1.0 (concrete) here."""
+    if isinstance(cfg, (str, block_scale.Format)):
+        return block_scale.get_format(cfg)
+    try:
+        f = block_scale.format_of(cfg.data_type, cfg.scale_type, int(cfg.block_size))
+    except AttributeError:
+        raise TypeError(f"jax_tmem.scaled_dot_general: {name} must be a jax.nn.BlockScaleConfig "
+                        f"(jax.nn.get_scaled_dot_general_config) or a format name {sorted(block_scale.FORMATS)}, "
+                        f"got {type(cfg).__name__}") from None
+    g = getattr(cfg, "global_scale", None)
+    if g is not None:
+        try:
+            one = bool(np.all(np.asarray(g, np.float32) == 1.0))
+        except jax.errors.TracerArrayConversionError:
+            one = False
+        if not one:
+            raise ValueError(f"jax_tmem.scaled_dot_general: {name} has an NVFP4 global scale other than a concrete "
+                             "1.0, which is not supported yet; quantize with jax_tmem.quantize(..., global_scale=) "
+                             "and call jax_tmem.scaled_matmul")
+    return f
+
+
+def _to_bmk(x, batch, contract):
+    """x as (B, rows, K): its batch dims first, its free dims, then its contracting dims, flattened."""
+    free = [d for d in range(x.ndim) if d not in batch and d not in contract]
+    xt = jnp.transpose(x, tuple(batch) + tuple(free) + tuple(contract))
+    b = math.prod(x.shape[d] for d in batch)
+    rows = math.prod(x.shape[d] for d in free)
+    k = math.prod(x.shape[d] for d in contract)
+    return xt.reshape(b, rows, k), [x.shape[d] for d in free]
+
+
+def _pad_k(x, block):
+    """x (B, rows, K) with K zero-padded to a multiple of `block` (zeros add nothing to the sums and do
+    not raise any block's amax)."""
+    pad = -x.shape[2] % block
+    return jnp.pad(x, ((0, 0), (0, 0), (0, pad))) if pad else x
+
+
+def _qmm(x, w, fx, fw, out_dtype, path):
+    """scaled_matmul of x (B, M, K) and w (B, N, K), both quantized along K (NVFP4 with global scale 1)."""
+    block = max(fx.block, fw.block)
+    xq, xs = block_scale.quantize(_pad_k(x, block), fx)
+    wq, ws = block_scale.quantize(_pad_k(w, block), fw)
+    return scaled_gemm.scaled_matmul(xq, wq, xs, ws, out_dtype, path=path)
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(2, 3, 4, 5, 6))
+def _sdg(a, b, fa, fb, fg, out_dtype, path):
+    return _qmm(a, b, fa, fb, out_dtype, path)
+
+
+def _sdg_fwd(a, b, fa, fb, fg, out_dtype, path):
+    return _qmm(a, b, fa, fb, out_dtype, path), (a, b)
+
+
+def _sdg_bwd(fa, fb, fg, out_dtype, path, res, g):
+    a, b = res  # (B, M, K), (B, N, K), high precision
+    g = g.astype(jnp.float32)
+    if fa.global_scale or fb.global_scale:  # NVFP4, as JAX: an unquantized backward
+        da = jnp.einsum("bmn,bnk->bmk", g, b.astype(jnp.float32), precision=lax.Precision.HIGHEST)
+        db = jnp.einsum("bmn,bmk->bnk", g, a.astype(jnp.float32), precision=lax.Precision.HIGHEST)
+        return da.astype(a.dtype), db.astype(b.dtype)
+    bt, at, gt = jnp.swapaxes(b, 1, 2), jnp.swapaxes(a, 1, 2), jnp.swapaxes(g, 1, 2)
+    # (path "kernel" takes the byte formats only; fg may be a 4-bit one: those GEMMs take the logged default)
+    gp = path if (fg.name in scaled_gemm.KERNEL_FORMATS or path != "kernel") else "auto"
+    da = _qmm(g, bt, fg, fb, jnp.float32, gp)   # (B, M, N) x (B, K, N) -> (B, M, K), contracting N
+    db = _qmm(gt, at, fg, fa, jnp.float32, gp)  # (B, N, M) x (B, K, M) -> (B, N, K), contracting M
+    return da.astype(a.dtype), db.astype(b.dtype)
+
+
+_sdg.defvjp(_sdg_fwd, _sdg_bwd)
+
+
+def scaled_dot_general(lhs, rhs, dimension_numbers, preferred_element_type, configs, path="auto"):
+    (lc, rc), (lb, rb) = dimension_numbers
+    lc, rc, lb, rb = (tuple(int(d) for d in x) for x in (lc, rc, lb, rb))
+    if configs is None or len(configs) not in (2, 3):
+        raise ValueError("jax_tmem.scaled_dot_general: configs must be [lhs, rhs] or [lhs, rhs, grad] block-scale "
+                         "configs (jax.nn.get_scaled_dot_general_config('mxfp8'), or format names); for an "
+                         "unscaled product use jax_tmem.dot_general")
+    fa, fb = config_format(configs[0], "configs[0]"), config_format(configs[1], "configs[1]")
+    fg = config_format(configs[2] if len(configs) == 3 else configs[1], "configs[2]")
+    out_dtype = np.dtype(preferred_element_type)
+    a, a_free = _to_bmk(lhs, lb, lc)
+    b, b_free = _to_bmk(rhs, rb, rc)
+    if a.shape[0] != b.shape[0] or a.shape[2] != b.shape[2]:
+        raise ValueError(f"jax_tmem.scaled_dot_general: lhs {lhs.shape} and rhs {rhs.shape} disagree on the batch "
+                         f"or contracting sizes of {dimension_numbers}")
+    k = a.shape[2]
+    for f, name in ((fa, "lhs"), (fb, "rhs")):
+        if k % f.block:
+            raise ValueError(f"jax_tmem.scaled_dot_general: the contracting size {k} is not a multiple of {name}'s "
+                             f"{f.name} block size {f.block}; pad K")
+    y = _sdg(a, b, fa, fb, fg, out_dtype, path)
+    batch = [lhs.shape[d] for d in lb]
+    return y.reshape(tuple(batch) + tuple(a_free) + tuple(b_free))

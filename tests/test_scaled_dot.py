@@ -1,0 +1,138 @@
+"""jax_tmem.scaled_dot_general (jax_tmem/ops/scaled_dot.py): on-the-fly block-scaled quantization with
+jax.nn.scaled_dot_general's signature and recipe, forward and backward, against float64 references built
+from the tested quantizer; JAX's own implementation where this JAX can run it."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jax_tmem
+
+from conftest import seed_of
+
+
+def _rand(seed, shape, dtype=jnp.float32):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape) * np.exp2(rng.integers(-4, 5, shape))
+    return jnp.asarray(x.astype(np.float32)).astype(dtype)
+
+
+def _q64(x, fmt, axis):
+    """float64 of x quantized along `axis` with the reference quantizer (bit-identical to JAX's)."""
+    q, s = jax_tmem.quantize(x, fmt, axis=axis)
+    return np.asarray(jax_tmem.dequantize(q, s, axis=axis), np.float64)
+
+
+# (lhs shape, rhs shape, dimension numbers, numpy einsum of the same contraction)
+CASES = [
+    ((64, 96), (96, 40), (((1,), (0,)), ((), ())), "mk,kn->mn"),
+    ((3, 33, 128), (3, 17, 128), (((2,), (2,)), ((0,), (0,))), "bmk,bnk->bmn"),
+    ((64, 5, 7), (64, 24), (((0,), (0,)), ((), ())), "kab,kn->abn"),        # K first on the lhs, free dims 5x7
+    ((2, 32, 9), (9, 2, 32), (((1,), (2,)), ((0,), (1,))), "bkm,nbk->bmn"),  # batch and K anywhere
+]
+
+
+@pytest.mark.parametrize("lhs_shape,rhs_shape,dn,eq", CASES, ids=[c[3] for c in CASES])
+@pytest.mark.parametrize("fmt", ["mxfp8", "mxfp8_e5m2", "mxfp4", "nvfp4"])
+def test_forward_matches_quantized_float64(lhs_shape, rhs_shape, dn, eq, fmt):
+    s = seed_of("sdg", lhs_shape, rhs_shape, fmt)
+    x, w = _rand(s, lhs_shape), _rand(s + 1, rhs_shape)
+    (lc, rc), _ = dn
+    jax_tmem.clear_decisions()
+    y = jax.jit(lambda a, b: jax_tmem.scaled_dot_general(a, b, dn, jnp.float32, configs=[fmt] * 3))(x, w)
+    assert jax_tmem.decisions()[-1].op == "scaled_matmul"
+    ref = np.einsum(eq, _q64(x, fmt, lc[0]), _q64(w, fmt, rc[0]))
+    assert y.shape == ref.shape == jax.eval_shape(lambda: jax.lax.dot_general(x, w, dn)).shape
+    assert np.abs(np.asarray(y, np.float64) - ref).max() <= 1e-5 * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("fmt", ["mxfp8", "mxfp4"])
+def test_backward_requantizes_along_each_contraction(fmt):
+    """dlhs = Q_N(g) Q_N(w)^T and drhs = Q_M(g)^T Q_M(x) (JAX's recipe: re-quantize the high-precision
+    tensors along the axis each backward GEMM contracts), with M and N not multiples of the block
+    (zero-padded)."""
+    s = seed_of("sdg-bwd", fmt)
+    b, m, n, k = 2, 40, 72, 96
+    x, w, r = _rand(s, (b, m, k)), _rand(s + 1, (b, n, k)), _rand(s + 2, (b, m, n))
+    dn = (((2,), (2,)), ((0,), (0,)))
+    loss = lambda a, bb: jnp.sum(jax_tmem.scaled_dot_general(a, bb, dn, jnp.float32, configs=[fmt] * 3) * r)
+    dx, dw = jax.jit(jax.grad(loss, argnums=(0, 1)))(x, w)
+    pad = lambda t, axis: jnp.pad(t, [(0, -t.shape[i] % 32 if i == axis else 0) for i in range(t.ndim)])
+    g = r  # d loss / d y
+    gq_n = _q64(pad(g, 2), fmt, 2)[:, :, :n]                     # g quantized along N
+    wq_n = _q64(pad(jnp.swapaxes(w, 1, 2), 2), fmt, 2)[:, :, :n]  # w^T (B, K, N) along N
+    gq_m = _q64(pad(jnp.swapaxes(g, 1, 2), 2), fmt, 2)[:, :, :m]  # g^T (B, N, M) along M
+    xq_m = _q64(pad(jnp.swapaxes(x, 1, 2), 2), fmt, 2)[:, :, :m]  # x^T (B, K, M) along M
+    ref_dx = np.einsum("bmn,bkn->bmk", gq_n, wq_n)
+    ref_dw = np.einsum("bnm,bkm->bnk", gq_m, xq_m)
+    for got, ref in ((dx, ref_dx), (dw, ref_dw)):
+        assert got.shape == ref.shape
+        assert np.abs(np.asarray(got, np.float64) - ref).max() <= 1e-5 * np.abs(ref).max()
+
+
+def test_nvfp4_backward_is_unquantized_like_jax():
+    s = seed_of("sdg-nv")
+    x, w, r = _rand(s, (1, 16, 64)), _rand(s + 1, (1, 24, 64)), _rand(s + 2, (1, 16, 24))
+    dn = (((2,), (2,)), ((0,), (0,)))
+    loss = lambda a, b: jnp.sum(jax_tmem.scaled_dot_general(a, b, dn, configs=["nvfp4"] * 3) * r)
+    dx, dw = jax.grad(loss, argnums=(0, 1))(x, w)
+    r64, x64, w64 = (np.asarray(t, np.float64) for t in (r, x, w))
+    np.testing.assert_allclose(np.asarray(dx, np.float64), np.einsum("bmn,bnk->bmk", r64, w64), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(dw, np.float64), np.einsum("bmn,bmk->bnk", r64, x64), rtol=1e-5, atol=1e-4)
+
+
+def test_takes_jax_block_scale_configs_and_matches_jax_where_it_runs():
+    """jax.nn.get_scaled_dot_general_config objects are accepted; where this JAX can run its own
+    scaled_dot_general (not on the CPU of jax 0.10, which has no lowering for it), the results agree."""
+    cfg = jax.nn.get_scaled_dot_general_config("mxfp8")
+    s = seed_of("sdg-jax")
+    x, w = _rand(s, (2, 64, 128)), _rand(s + 1, (2, 48, 128))
+    dn = (((2,), (2,)), ((0,), (0,)))
+    ours = np.asarray(jax_tmem.scaled_dot_general(x, w, dn, jnp.float32, configs=[cfg] * 3), np.float64)
+    named = np.asarray(jax_tmem.scaled_dot_general(x, w, dn, jnp.float32, configs=["mxfp8"] * 3), np.float64)
+    np.testing.assert_array_equal(ours, named)
+    try:
+        theirs = np.asarray(jax.nn.scaled_dot_general(x, w, dn, jnp.float32, configs=[cfg] * 3), np.float64)
+    except Exception as e:  # noqa: BLE001 - JAX's own op is unavailable on this platform/version
+        pytest.skip(f"jax.nn.scaled_dot_general does not run here: {type(e).__name__}: {str(e)[:120]}")
+    assert np.abs(ours - theirs).max() <= 1e-5 * np.abs(theirs).max()
+
+
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="path='kernel' runs the C++ CPU handler")
+def test_kernel_path_forward_and_backward():
+    """path="kernel": every GEMM of the forward and backward goes through the custom call (CPU handler)
+    and agrees with the XLA path to f32 accumulation."""
+    s = seed_of("sdg-kernel")
+    x, w, r = _rand(s, (2, 40, 64)), _rand(s + 1, (2, 72, 64)), _rand(s + 2, (2, 40, 72))
+    dn = (((2,), (2,)), ((0,), (0,)))
+    out = {}
+    for path in ("kernel", "xla"):
+        f = lambda a, b: jnp.sum(jax_tmem.scaled_dot_general(a, b, dn, configs=["mxfp8"] * 3, path=path) * r)
+        jax_tmem.clear_decisions()
+        out[path] = jax.jit(jax.value_and_grad(f, argnums=(0, 1)))(x, w)
+        assert {d.path for d in jax_tmem.decisions() if d.op == "scaled_matmul"} == {path}, jax_tmem.decisions()
+    (vk, (dxk, dwk)), (vx, (dxx, dwx)) = out["kernel"], out["xla"]
+    for a, b in ((vk, vx), (dxk, dxx), (dwk, dwx)):
+        a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+        assert np.abs(a - b).max() <= 1e-5 * np.abs(b).max()
+
+
+def test_bad_input_raises_with_the_fix():
+    x, w = _rand(1, (16, 64)), _rand(2, (64, 8))
+    dn = (((1,), (0,)), ((), ()))
+    with pytest.raises(ValueError, match="configs must be .* for an unscaled product use jax_tmem.dot_general"):
+        jax_tmem.scaled_dot_general(x, w, dn)
+    with pytest.raises(ValueError, match="contracting size 48 is not a multiple of lhs's mxfp8 block size 32"):
+        jax_tmem.scaled_dot_general(x[:, :48], w[:48], dn, configs=["mxfp8"] * 2)
+    with pytest.raises(TypeError, match="configs\\[0\\] must be a jax.nn.BlockScaleConfig"):
+        jax_tmem.scaled_dot_general(x, w, dn, configs=[3, "mxfp8"])
+    with pytest.raises(TypeError, match="lhs must be floating point"):
+        jax_tmem.scaled_dot_general(x.astype(jnp.int32), w, dn, configs=["mxfp8"] * 2)
+    with pytest.raises(ValueError, match="contracting dim lhs\\[1\\]=64 != rhs\\[0\\]=32"):
+        jax_tmem.scaled_dot_general(x, w[:32], dn, configs=["mxfp8"] * 2)
+    with pytest.raises(ValueError, match="NVFP4 global scale other than a concrete 1.0"):
+        cfg = jax.nn.get_scaled_dot_general_config("nvfp4", jnp.array([0.5], jnp.float32))
+        jax_tmem.scaled_dot_general(x, w, dn, configs=[cfg] * 3)
