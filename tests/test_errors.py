@@ -242,16 +242,9 @@ def test_kernel_forced_on_non_expressible_layout(seed):
 # ---- the CPU FFI handler validates its attributes ------------------------------------------------
 
 def _attrs(**over):
-    attrs = dict(operands=0b11, batch=1, m=M, n=N, k=K, a_mn_major=False, b_mn_major=True, lda=K, ldb=N,
-                 stride_a=0, stride_b=0)
-    extra = dict(activation=0, alpha=1.0, config=-1, splits=0, sf_vec=0, sf_layout=0)
-    for key, v in over.items():
-        (attrs if key in attrs else extra)[key] = v
-    out = {key: (np.bool_(v) if isinstance(v, bool) else np.int64(v)) for key, v in attrs.items()}
-    out.update(activation=np.int32(extra["activation"]), alpha=np.float32(extra["alpha"]),
-               config=np.int32(extra["config"]), splits=np.int32(extra["splits"]), sf_vec=np.int32(extra["sf_vec"]),
-               sf_layout=np.int32(extra["sf_layout"]))
-    return out
+    geometry = dict(operands=0b11, batch=1, m=M, n=N, k=K, a_mn_major=False, b_mn_major=True, lda=K, ldb=N,
+                    stride_a=0, stride_b=0)
+    return _ext.gemm_attrs(**{**geometry, **over})
 
 
 BIAS, C = 0b111, 0b1011  # operands masks: a, b + bias (role 2) / + c (role 3), operands.def
@@ -326,14 +319,12 @@ _OVERFLOW_SCRIPT = textwrap.dedent("""
     from jax_tmem._core import ext as _ext
     _ext.ensure_registered("cpu")
     a, b = jnp.ones((3, 5), jnp.float32), jnp.ones((5, 4), jnp.float32)
-    attrs = dict(operands=3, batch=1, m=3, n=4, k=5, a_mn_major=False, b_mn_major=True, lda=2**62 + 2**40,
-                 ldb=4, stride_a=0, stride_b=0)
-    attrs = {k: (np.bool_(v) if isinstance(v, bool) else np.int64(v)) for k, v in attrs.items()}
+    attrs = _ext.gemm_attrs(["a", "b"], batch=1, m=3, n=4, k=5, a_mn_major=False, b_mn_major=True,
+                            lda=2**62 + 2**40, ldb=4, stride_a=0, stride_b=0)
     call = jax.ffi.ffi_call("jax_tmem_gemm", (jax.ShapeDtypeStruct((3, 4), jnp.float32),
                                               jax.ShapeDtypeStruct((1,), jnp.float32)))
     try:
-        call(a, b, **attrs, activation=np.int32(0), alpha=np.float32(1), config=np.int32(-1),
-             splits=np.int32(0), sf_vec=np.int32(0), sf_layout=np.int32(0))[0].block_until_ready()
+        call(a, b, **attrs)[0].block_until_ready()
         print("NO ERROR")
     except Exception as e:
         print("ERROR:", e)

@@ -188,10 +188,8 @@ def test_error_on_one_device_names_it():
     assert ok, why
     m, n, k = 64, 32, 48
     out_types = (jax.ShapeDtypeStruct((m, n), jnp.float32), jax.ShapeDtypeStruct((1,), jnp.float32))
-    attrs = dict(operands=np.int64(0b11), batch=np.int64(1), m=np.int64(m), n=np.int64(n), k=np.int64(k), a_mn_major=np.bool_(False),
-                 b_mn_major=np.bool_(True), lda=np.int64(k), ldb=np.int64(n), stride_a=np.int64(0),
-                 stride_b=np.int64(0), activation=np.int32(0), alpha=np.float32(1), config=np.int32(-1),
-                 splits=np.int32(0), sf_vec=np.int32(0), sf_layout=np.int32(0))
+    attrs = _ext.gemm_attrs(["a", "b"], batch=1, m=m, n=n, k=k, a_mn_major=False, b_mn_major=True, lda=k, ldb=n,
+                            stride_a=0, stride_b=0)
     call = jax.ffi.ffi_call("jax_tmem_gemm", out_types)
     bad = jax.jit(lambda a, b: call(a, b, **{**attrs, "m": np.int64(2 * m)})[0])
     a = rand(1, (m, k), BF16)

@@ -58,14 +58,15 @@ void cpu_gemm(const GemmProblem& p, const void* a, const void* b, const float* b
               void* out, BlockScales sf = {}) {
   std::vector<Acc> pa(kBlockM * kBlockK), pb(kBlockK * kBlockN), acc(kBlockM * kBlockN);
   const host::Format fa = host::format_of(p.a_type), fb = host::format_of(p.b_type), fo = host::format_of(p.out_type);
+  // Block scales: element (row, kk) of an operand in batch bi is multiplied by its block's scale.
   const host::Format fs = host::format_of(p.sf_type());
-  // The scale of element (row, kk) of an operand with `rows` rows, in batch `bi` (1 without block scales).
-  auto scale = [&](const void* sfp, int64_t stride, int64_t rows, int64_t bi, int64_t row, int64_t kk) -> float {
-    if (!sfp) return 1.0f;
-    return load_as_float(sfp, fs, (stride != 0 ? bi : 0) * p.sf_per_batch(rows) + p.sf_index(row, kk / p.sf_vec));
+  const int64_t sfa_batch = sf.sfa ? p.sf_per_batch(p.m) : 0, sfb_batch = sf.sfb ? p.sf_per_batch(p.n) : 0;
+  auto scale = [&](const void* sfp, int64_t batch_offset, int64_t row, int64_t kk) {
+    return load_as_float(sfp, fs, batch_offset + p.sf_index(row, kk / p.sf_vec));
   };
   for (int64_t bi = 0; bi < p.batch; ++bi) {
     const int64_t a_off = bi * p.stride_a, b_off = bi * p.stride_b;
+    const int64_t sfa_off = (p.stride_a != 0 ? bi : 0) * sfa_batch, sfb_off = (p.stride_b != 0 ? bi : 0) * sfb_batch;
     for (int64_t m0 = 0; m0 < p.m; m0 += kBlockM) {
       const int64_t mb = std::min(kBlockM, p.m - m0);
       for (int64_t n0 = 0; n0 < p.n; n0 += kBlockN) {
@@ -78,13 +79,13 @@ void cpu_gemm(const GemmProblem& p, const void* a, const void* b, const float* b
             for (int64_t kk = 0; kk < kb; ++kk) {
               int64_t idx = p.a_mn_major ? (k0 + kk) * p.lda + (m0 + i) : (m0 + i) * p.lda + (k0 + kk);
               pa[i * kBlockK + kk] = load_as<Acc>(a, fa, a_off + idx);
-              if (sf.sfa) pa[i * kBlockK + kk] *= scale(sf.sfa, p.stride_a, p.m, bi, m0 + i, k0 + kk);
+              if (sf.sfa) pa[i * kBlockK + kk] *= scale(sf.sfa, sfa_off, m0 + i, k0 + kk);
             }
           for (int64_t kk = 0; kk < kb; ++kk)
             for (int64_t j = 0; j < nb; ++j) {
               int64_t idx = p.b_mn_major ? (k0 + kk) * p.ldb + (n0 + j) : (n0 + j) * p.ldb + (k0 + kk);
               pb[kk * kBlockN + j] = load_as<Acc>(b, fb, b_off + idx);
-              if (sf.sfb) pb[kk * kBlockN + j] *= scale(sf.sfb, p.stride_b, p.n, bi, n0 + j, k0 + kk);
+              if (sf.sfb) pb[kk * kBlockN + j] *= scale(sf.sfb, sfb_off, n0 + j, k0 + kk);
             }
           for (int64_t i = 0; i < mb; ++i) {
             Acc* __restrict__ arow = &acc[i * kBlockN];

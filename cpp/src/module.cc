@@ -208,11 +208,12 @@ NB_MODULE(_jax_tmem, m) {
       d["split_k"] = c.partial();
       d["heuristic"] = c.build == menu::Build::kHeuristic;
       d["built"] = c.built();
+      d["not_built"] = c.built() ? std::string() : menu::not_built_message(c);  // the launcher's words
       out.append(d);
     }
     return out;
   }, nb::arg("arch"), "The arch's kernel configurations as the dispatcher instantiates them: [{config, entry, name, "
-     "block_m, block_n, stages, cluster_m, schedule, epilogue, split, swap_ab, split_k, heuristic, built}].");
+     "block_m, block_n, stages, cluster_m, schedule, epilogue, split, swap_ab, split_k, heuristic, built, not_built}].");
 
   m.def("kernel_legality", [](const std::string& a_dtype, const std::string& b_dtype, int64_t batch, int64_t m_,
                                int64_t n, int64_t k, bool a_mn_major, bool b_mn_major, int64_t lda, int64_t ldb,

@@ -97,8 +97,7 @@ def kernel_plan(arch: str, canon, a_dtype, config, out_dtype) -> tuple[int, str,
         raise ValueError(f"jax_tmem: kernel config {config}: {e}") from None
     entry = menu(arch)[int(c)]
     if not entry["built"]:  # a forced sweep-only entry (the heuristic chooses built ones only)
-        raise ValueError(f"jax_tmem: kernel config {c} ({name}) is not compiled in this build: rebuild with "
-                         f"-C cmake.define.JAX_TMEM_CONFIGS=all")
+        raise ValueError(f"jax_tmem: {entry['not_built']}")
     return int(c), name, int(s), int(ws)
 
 

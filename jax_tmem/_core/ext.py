@@ -13,6 +13,7 @@ import threading
 from typing import Any
 
 import jax
+import numpy as np
 
 _lock = threading.Lock()
 _registered: set[str] = set()
@@ -109,3 +110,26 @@ def operand_mask(names) -> int:
     if idx != sorted(set(idx)):
         raise ValueError(f"jax_tmem: operands {list(names)} must be passed once each, in role order {roles}")
     return sum(1 << i for i in idx)
+
+
+# The GEMM custom call's attributes, as the binding in cpp/include/jax_tmem/ffi_attrs.h declares them:
+# name -> (numpy type, default; None = every call gives it). Every caller builds them with gemm_attrs.
+GEMM_ATTRS = {
+    "operands": (np.int64, None), "batch": (np.int64, None), "m": (np.int64, None), "n": (np.int64, None),
+    "k": (np.int64, None), "a_mn_major": (np.bool_, None), "b_mn_major": (np.bool_, None),
+    "lda": (np.int64, None), "ldb": (np.int64, None), "stride_a": (np.int64, None), "stride_b": (np.int64, None),
+    "activation": (np.int32, 0), "alpha": (np.float32, 1.0), "config": (np.int32, -1), "splits": (np.int32, 0),
+    "sf_vec": (np.int32, 0), "sf_layout": (np.int32, 0),
+}
+
+
+def gemm_attrs(roles=None, **values) -> dict:
+    """The typed attributes of one GEMM custom call: ``values`` over GEMM_ATTRS' defaults, and the
+    ``operands`` mask of ``roles`` (the inputs passed, in role order) unless ``operands`` is given."""
+    if roles is not None:
+        values.setdefault("operands", operand_mask(roles))
+    unknown = sorted(set(values) - set(GEMM_ATTRS))
+    missing = sorted(k for k, (_, d) in GEMM_ATTRS.items() if d is None and k not in values)
+    if unknown or missing:
+        raise ValueError(f"jax_tmem: GEMM attributes: unknown {unknown}, missing {missing}")
+    return {k: t(values.get(k, d)) for k, (t, d) in GEMM_ATTRS.items()}

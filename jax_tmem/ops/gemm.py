@@ -155,11 +155,9 @@ def _ffi_call(*args, dimension_numbers, out_dtype, epilogue: Epilogue, config, c
     roles = ["a", "b"] + ["bias"] * epilogue.has_bias + ["c"] * epilogue.has_c  # the args, by role
     aliases = {roles.index("c"): 0} if epilogue.has_c else None
     call = jax.ffi.ffi_call("jax_tmem_gemm", out_types, input_output_aliases=aliases)
-    attrs = {key: (np.bool_(v) if isinstance(v, bool) else np.int64(v)) for key, v in canon.attrs().items()}
-    out, _workspace = call(*args, operands=np.int64(_ext.operand_mask(roles)), **attrs,
-                           activation=np.int32(ACTIVATIONS[epilogue.activation]), alpha=np.float32(epilogue.alpha),
-                           config=np.int32(cfg), splits=np.int32(splits), sf_vec=np.int32(0),
-                           sf_layout=np.int32(0))
+    attrs = _ext.gemm_attrs(roles, **canon.attrs(), activation=ACTIVATIONS[epilogue.activation],
+                            alpha=epilogue.alpha, config=cfg, splits=splits)
+    out, _workspace = call(*args, **attrs)
     return out
 
 

@@ -81,12 +81,10 @@ def scaled_matmul_ffi(lhs, rhs, lhs_scales, rhs_scales, out_dtype, block: int, l
         _ext.ensure_registered(platform)  # the CUDA handler refuses block scales with a clear error
     out_types = (jax.ShapeDtypeStruct((b, m, n), np.dtype(out_dtype)), jax.ShapeDtypeStruct((1,), np.float32))
     call = jax.ffi.ffi_call("jax_tmem_gemm", out_types)
-    i64, bb = np.int64, np.bool_
-    out, _ = call(lhs, rhs, lhs_scales, rhs_scales, operands=i64(_ext.operand_mask(["a", "b", "sfa", "sfb"])),
-                  batch=i64(b), m=i64(m), n=i64(n), k=i64(k), a_mn_major=bb(False), b_mn_major=bb(False),
-                  lda=i64(k), ldb=i64(k), stride_a=i64(m * k if b > 1 else 0), stride_b=i64(n * k if b > 1 else 0),
-                  activation=np.int32(0), alpha=np.float32(1), config=np.int32(-1), splits=np.int32(0),
-                  sf_vec=np.int32(block), sf_layout=np.int32(layout))
+    attrs = _ext.gemm_attrs(["a", "b", "sfa", "sfb"], batch=b, m=m, n=n, k=k, a_mn_major=False, b_mn_major=False,
+                            lda=k, ldb=k, stride_a=m * k if b > 1 else 0, stride_b=n * k if b > 1 else 0,
+                            sf_vec=block, sf_layout=layout)
+    out, _ = call(lhs, rhs, lhs_scales, rhs_scales, **attrs)
     return out
 
 
@@ -98,12 +96,10 @@ def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, out_dtype, lhs_global_scale=
             raise ValueError(f"jax_tmem.scaled_matmul: {name}_global_scale is for nvfp4 operands, not {f.name}")
     problem = (f"{fa.name}{list(lhs.shape)} x {fb.name}{list(rhs.shape)} -> {np.dtype(out_dtype).name}")
     if path == "kernel":
-        why = ""
+        ok, why = _ext.ensure_registered("cpu")
         if fa.name not in KERNEL_FORMATS or fb.name not in KERNEL_FORMATS:
-            why = f"the custom call takes {' and '.join(KERNEL_FORMATS)} operands, not {fa.name} x {fb.name}"
-        elif not _ext.ensure_registered("cpu")[0]:
-            why = _ext.ensure_registered("cpu")[1]
-        if why:
+            ok, why = False, f"the custom call takes {' and '.join(KERNEL_FORMATS)} operands, not {fa.name} x {fb.name}"
+        if not ok:
             raise ValueError(f'jax_tmem.scaled_matmul: path="kernel": {why}; use path="auto" (XLA)')
         _config.record(_config.Decision("scaled_matmul", problem, "kernel", "jax_tmem_gemm custom call, sfa/sfb roles",
                                         'path "kernel" (the C++ CPU handler; no block-scaled CUDA kernel yet)'))

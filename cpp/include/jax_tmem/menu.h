@@ -22,13 +22,6 @@ inline int widest_filling_tile_n(const GemmProblem& p, int num_sms, const int* w
   return widths[count - 1];
 }
 
-// ---- split-K and swap-AB (the entries whose split is not kNone) --------------------------------------
-// swap-AB, for decode (M <= 64, K-major A): the kernel computes out^T = B A^T: the weight fills the
-// 128-row side and the M activation rows a narrow N of 16 / 32 / 64, so no shared memory or L2 traffic
-// goes to zero rows. split-K: 128x128 tiles, for few tiles and a long K. Both write f32 partial sums to a
-// workspace (the custom call's second output) and finish in the reduce pass (kernels/splitk_reduce.cuh),
-// in a fixed order.
-
 // The TMA-store epilogue writes the output through a tensor map: its rows (and so its batch stride)
 // must be a multiple of 16 bytes. Otherwise the heuristic takes the register epilogue.
 inline bool out_tma_ok(const GemmProblem& p) { return (p.n * dtype_bytes(p.out_type)) % 16 == 0; }
@@ -46,6 +39,13 @@ inline Sm100 sm100_choose(const GemmProblem& p, int num_sms) {
   static constexpr int kWidths[] = {256, 128};
   return widest_filling_tile_n(p, num_sms, kWidths, 2) == 256 ? Sm100::k128x256 : Sm100::k128x128;
 }
+
+// ---- split-K and swap-AB (the entries whose split is not kNone) --------------------------------------
+// swap-AB, for decode (M <= 64, K-major A): the kernel computes out^T = B A^T: the weight fills the
+// 128-row side and the M activation rows a narrow N of 16 / 32 / 64, so no shared memory or L2 traffic
+// goes to zero rows. split-K: 128x128 tiles, for few tiles and a long K. Both write f32 partial sums to a
+// workspace (the custom call's second output) and finish in the reduce pass (kernels/splitk_reduce.cuh),
+// in a fixed order.
 
 // What the dispatcher runs: the menu entry, the number of K splits, and the f32 workspace it needs
 // (0 for entries that finish in their own epilogue). Python asks for the same plan at trace time and
