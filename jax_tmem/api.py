@@ -253,9 +253,11 @@ def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, preferred_element_type=jnp.f
     NVFP4 operands may carry their per-tensor float32 ``*_global_scale``. Returns ``(B, M, N)`` of
     ``preferred_element_type`` (float32, bfloat16 or float16), accumulated in float32.
 
-    ``path``: "auto" (default) and "xla" run the reference semantics through XLA; "kernel" runs the
-    jax_tmem custom call with the scales as operands (mxfp8 / mxfp8_e5m2; today the C++ CPU handler,
-    while the block-scaled GPU kernels are being built). Which path ran is logged (``JAX_TMEM_LOG=1``).
+    ``path``: "auto" (default) and "xla" run the reference semantics through XLA (exact bf16
+    dequantization, one dot with f32 accumulation); "kernel" runs the jax_tmem custom call with the
+    scales as operands (mxfp8 / mxfp8_e5m2): the block-scaled wgmma kernel on an sm_90a GPU, the C++
+    reference handler on the CPU. "auto" does not take the kernel yet: on the H200 it is still slower
+    than the XLA path (docs/PERF.md). Which path ran, and why, is logged (``JAX_TMEM_LOG=1``).
 
     Example::
 

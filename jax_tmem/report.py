@@ -72,6 +72,36 @@ def _bench(m, n, k, dtype, reps=10):
     return res
 
 
+def _check_block_scaled() -> int:
+    """The block-scaled GEMM (mxfp8 scaled_matmul): the path "auto" takes and why, and every path against
+    float64 of the dequantized operands. Returns the number of failed checks."""
+    _line("")
+    b, m, n, k = 1, 256, 320, 544  # K / 32 = 17: scale tails
+    rng = np.random.default_rng(14)
+    xq, xs = jax_tmem.quantize(jnp.asarray(rng.standard_normal((b, m, k)), jnp.bfloat16), "mxfp8")
+    wq, ws = jax_tmem.quantize(jnp.asarray(rng.standard_normal((b, n, k)), jnp.bfloat16), "mxfp8")
+    ref = (np.asarray(jax_tmem.dequantize(xq, xs), np.float64)[0]
+           @ np.asarray(jax_tmem.dequantize(wq, ws), np.float64)[0].T)
+    _line(f"block-scaled scaled_matmul (mxfp8, {m}x{n}x{k}) vs float64 of the dequantized operands:")
+    failures = 0
+    for path in ("auto", "kernel", "xla"):
+        _config.clear_decisions()
+        try:
+            out = np.asarray(jax.jit(lambda *a: jax_tmem.scaled_matmul(*a, jnp.float32, path=path))(xq, wq, xs, ws),
+                             np.float64)[0]
+        except ValueError as e:
+            _line(f"  {path:6}: n/a ({str(e).split(': ', 2)[-1]})")
+            continue
+        d = [x for x in _config.decisions() if x.op == "scaled_matmul"][-1]
+        err = float(np.abs(out - ref).max() / np.abs(ref).max())
+        tol = 1e-3 if d.target.startswith("cuda") else 1e-5  # Hopper's fp8 wgmma: ~2^-14 per 32-K block
+        ok = err < tol
+        failures += not ok
+        _line(f"  {path:6}: {d.path:6} max rel err {err:.2e} (tol {tol:.0e}) {'OK' if ok else 'FAIL'}  "
+              f"[{d.target}] {d.reason}")
+    return failures
+
+
 def main() -> int:
     _line(f"jax_tmem {jax_tmem.__version__}  |  jax {jax.__version__}  |  backend {jax.default_backend()}")
     dev = jax.devices()[0]
@@ -115,6 +145,7 @@ def main() -> int:
             failures += not ok
             _line(f"  {at:>14} x {bt:<14} {path:6}: max rel err {err:.2e} (tol {tol:.0e}) "
                   f"{'OK' if ok else 'FAIL'}  [{target}]")
+    failures += _check_block_scaled()
     _line("")
     _line("benchmark vs jnp.dot (same run; TFLOP/s, median of 5 x 10 calls):")
     # A decode shape too (M = 16: memory-bound, swap-AB + split-K on Hopper): also in TB/s of operands.

@@ -46,4 +46,19 @@ for cfg in [(e["config"], 3) if e["split_k"] else e["config"] for e in menu]:
     err = float(np.abs(np.asarray(out, np.float64) - ref).max() / np.abs(ref).max())
     print("config", cfg, "rel err", err, flush=True)
     assert err < 1e-2
+# The block-scaled (MX) kernel, where this arch has one: both tile widths (few tiles -> 128x64, many ->
+# 128x128), K tails (K / 32 not a multiple of 4: the scale loaders' byte path), both scale layouts.
+from jax_tmem.ops import block_scale, scaled_gemm
+fm = block_scale.get_format("mxfp8")
+if scaled_gemm.kernel_target(fm, fm)[0].startswith("cuda"):
+    for (bt, m, n, k) in [(2, 200, 136, 96), (1, 2048, 1200, 160)]:
+        xq, xs = jax_tmem.quantize(jnp.asarray(rng.standard_normal((bt, m, k)), "bfloat16"), "mxfp8")
+        wq, ws = jax_tmem.quantize(jnp.asarray(rng.standard_normal((bt, n, k)), "bfloat16"), "mxfp8")
+        ref = np.einsum("bmk,bnk->bmn", np.asarray(jax_tmem.dequantize(xq, xs), np.float64),
+                        np.asarray(jax_tmem.dequantize(wq, ws), np.float64))
+        for sx, sw in ((xs, ws), (jax_tmem.swizzle_scales(xs), jax_tmem.swizzle_scales(ws))):
+            out = jax.jit(lambda *a: jax_tmem.scaled_matmul(*a, jnp.float32, path="kernel"))(xq, wq, sx, sw)
+            err = float(np.abs(np.asarray(out, np.float64) - ref).max() / np.abs(ref).max())
+            print("block-scaled", (bt, m, n, k), "layout", sx.ndim, "rel err", err, flush=True)
+            assert err < 1e-4
 print("sanitize sweep done")

@@ -144,6 +144,34 @@ def test_sm100_uses_tcgen05(sass, arch):
     assert ("UTCIMMA" in code) == (arch == "sm_100a"), f"UTCIMMA presence wrong for {arch}"
 
 
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_100a", "sm_103a"])
+def test_block_scaled_kernels(sass, arch):
+    """The block-scaled (MX) GEMM kernels are in the cubin with their instructions. sm_100a/sm_103a:
+    kind::mxf8f6f4 (UTCQMMA with the two scale-factor TMEM operands), the scales copied SMEM -> TMEM by
+    tcgen05.cp 32x128b.warpx4 (UTCCP ... 4x32dp128bit) after a bulk copy of their 512-byte blocks
+    (UBLKCP). sm_90a: the fp8 wgmma per 32-K block (QGMMA ... K32 with scale-d off) and f32 promotion."""
+    if arch not in _ext.build_info()["cuda_archs"]:
+        pytest.skip(f"{arch} not built")
+    funcs = {f: t for f, t in _functions(_kernels_by_arch(sass)[arch]).items() if "block_scaled" in f or "Li32EEE" in f}
+    if arch == "sm_90a":
+        funcs = {f: t for f, t in funcs.items() if "sm90_block_scaled_kernel" in f}
+        assert len(funcs) >= 4, f"sm_90a block-scaled kernels missing: {sorted(funcs)}"
+        for f, t in funcs.items():
+            assert re.search(r"QGMMA\.64x(64|128)x32\.F32\.E[45]M[23]\.E[45]M[23] R\d+, gdesc\[UR\d+\], RZ, !UPT", t), \
+                f"{f}: no zero-initialised fp8 wgmma per 32-K block"
+            assert "FFMA" in t and "LDS" in t, f"{f}: no promotion from shared-memory scales"
+        return
+    # the sm_100 Config with kSfVec = 32 (last template argument)
+    funcs = {f: t for f, t in funcs.items() if "sm100_gemm_kernel" in f}
+    assert len(funcs) == 4, f"{arch}: expected the 4 fp8 mixes of the block-scaled tcgen05 kernel, got {sorted(funcs)}"
+    for f, t in funcs.items():
+        assert re.search(r"UTCCP\.T\.S\.4x32dp128bit tmem\[UR\d+", t), f"{f}: no tcgen05.cp 32x128b.warpx4"
+        # UTCQMMA gdesc[A], gdesc[B], tmem[D], tmem[SFA], idesc, tmem[SFB], p: the block-scaled form
+        assert re.search(r"UTCQMMA gdesc\[UR\d+\], gdesc\[UR\d+\], tmem\[UR\d+\], tmem\[UR\d+\], idesc\[UR\d+\], "
+                         r"tmem\[UR\d+\]", t), f"{f}: no block-scaled UTCQMMA"
+        assert "UBLKCP.S.G" in t and "UTMALDG.3D" in t, f"{f}: scale blocks (bulk copy) or tiles (TMA) not loaded"
+
+
 def test_sm90_uses_wgmma(sass):
     if "sm_90a" not in _ext.build_info()["cuda_archs"]:
         pytest.skip("sm_90a not built")

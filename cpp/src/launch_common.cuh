@@ -49,6 +49,11 @@ inline epilogue::KernelParams kernel_params(const GemmLaunch& L) {
   prm.ws = nullptr;
   prm.ws_ld = 0;
   prm.splits = 1;
+  prm.sfa = static_cast<const uint8_t*>(L.in(Role::kSFA));
+  prm.sfb = static_cast<const uint8_t*>(L.in(Role::kSFB));
+  prm.sfa_batch = p.sf_vec ? p.sf_per_batch(p.m) : 0;
+  prm.sfb_batch = p.sf_vec ? p.sf_per_batch(p.n) : 0;
+  prm.sf_col_blocks = p.sf_vec ? static_cast<int>((p.k / p.sf_vec + 3) / 4) : 0;
   return prm;
 }
 
@@ -186,6 +191,23 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
   if constexpr (C::kPartialOut != 0)
     return launch_splitk_reduce(L, p.splits, out_rows, static_cast<int>(out_cols), prm.ws_ld);
   return "";
+}
+
+// The block-scaled launchers' operand types: calls run(DTypeTag<A>{}, DTypeTag<B>{}) for an 8-bit MX pair
+// (e4m3 / e5m2, any mix), else says what is missing.
+template <DType T>
+struct DTypeTag {
+  static constexpr DType value = T;
+};
+template <class Run>
+std::string dispatch_mx8(const GemmProblem& p, const char* arch, Run&& run) {
+  using D = DType;
+  if (p.a_type == D::kE4M3 && p.b_type == D::kE4M3) return run(DTypeTag<D::kE4M3>{}, DTypeTag<D::kE4M3>{});
+  if (p.a_type == D::kE4M3 && p.b_type == D::kE5M2) return run(DTypeTag<D::kE4M3>{}, DTypeTag<D::kE5M2>{});
+  if (p.a_type == D::kE5M2 && p.b_type == D::kE4M3) return run(DTypeTag<D::kE5M2>{}, DTypeTag<D::kE4M3>{});
+  if (p.a_type == D::kE5M2 && p.b_type == D::kE5M2) return run(DTypeTag<D::kE5M2>{}, DTypeTag<D::kE5M2>{});
+  return std::string("no ") + arch + " block-scaled kernel for " + dtype_name(p.a_type) + " x " +
+         dtype_name(p.b_type) + " (8-bit MX operands only; the 4-bit formats run through XLA)";
 }
 
 }  // namespace jax_tmem

@@ -10,15 +10,16 @@ namespace sm100 {
 #include "family_dispatch.inc"
 #undef JT_FAMILY_SM90
 #undef JT_FAMILY_ARCH
+std::string sm100_block_scaled_launch(const GemmLaunch& L);  // sm100_block_scaled.cu
 }  // namespace sm100
 
 std::string sm100_gemm_launch(const GemmLaunch& L) {
   using namespace sm100;
   const GemmProblem& p = L.p;
+  if (p.sf_vec != 0) return sm100_block_scaled_launch(L);
   if (p.config >= 0 && !menu::kSm100Table.find(p.config))
     return "sm_100a config must be -1 (heuristic) or one of " + menu::kSm100Table.list();
   if (std::string why = kernel_legality(p); !why.empty()) return why;
-  if (p.sf_vec != 0) return "no block-scaled CUDA kernel yet (the CPU handler runs the reference)";
   if (!menu::sm100_family_runs(L.cc, p.a_type)) return "kind::i8 (int8 x int8) exists on sm_100a only";
   const menu::Plan plan = menu::sm100_plan(p, L.num_sms, L.ws_count);
   const menu::KernelConfig& c = *menu::kSm100Table.find(plan.config);

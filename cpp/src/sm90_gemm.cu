@@ -10,15 +10,16 @@ namespace sm90 {
 #include "family_dispatch.inc"
 #undef JT_FAMILY_SM90
 #undef JT_FAMILY_ARCH
+std::string sm90_block_scaled_launch(const GemmLaunch& L);  // sm90_block_scaled.cu
 }  // namespace sm90
 
 std::string sm90_gemm_launch(const GemmLaunch& L) {
   using namespace sm90;
   const GemmProblem& p = L.p;
+  if (p.sf_vec != 0) return sm90_block_scaled_launch(L);
   if (p.config >= 0 && !menu::kSm90Table.find(p.config))
     return "sm_90a config must be -1 (heuristic) or one of " + menu::kSm90Table.list();
   if (std::string why = kernel_legality(p); !why.empty()) return why;
-  if (p.sf_vec != 0) return "no block-scaled CUDA kernel yet (the CPU handler runs the reference)";
   const menu::Plan plan = menu::sm90_plan(p, L.num_sms, L.ws_count);
   const menu::KernelConfig& c = *menu::kSm90Table.find(plan.config);
   GemmLaunch R = c.swap_ab() ? swap_ab(L) : L;

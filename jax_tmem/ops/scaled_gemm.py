@@ -2,14 +2,18 @@
 (rhs[b, n, k] * rhs_scales[b, n, k / bs])`` times NVFP4's global scales, accumulated in float32, with
 the operand layout of ``jax.nn.scaled_matmul`` (both operands K-last).
 
-Paths: "xla" (and "auto", today) run the reference semantics through XLA (dequantize to float32, one
-f32 dot). "kernel" runs the jax_tmem GEMM custom call with the block scales as operand roles (sfa, sfb in
-cpp/include/jax_tmem/operands.def, ``sf_vec`` = 32): the C++ CPU handler computes it (the reference the
-GPU kernels will be tested against); the CUDA handler returns a clear error until the block-scaled
-kernels exist (tcgen05 ``kind::mxf8f6f4`` / ``mxf4`` / ``mxf4nvf4`` on sm_100a, wgmma with per-block
-promotion on sm_90a: issue 14's remaining work). Only the byte-per-element MX formats (mxfp8,
-mxfp8_e5m2) take the kernel path; the 4-bit formats run XLA. Each call records its decision with the
-reason (``JAX_TMEM_LOG=1``, ``jax_tmem.decisions()``).
+Paths: "kernel" runs the jax_tmem GEMM custom call with the block scales as operand roles (sfa, sfb in
+cpp/include/jax_tmem/operands.def, ``sf_vec`` = 32): on an sm_90a GPU the block-scaled wgmma kernel
+(kernels/sm90_block_scaled.cuh: FP8 wgmma per 32-K block, promoted into f32 with the scales); on
+sm_100a/sm_103a the tcgen05 kernel (kind::mxf8f6f4, scales staged SMEM -> TMEM by tcgen05.cp; compiled
+and SASS-checked, NEVER RUN on Blackwell); on the CPU the C++ reference handler (the semantics the GPU
+kernels are tested against). "xla" runs the reference semantics through XLA (``scaled_matmul_xla``:
+exact bf16 dequantization and a bf16 dot with f32 accumulation, as jax.nn.scaled_matmul on Hopper).
+"auto" takes XLA today, with the reason recorded: on the H200 our block-scaled kernel is still slower
+than that XLA path (``AUTO_PREFERS_XLA``; docs/PERF.md), and the Blackwell kernel is taken only with
+JAX_TMEM_ENABLE_SM100=1. Only the byte-per-element MX formats (mxfp8, mxfp8_e5m2) take the kernel path;
+the 4-bit formats run XLA. Each call records its decision with the reason (``JAX_TMEM_LOG=1``,
+``jax_tmem.decisions()``).
 """
 
 from __future__ import annotations
@@ -19,10 +23,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jax_tmem._core import config as _config, ext as _ext
+from jax_tmem._core import arch as _arch, config as _config, ext as _ext
 from jax_tmem.ops import block_scale
 
 KERNEL_FORMATS = ("mxfp8", "mxfp8_e5m2")  # whole-byte elements: what the custom call takes today
+# Why "auto" does not take the sm_90a block-scaled kernel yet: measured slower than XLA's path.
+AUTO_PREFERS_XLA = ("the sm_90a block-scaled kernel (path='kernel') is slower than XLA's bf16 GEMM of the exactly "
+                    "dequantized operands today (H200, 2026-11-23: 379 vs 598 TFLOP/s at 8192^3, docs/PERF.md)")
 
 
 def plan(lhs_shape, rhs_shape, lhs_dtype, rhs_dtype, lhs_scales, rhs_scales, out_dtype):
@@ -63,29 +70,60 @@ def plan(lhs_shape, rhs_shape, lhs_dtype, rhs_dtype, lhs_scales, rhs_scales, out
 
 
 def scaled_matmul_xla(lhs, rhs, lhs_scales, rhs_scales, out_dtype, lhs_global_scale=None, rhs_global_scale=None):
-    """The reference semantics: dequantize both operands to float32 and one f32 dot (HIGHEST)."""
-    a = block_scale.dequantize(lhs, lhs_scales, global_scale=lhs_global_scale)
-    b = block_scale.dequantize(rhs, rhs_scales, global_scale=rhs_global_scale)
-    y = lax.dot_general(a, b, (((2,), (2,)), ((0,), (0,))), precision=lax.Precision.HIGHEST,
+    """The reference semantics through XLA: both operands dequantized and one dot accumulated in float32.
+    Without NVFP4 global scales every dequantized value (a <= 4-significant-bit element times a power of
+    two, or an e2m1 element times a UE4M3 scale: <= 6 bits) is exact in bfloat16 (f32's exponent range),
+    so the operands are dequantized to bfloat16 and multiplied by the tensor cores with f32 accumulation,
+    as jax.nn.scaled_matmul does on Hopper; with global scales (arbitrary f32) in float32 (HIGHEST)."""
+    exact_bf16 = lhs_global_scale is None and rhs_global_scale is None
+    dt = jnp.bfloat16 if exact_bf16 else jnp.float32
+    # NOTE: the quantized data must be what is multiplied: when the quantization is in the same program
+    # (scaled_dot_general), XLA's excess-precision simplification may fold x -> f8 -> f32 into x, which
+    # multiplies the unquantized values (seen on the H200, 2026-11-23: 3.7 % off the quantized product).
+    lhs, rhs = lax.optimization_barrier((lhs, rhs))
+    a = block_scale.dequantize(lhs, lhs_scales, global_scale=lhs_global_scale, dtype=dt)
+    b = block_scale.dequantize(rhs, rhs_scales, global_scale=rhs_global_scale, dtype=dt)
+    y = lax.dot_general(a, b, (((2,), (2,)), ((0,), (0,))),
+                        precision=lax.Precision.DEFAULT if exact_bf16 else lax.Precision.HIGHEST,
                         preferred_element_type=jnp.float32)
     return y.astype(out_dtype)
 
 
-def scaled_matmul_ffi(lhs, rhs, lhs_scales, rhs_scales, out_dtype, block: int, layout: int = 0):
+def scaled_matmul_ffi(lhs, rhs, lhs_scales, rhs_scales, out_dtype, block: int, layout: int = 0, config: int = -1):
     """The jax_tmem GEMM custom call with block scales: (B, M, K) x (B, N, K), both K-major, scales plain
     (B, rows, K / block) (``layout`` 0) or in the 128x4 tiles of ``swizzle_scales`` (``layout`` 1), in role
-    order a, b, sfa, sfb."""
+    order a, b, sfa, sfb. ``config`` (private, benchmarks): the sm_90a kernel's configuration
+    (cpp/src/sm90_block_scaled.cu), -1 its heuristic."""
     b, m, k = lhs.shape
     n = rhs.shape[1]
     for platform in ("cpu", "cuda"):
-        _ext.ensure_registered(platform)  # the CUDA handler refuses block scales with a clear error
+        _ext.ensure_registered(platform)
     out_types = (jax.ShapeDtypeStruct((b, m, n), np.dtype(out_dtype)), jax.ShapeDtypeStruct((1,), np.float32))
     call = jax.ffi.ffi_call("jax_tmem_gemm", out_types)
     attrs = _ext.gemm_attrs(["a", "b", "sfa", "sfb"], batch=b, m=m, n=n, k=k, a_mn_major=False, b_mn_major=False,
                             lda=k, ldb=k, stride_a=m * k if b > 1 else 0, stride_b=n * k if b > 1 else 0,
-                            sf_vec=block, sf_layout=layout)
+                            sf_vec=block, sf_layout=layout, config=config)
     out, _ = call(lhs, rhs, lhs_scales, rhs_scales, **attrs)
     return out
+
+
+def kernel_target(fa, fb) -> tuple[str, str]:
+    """Where the custom call would run a (fa x fb) block-scaled GEMM in this process: ("cuda <arch>", "")
+    on a GPU with a block-scaled kernel (sm_90a wgmma; sm_100a/sm_103a tcgen05, never run on Blackwell), ("cpu reference handler", why auto does not take it) without a
+    GPU, or ("", why not) when it cannot run."""
+    if fa.name not in KERNEL_FORMATS or fb.name not in KERNEL_FORMATS:
+        return "", f"the custom call takes {' and '.join(KERNEL_FORMATS)} operands, not {fa.name} x {fb.name}"
+    if jax.default_backend() == "gpu":
+        cc, why = _arch.device_cc()
+        arch, why = _arch.arch_target(cc) if cc >= 0 else ("", why)
+        if not arch:
+            return "", why
+        ok, why = _ext.ensure_registered("cuda")
+        return (f"cuda {arch}", "") if ok else ("", why)
+    ok, why = _ext.ensure_registered("cpu")
+    if not ok:
+        return "", why
+    return "cpu reference handler", "no GPU: the reference semantics run through XLA (the C++ CPU handler is a slow reference)"
 
 
 def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, out_dtype, lhs_global_scale=None, rhs_global_scale=None,
@@ -95,18 +133,28 @@ def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, out_dtype, lhs_global_scale=
         if g is not None and not f.global_scale:
             raise ValueError(f"jax_tmem.scaled_matmul: {name}_global_scale is for nvfp4 operands, not {f.name}")
     problem = (f"{fa.name}{list(lhs.shape)} x {fb.name}{list(rhs.shape)} -> {np.dtype(out_dtype).name}")
-    if path == "kernel":
-        ok, why = _ext.ensure_registered("cpu")
-        if fa.name not in KERNEL_FORMATS or fb.name not in KERNEL_FORMATS:
-            ok, why = False, f"the custom call takes {' and '.join(KERNEL_FORMATS)} operands, not {fa.name} x {fb.name}"
-        if not ok:
-            raise ValueError(f'jax_tmem.scaled_matmul: path="kernel": {why}; use path="auto" (XLA)')
-        _config.record(_config.Decision("scaled_matmul", problem, "kernel", "jax_tmem_gemm custom call, sfa/sfb roles",
-                                        'path "kernel" (the C++ CPU handler; no block-scaled CUDA kernel yet)'))
-        if lhs_scales.ndim == 5 or rhs_scales.ndim == 5:  # pre-swizzled scales go to the call as they are
+    where, why = kernel_target(fa, fb)
+    if path == "kernel" and not where:
+        raise ValueError(f'jax_tmem.scaled_matmul: path="kernel": {why}; use path="auto" (XLA)')
+    blackwell = where.startswith("cuda sm_10")
+    if blackwell and not _arch.sm100_trusted():
+        why = ("the sm_100a block-scaled kernel has never run on a Blackwell GPU: path='kernel' or "
+               "JAX_TMEM_ENABLE_SM100=1 takes it")
+    if path == "kernel" or (path == "auto" and blackwell and _arch.sm100_trusted()):
+        _config.record(_config.Decision("scaled_matmul", problem, "kernel", f"{where}, jax_tmem_gemm with sfa/sfb",
+                                        f'path "{path}"'))
+        # Pre-swizzled scales go to the call as they are. The sm_100a kernel reads the 128x4 layout only (its
+        # 512-byte blocks are what tcgen05.cp copies); the sm_90a kernel reads plain scales a word per 4
+        # columns, so with K / 32 not a multiple of 4 it takes the 128x4 layout too (a small XLA op).
+        if (lhs_scales.ndim == 5 or rhs_scales.ndim == 5 or blackwell
+                or (where.startswith("cuda") and (lhs.shape[2] // fa.block) % 4)):
             sw = lambda given, plain: given if given.ndim == 5 else block_scale.swizzle_scales(plain)
             return scaled_matmul_ffi(lhs, rhs, sw(lhs_scales, sa), sw(rhs_scales, sb), out_dtype, fa.block, layout=1)
         return scaled_matmul_ffi(lhs, rhs, sa, sb, out_dtype, fa.block)
-    reason = "no block-scaled kernel yet: the reference semantics run through XLA" if path == "auto" else 'path "xla"'
-    _config.record(_config.Decision("scaled_matmul", problem, "xla", "dequantize + lax.dot_general (f32)", reason))
+    reason = 'path "xla"'
+    if path == "auto":
+        reason = why or AUTO_PREFERS_XLA
+    target = ("exact bf16 dequantize + lax.dot_general (f32 accumulation)" if lhs_global_scale is None and
+              rhs_global_scale is None else "f32 dequantize + lax.dot_general (HIGHEST)")
+    _config.record(_config.Decision("scaled_matmul", problem, "xla", target, reason))
     return scaled_matmul_xla(lhs, rhs, sa, sb, out_dtype, lhs_global_scale, rhs_global_scale)

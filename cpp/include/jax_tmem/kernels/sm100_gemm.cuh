@@ -54,11 +54,19 @@ constexpr uint32_t kind_idesc(DType a, DType b, int m, int n, bool a_mn, bool b_
 // kPartialOut (1 split-K, 2 swap-AB with split-K; menu configs 11-14, as on sm_90a): work units are
 // (tile, K split) pairs and the epilogue writes each unit's f32 accumulator rows to the workspace
 // (epilogue_tile_partial); the reduce pass (splitk_reduce.cuh) adds the splits and runs the epilogue.
+// kSfVec = 32 (the block-scaled GEMM, MX formats): kind::mxf8f6f4 with UE8M0 scales per 32 K. Each stage
+// also holds the k-block's scale blocks (the 512-byte 128 rows x 4 scales blocks of the 128x4 global
+// layout: one for A's 128 rows, BLOCK_N / 128 for B), loaded by bulk copies with the tiles; the MMA thread
+// copies them into the stage's own TMEM scale columns (tcgen05.cp 32x128b.warpx4, so a stage's columns
+// are rewritten only after its previous MMAs retired: the producer refilled the slot) and issues the four
+// K = 32 MMAs of the k-block with SF ids 0..3 (the byte of each 32-bit scale cell).
 template <DType kA_, DType kB_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_, bool kTmaStore_ = false,
-          int kPartialOut_ = 0>
+          int kPartialOut_ = 0, int kSfVec_ = 0>
 struct Config {
   static constexpr DType kA = kA_, kB = kB_;
-  static constexpr desc::MmaKind kMma = mma_kind(kA);
+  static constexpr int kSfVec = kSfVec_;
+  static constexpr bool kBlockScaled = kSfVec_ != 0;
+  static constexpr desc::MmaKind kMma = kBlockScaled ? desc::MmaKind::kMXF8F6F4 : mma_kind(kA);
   static constexpr int BLOCK_M = 128;
   static constexpr int BLOCK_N = BLOCK_N_;
   static constexpr int BOX_M = BLOCK_M, BOX_N = BLOCK_N;  // rows of A / B one CTA loads per tile
@@ -77,20 +85,37 @@ struct Config {
   static constexpr int MN_CHUNK = 128 / ELEM_BYTES; // elements of one 128B swizzle atom along M/N (MN-major)
   static constexpr int A_BYTES = BLOCK_M * 128;
   static constexpr int B_BYTES = BLOCK_N * 128;
-  static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
+  static constexpr int SF_BLOCK_BYTES = 512;  // 128 rows x 4 UE8M0 scales (reference §9.1, §10)
+  static constexpr int SFB_BLOCKS = kBlockScaled ? BLOCK_N / 128 : 0;
+  static constexpr int SF_BYTES = kBlockScaled ? ((1 + SFB_BLOCKS) * SF_BLOCK_BYTES + 1023) / 1024 * 1024 : 0;
+  static constexpr int STAGE_BYTES = A_BYTES + B_BYTES + SF_BYTES;
+  static constexpr int TX_BYTES = A_BYTES + B_BYTES + (kBlockScaled ? (1 + SFB_BLOCKS) * SF_BLOCK_BYTES : 0);
   static constexpr int kAccStages = 2;
-  static constexpr TmemPlan kTmem = make_tmem_plan(BLOCK_N, kAccStages);
+  // Block-scaled: scale columns per pipeline stage (sf_stages = kStages).
+  static constexpr TmemPlan kTmem =
+      make_tmem_plan(BLOCK_N, kAccStages, 128, kBlockScaled ? BLOCK_K : 0, kSfVec, kBlockScaled ? kStages : 0);
   static constexpr uint32_t TMEM_COLS = kTmem.alloc_cols();     // allocated columns (power of two)
   static constexpr uint32_t ACC_STRIDE = kTmem.acc_offset(1);  // columns between accumulator buffers
+  // Block-scaled: TMEM columns of stage s's scales: A at SFA_COL0 + s * SFA_COLS, B at SFB_COL0 + s * SFB_COLS.
+  static constexpr uint32_t SFA_COL0 = kTmem.sfa_offset(0), SFA_COLS = kTmem.sfa_cols;
+  static constexpr uint32_t SFB_COL0 = kTmem.sfb_offset(0), SFB_COLS = kTmem.sfb_cols;
   static constexpr int NUM_THREADS = 256;
   static constexpr int kGroupM = 8;
   static constexpr int SMEM_BYTES = kStages * STAGE_BYTES + OUT_BYTES + 1024 + (2 * kStages + 2 * kAccStages) * 8 + 16;
-  static constexpr uint32_t IDESC = kind_idesc(kA, kB, 128, BLOCK_N, kAMN, kBMN);
+  static constexpr uint32_t IDESC =
+      kBlockScaled ? desc::sm100_instr_desc_block_scaled(static_cast<uint32_t>(desc::format_code(kMma, kA)),
+                                                         static_cast<uint32_t>(desc::format_code(kMma, kB)), 128,
+                                                         BLOCK_N, kAMN, kBMN, true, 0, 0)
+                   : kind_idesc(kA, kB, 128, BLOCK_N, kAMN, kBMN);
 
   static_assert(desc::mma_shape_error(kMma, BLOCK_M, BLOCK_N, kAMN, kBMN, 8 * ELEM_BYTES) == nullptr,
                 "illegal tcgen05.mma shape/majorness (see desc::mma_shape_error)");
-  static_assert(desc::format_code(kMma, kA) >= 0 && desc::format_code(kMma, kB) >= 0 && mma_kind(kB) == kMma,
+  static_assert(desc::format_code(kMma, kA) >= 0 && desc::format_code(kMma, kB) >= 0 &&
+                    (kBlockScaled || mma_kind(kB) == kMma),
                 "operand type not taken by the kind");
+  static_assert(!kBlockScaled || (kSfVec == 32 && ELEM_BYTES == 1 && BLOCK_N % 128 == 0 && kPartialOut == 0 &&
+                                  !kAMN && !kBMN && BLOCK_K == 4 * kSfVec),
+                "block-scaled: MX (32) scales, 8-bit K-major operands, BLOCK_N a multiple of 128, no split-K");
   static_assert(kTmem.valid(), "TMEM plan invalid (see tmem_plan.h)");
   static_assert(!(kA == DType::kF32 && (kAMN || kBMN)), "tf32 MN-major needs the 128B/32B-atom layout (not built)");
   static_assert(SMEM_BYTES <= 232448, "shared memory per CTA exceeds 227 KB");
@@ -110,6 +135,31 @@ __device__ __forceinline__ uint64_t operand_desc(uint32_t base, int ks) {
   constexpr uint32_t kAtomBytes = C::BLOCK_K * 128;
   const uint32_t start = base + (kMN ? ks * C::UMMA_K * 128 : ks * 32);
   return desc::sm100_smem_desc(start, kMN ? kAtomBytes : 16, 1024, desc::Sm100Layout::k128B);
+}
+
+// The shared-memory descriptor of a 512-byte scale block: 32 rows of 16 bytes, no swizzle, 8-row groups
+// 128 bytes apart (SBO; LBO unused) (reference §9.1, DeepGEMM make_sf_desc).
+__device__ __forceinline__ uint64_t sf_desc(uint32_t base) {
+  return desc::sm100_smem_desc(base, 0, 128, desc::Sm100Layout::kNone);
+}
+
+// One k-block of the block-scaled GEMM: its scale blocks SMEM -> the stage's TMEM columns, then the four
+// K = 32 MMAs, MMA ks reading byte ks of every scale cell (SF ids in the instruction descriptor).
+template <class C>
+__device__ __forceinline__ void issue_block_scaled_kblock(uint32_t d_tmem, uint32_t a_base, uint32_t b_base,
+                                                          uint32_t sf_base, uint32_t sfa_tmem, uint32_t sfb_tmem,
+                                                          bool accumulate_first) {
+  using namespace jax_tmem::ptx;
+  tcgen05_cp_32x128b_warpx4_cg1(sfa_tmem, sf_desc(sf_base));
+#pragma unroll
+  for (int j = 0; j < C::SFB_BLOCKS; ++j)
+    tcgen05_cp_32x128b_warpx4_cg1(sfb_tmem + 4 * j, sf_desc(sf_base + (1 + j) * C::SF_BLOCK_BYTES));
+#pragma unroll
+  for (int ks = 0; ks < C::BLOCK_K / C::UMMA_K; ++ks) {
+    const uint32_t idesc = C::IDESC | (static_cast<uint32_t>(ks) << 29) | (static_cast<uint32_t>(ks) << 4);
+    tcgen05_mma_mxf8f6f4_cg1(d_tmem, operand_desc<C, false>(a_base, ks), operand_desc<C, false>(b_base, ks), idesc,
+                             sfa_tmem, sfb_tmem, (accumulate_first || ks > 0) ? 1u : 0u);
+  }
 }
 
 template <class C>
@@ -315,8 +365,21 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
           mbarrier_wait(&empty[st.stage], st.phase ^ 1u);
           uint8_t* sa = smem + st.stage * C::STAGE_BYTES;
           uint8_t* sb = sa + C::A_BYTES;
-          mbarrier_arrive_expect_tx(&full[st.stage], C::STAGE_BYTES);
+          mbarrier_arrive_expect_tx(&full[st.stage], C::TX_BYTES);
           load_stage<C>(tma_load_3d, sa, sb, &tma_a, &tma_b, &full[st.stage], m0, n0, kb * C::BLOCK_K, ab, bb);
+          if constexpr (C::kBlockScaled) {
+            // The k-block's 512-byte scale blocks of the 128x4 layout: block (row block, kb) of each operand.
+            uint8_t* sf = sb + C::B_BYTES;
+            const uint8_t* ga = p.sfa + (p.a_batched ? tc.batch * p.sfa_batch : 0);
+            const uint8_t* gb = p.sfb + (p.b_batched ? tc.batch * p.sfb_batch : 0);
+            bulk_load_g2s(sf, ga + (int64_t(tc.m_blk) * p.sf_col_blocks + kb) * C::SF_BLOCK_BYTES, C::SF_BLOCK_BYTES,
+                          &full[st.stage]);
+#pragma unroll
+            for (int j = 0; j < C::SFB_BLOCKS; ++j)
+              bulk_load_g2s(sf + (1 + j) * C::SF_BLOCK_BYTES,
+                            gb + (int64_t(n0 / 128 + j) * p.sf_col_blocks + kb) * C::SF_BLOCK_BYTES, C::SF_BLOCK_BYTES,
+                            &full[st.stage]);
+          }
           st.advance();
         }
       }
@@ -339,10 +402,16 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
           tcgen05_fence_after_thread_sync();
           const uint32_t a_base = smem_addr(smem + st.stage * C::STAGE_BYTES);
           const uint32_t b_base = a_base + C::A_BYTES;
+          if constexpr (C::kBlockScaled) {
+            issue_block_scaled_kblock<C>(d_tmem, a_base, b_base, b_base + C::B_BYTES,
+                                         tmem_base + C::SFA_COL0 + st.stage * C::SFA_COLS,
+                                         tmem_base + C::SFB_COL0 + st.stage * C::SFB_COLS, kb > kb0);
+          } else {
 #pragma unroll
-          for (int ks = 0; ks < C::BLOCK_K / C::UMMA_K; ++ks)
-            issue_mma<C>(d_tmem, operand_desc<C, C::kAMN>(a_base, ks), operand_desc<C, C::kBMN>(b_base, ks),
-                         (kb > kb0 || ks > 0) ? 1u : 0u);
+            for (int ks = 0; ks < C::BLOCK_K / C::UMMA_K; ++ks)
+              issue_mma<C>(d_tmem, operand_desc<C, C::kAMN>(a_base, ks), operand_desc<C, C::kBMN>(b_base, ks),
+                           (kb > kb0 || ks > 0) ? 1u : 0u);
+          }
           // NOTE: commit tracks every prior MMA of this thread; it frees the slot once they retire.
           tcgen05_commit_cg1(&empty[st.stage]);
           st.advance();

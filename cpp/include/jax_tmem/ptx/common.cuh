@@ -10,6 +10,22 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
 }
 
 // One elected lane of the calling warp (PTX ISA: elect.sync, sm_90+).
+// Shared-memory loads and stores by 32-bit shared address (a pointer computed from the dynamic shared
+// memory's address has lost its address space: the compiler would emit generic LD/ST through L1TEX).
+__device__ __forceinline__ float lds_f32(uint32_t addr) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
+  return v;
+}
+__device__ __forceinline__ float2 lds_v2f32(uint32_t addr) {
+  float2 v;
+  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(addr) : "memory");
+  return v;
+}
+__device__ __forceinline__ void sts_f32(uint32_t addr, float v) {
+  asm volatile("st.shared.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
+}
+
 __device__ __forceinline__ bool elect_one() {
   uint32_t pred = 0;
   asm volatile(

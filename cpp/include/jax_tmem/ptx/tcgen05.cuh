@@ -62,6 +62,26 @@ JAX_TMEM_TCGEN05_MMA(tcgen05_mma_tf32_cg2, tf32, 2)
 JAX_TMEM_TCGEN05_MMA(tcgen05_mma_f8f6f4_cg2, f8f6f4, 2)
 #undef JAX_TMEM_TCGEN05_MMA
 
+// Block-scaled MMA, kind::mxf8f6f4 with one UE8M0 scale per 32 K (scale_vec::1X == block32), cta_group::1:
+// D (+)= (A x SFA) (B x SFB)^T; SFA / SFB are the TMEM column bases of the scale groups (lane 0) and the
+// SF ids in idesc (bits 29-30 A, 4-5 B) pick the byte of each 32-bit cell (the K block). [PTX 9.7.16.10.9.1]
+__device__ __forceinline__ void tcgen05_mma_mxf8f6f4_cg1(uint32_t d_tmem, uint64_t a_desc, uint64_t b_desc, uint32_t idesc,
+                                                         uint32_t sfa_tmem, uint32_t sfb_tmem, uint32_t accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+      "tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.scale_vec::1X [%0], %1, %2, %3, [%4], [%5], p;\n}\n" ::"r"(
+          d_tmem),
+      "l"(a_desc), "l"(b_desc), "r"(idesc), "r"(sfa_tmem), "r"(sfb_tmem), "r"(accumulate)
+      : "memory");
+}
+
+// ---- SMEM -> TMEM copy (9.7.16.9.2): one thread; asynchronous, ordered before the same thread's later
+// tcgen05.mma. 32x128b.warpx4: 32 rows of 16 bytes (the 512-byte scale block of 128 rows x 4 scales)
+// into 4 columns of 32 lanes, replicated into all four lane quadrants (reference §9.1). -----------------
+__device__ __forceinline__ void tcgen05_cp_32x128b_warpx4_cg1(uint32_t taddr, uint64_t s_desc) {
+  asm volatile("tcgen05.cp.cta_group::1.32x128b.warpx4 [%0], %1;" ::"r"(taddr), "l"(s_desc) : "memory");
+}
+
 // ---- commit (9.7.16.11): the mbarrier gets one arrive when all prior async tcgen05 ops OF THIS THREAD
 // complete. Implies tcgen05.fence::before_thread_sync. Must be issued by the MMA-issuing thread. --------
 __device__ __forceinline__ void tcgen05_commit_cg1(uint64_t* bar) {

@@ -23,6 +23,15 @@ __device__ __forceinline__ void tma_load_3d(void* smem_dst, const void* tmap, ui
       : "memory");
 }
 
+// Contiguous bulk copy global -> shared of `bytes` (a multiple of 16, both addresses 16-byte aligned),
+// completing them on the mbarrier `bar` (complete_tx). (The block-scale tiles: 512 bytes each.)
+__device__ __forceinline__ void bulk_load_g2s(void* smem_dst, const void* gmem_src, uint32_t bytes, uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   smem_addr(smem_dst)),
+               "l"(reinterpret_cast<uint64_t>(gmem_src)), "r"(bytes), "r"(smem_addr(bar))
+               : "memory");
+}
+
 // The same load multicast to every CTA of the cluster in `cta_mask`: the box lands at the same
 // shared-memory offset in each, and each destination's mbarrier at `bar`'s offset receives the bytes.
 __device__ __forceinline__ void tma_load_3d_multicast(void* smem_dst, const void* tmap, uint64_t* bar, uint16_t cta_mask,
