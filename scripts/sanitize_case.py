@@ -51,14 +51,18 @@ for cfg in [(e["config"], 3) if e["split_k"] else e["config"] for e in menu]:
 from jax_tmem.ops import block_scale, scaled_gemm
 fm = block_scale.get_format("mxfp8")
 if scaled_gemm.kernel_target(fm, fm)[0].startswith("cuda"):
-    for (bt, m, n, k) in [(2, 200, 136, 96), (1, 2048, 1200, 160)]:
+    for (bt, m, n, k) in [(2, 200, 136, 96), (1, 2048, 1200, 256)]:
         xq, xs = jax_tmem.quantize(jnp.asarray(rng.standard_normal((bt, m, k)), "bfloat16"), "mxfp8")
         wq, ws = jax_tmem.quantize(jnp.asarray(rng.standard_normal((bt, n, k)), "bfloat16"), "mxfp8")
         ref = np.einsum("bmk,bnk->bmn", np.asarray(jax_tmem.dequantize(xq, xs), np.float64),
                         np.asarray(jax_tmem.dequantize(wq, ws), np.float64))
-        for sx, sw in ((xs, ws), (jax_tmem.swizzle_scales(xs), jax_tmem.swizzle_scales(ws))):
-            out = jax.jit(lambda *a: jax_tmem.scaled_matmul(*a, jnp.float32, path="kernel"))(xq, wq, sx, sw)
-            err = float(np.abs(np.asarray(out, np.float64) - ref).max() / np.abs(ref).max())
-            print("block-scaled", (bt, m, n, k), "layout", sx.ndim, "rel err", err, flush=True)
-            assert err < 1e-4
+        for layout, (sx, sw) in enumerate(((xs, ws), (jax_tmem.swizzle_scales(xs), jax_tmem.swizzle_scales(ws)))):
+            for cfg in (0, 1, 2):  # every sm_90a block-scaled configuration (cpp/src/sm90_block_scaled.cu)
+                if layout == 0 and (k // 32) % 4:
+                    continue  # plain scales with K / 32 % 4 != 0 go swizzled (scaled_matmul does that)
+                out = jax.jit(lambda *a: scaled_gemm.scaled_matmul_ffi(*a, jnp.float32, 32, layout=layout, config=cfg))(
+                    xq, wq, sx, sw)
+                err = float(np.abs(np.asarray(out, np.float64) - ref).max() / np.abs(ref).max())
+                print("block-scaled", (bt, m, n, k), "layout", layout, "config", cfg, "rel err", err, flush=True)
+                assert err < 1e-4
 print("sanitize sweep done")

@@ -273,3 +273,39 @@ def test_block_scale_roles_are_validated_by_the_handler():
         jax_tmem.scaled_matmul(aq, aq, as_, as_, path="kernel")
     out = run(xq, wq, xs, ws)  # and the process is fine afterwards
     assert np.isfinite(np.asarray(out)).all()
+
+
+SM90_BLOCK_SCALED_CONFIGS = (0, 1, 2)  # cpp/src/sm90_block_scaled.cu: 128x128, 128x64, 128x128 taking turns
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("config", SM90_BLOCK_SCALED_CONFIGS)
+@pytest.mark.parametrize("b,m,n,k,layout", [(1, 1000, 776, 1024, 0), (2, 257, 130, 4000, 1), (1, 4096, 4096, 512, 0)])
+def test_every_sm90_block_scaled_config(config, b, m, n, k, layout):
+    """Each sm_90a block-scaled configuration, forced, against float64 of the dequantized operands, with
+    tails, both scale layouts, a NaN-poisoned output and a bitwise-equal second run (a moving result is
+    a race; the turn-taking configuration adds named-barrier handshakes between the warpgroups)."""
+    from jax_tmem.ops import scaled_gemm
+    if not _require_kernel_path("mxfp8", "mxfp8").startswith("cuda sm_90a"):
+        pytest.skip("the sm_90a block-scaled configurations")
+    s = seed_of("sm90-bs-config", config, b, m, n, k, layout)
+    xq, xs = jax_tmem.quantize(_spread(_rand(s, (b, m, k)), s), "mxfp8")
+    wq, ws = jax_tmem.quantize(_spread(_rand(s + 1, (b, n, k)), s + 1), "mxfp8_e5m2")
+    if layout:
+        xs, ws = jax_tmem.swizzle_scales(xs), jax_tmem.swizzle_scales(ws)
+
+    def poisoned(poison, *a):
+        del poison
+        return scaled_gemm.scaled_matmul_ffi(*a, np.dtype("float32"), 32, layout=layout, config=config)
+    f = jax.jit(poisoned, donate_argnums=0)
+    run = lambda: np.asarray(f(jnp.full((b, m, n), jnp.nan, jnp.float32), xq, wq, xs, ws), np.float64)
+    out = run()
+    sx = jax_tmem.unswizzle_scales(xs, m, k // 32) if layout else xs
+    sw = jax_tmem.unswizzle_scales(ws, n, k // 32) if layout else ws
+    a64 = np.asarray(jax_tmem.dequantize(xq, sx), np.float64)
+    b64 = np.asarray(jax_tmem.dequantize(wq, sw), np.float64)
+    ref = a64 @ b64.transpose(0, 2, 1)
+    mag = np.abs(a64) @ np.abs(b64).transpose(0, 2, 1)
+    err = np.abs(out - ref) / np.maximum(mag, 1e-30)
+    assert np.isfinite(out).all() and err.max() <= 2e-4, f"config {config}: max error {err.max():.3g}"
+    np.testing.assert_array_equal(run(), out)

@@ -40,8 +40,14 @@ struct ScaleParams {
   int layout;                    // 0: plain row-major (rows, cols); 1: the 128x4 tiles
 };
 
-template <DType kA_, DType kB_, int BLOCK_N_, int kStages_>
+// kOrdered: the two consumer warpgroups take turns on the tensor cores, so that one promotes while the
+// other's wgmma runs: warpgroup 1 issues block j's wgmma once warpgroup 0's has completed, warpgroup 0
+// issues block j + 1's once warpgroup 1's has (named barriers kTurnBarrier + w, bar.arrive / bar.sync).
+// Without it the two tend to run in phase (docs/PERF.md 2026-11-23 17:31: issue slots 47 % busy).
+template <DType kA_, DType kB_, int BLOCK_N_, int kStages_, bool kOrdered_ = false>
 struct ScaledConfig : Config<kA_, kB_, BLOCK_N_, kStages_, false, false> {
+  static constexpr bool kOrdered = kOrdered_;
+  static constexpr uint32_t kTurnBarrier = 3;  // named barriers 3 and 4 (0: __syncthreads)
   using Base = Config<kA_, kB_, BLOCK_N_, kStages_, false, false>;
   static constexpr int SF_BLOCKS = Base::BLOCK_K / 32;                 // scale blocks per k-block (4)
   static constexpr int DATA_BYTES = Base::A_BYTES + Base::B_BYTES;     // what TMA brings per stage
@@ -191,6 +197,10 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     const uint64_t desc_b0 = desc::sm90_smem_desc(smem_addr(smem) + C::A_BYTES, 16, 1024, desc::Sm90Swizzle::k128B);
     const int frag_row = cw * 64 + 16 * (warp % 4) + lane / 4;  // the fragment's first row in the tile
     const int q = lane % 4;
+    // kOrdered: this CTA's 32-K blocks, counted across its tiles (the first and last skip a handshake).
+    const int64_t my_blocks = int64_t((num_tiles - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x)) *
+                              k_blocks * C::SF_BLOCKS;
+    int64_t blk = 0;
     for (int t = blockIdx.x; t < num_tiles; t += gridDim.x) {
       const sched::TileCoord tc = scheduler.coord(t);
 #pragma unroll
@@ -201,7 +211,10 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
         const uint32_t sf = stage_scales(st.stage);
         // Per 32-K block: the wgmma into `part` (scale-d 0), then `part` promoted into acc.
 #pragma unroll
-        for (int ks = 0; ks < C::SF_BLOCKS; ++ks) {
+        for (int ks = 0; ks < C::SF_BLOCKS; ++ks, ++blk) {
+          if constexpr (C::kOrdered) {  // my turn: the other warpgroup's previous wgmma has completed
+            if (cw == 1 || blk > 0) named_barrier_sync(C::kTurnBarrier + cw, 256);
+          }
           fence_operands(part);
           wgmma_fence();
           mma_step<C>(part, desc::sm90_desc_advance(desc_a0, stage_off + ks * 32),
@@ -213,6 +226,9 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
           // every wgmma (C7514); the other warpgroup's wgmma overlaps instead. (Forming sa * sb while the
           // wgmma runs was measured no faster, docs/PERF.md 17:31.)
           wgmma_wait<0>();
+          if constexpr (C::kOrdered) {  // the other warpgroup's turn
+            if (cw == 0 || blk + 1 < my_blocks) named_barrier_arrive(C::kTurnBarrier + (cw ^ 1), 256);
+          }
           fence_operands(part);
           promote<C::BLOCK_N>(acc, part, sfa_k, sfb_k, frag_row, q);
         }

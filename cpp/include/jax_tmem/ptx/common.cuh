@@ -40,6 +40,10 @@ __device__ __forceinline__ bool elect_one() {
 __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t count) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
+// Arrives on named barrier `id` without waiting (the producer side of a bar.sync handshake).
+__device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t count) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
 
 // Orders generic-proxy shared-memory writes before later async-proxy (TMA/tensor core) reads.
 __device__ __forceinline__ void fence_proxy_async_shared() {
