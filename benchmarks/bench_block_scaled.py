@@ -71,6 +71,18 @@ def bench(size, r, configs=()):
     }, (xs, ws), flops, r)
     res["decisions"] = sorted({str(d) for d in jax_tmem.decisions()})
 
+    # The quantization alone (both operands, rowwise mxfp8): XLA's quantizer vs the fused kernel, in TB/s
+    # of bytes read + written (bf16 in, e4m3 + UE8M0 out) against the copy bandwidth.
+    qbytes = 2 * (m * k * 2 + m * k + m * k // 32)
+    qres = _race({
+        "fused_kernel": many(lambda a, b: (jax_tmem.quantize(a, "mxfp8", path="kernel"),
+                                           jax_tmem.quantize(b, "mxfp8", path="kernel"))),
+        "xla": many(lambda a, b: (jax_tmem.quantize(a, "mxfp8", path="xla"), jax_tmem.quantize(b, "mxfp8", path="xla"))),
+    }, (xs, ws), flops, r)
+    for key in ("fused_kernel", "xla"):
+        qres[f"{key}_tbps"] = qbytes / (qres[f"{key}_us"] * 1e-6) / 1e12
+    res["quantize"] = qres
+
     q = [jax_tmem.quantize(x[None], "mxfp8") for x in xs]
     qw = [jax_tmem.quantize(w[None], "mxfp8") for w in ws]
     e4 = [x.astype(jnp.float8_e4m3fn) for x in xs], [w.astype(jnp.float8_e4m3fn) for w in ws]
@@ -132,6 +144,9 @@ def main():
               f"{pq['jax_nn_scaled_matmul_tflops']:.0f}, our plain fp8 {pq['jax_tmem_fp8_tflops']:.0f}; ours / "
               f"scaled_matmul {pq['ratio_vs_jax_nn_scaled_matmul'][0]:.2f}, ours / fp8 "
               f"{pq['ratio_vs_jax_tmem_fp8'][0]:.2f}; errors {res['max_err_vs_float64_rel_to_sum_abs']}", flush=True)
+        qq = res["quantize"]
+        print(f"{size}^2 x 2 quantize (TB/s, read + written): fused kernel {qq['fused_kernel_tbps']:.2f}, XLA "
+              f"{qq['xla_tbps']:.2f} (copy {results['copy_tbps']:.2f})", flush=True)
         for key in pq:
             if key.startswith("config") and key.endswith("_tflops"):
                 print(f"   {key[:-7]}: {pq[key]:.0f} TFLOP/s", flush=True)

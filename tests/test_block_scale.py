@@ -309,3 +309,45 @@ def test_every_sm90_block_scaled_config(config, b, m, n, k, layout):
     err = np.abs(out - ref) / np.maximum(mag, 1e-30)
     assert np.isfinite(out).all() and err.max() <= 2e-4, f"config {config}: max error {err.max():.3g}"
     np.testing.assert_array_equal(run(), out)
+
+
+# ---- the fused quantize kernel (kernels/mx_quantize.cuh) ---------------------------------------------
+
+def test_quantize_paths_are_logged_and_checked():
+    """quantize records where it ran and why; path="kernel" without the CUDA kernel is a clear error."""
+    from jax_tmem.ops import block_scale as bs
+    x = _rand(3, (4, 64))
+    jax_tmem.clear_decisions()
+    jax_tmem.quantize(x, "mxfp8")
+    d = [d for d in jax_tmem.decisions() if d.op == "quantize"][-1]
+    assert d.path == "xla" and d.reason in (bs._quantize_kernel_target(bs.FORMATS["mxfp8"], x), bs.QUANTIZE_AUTO_PREFERS_XLA)
+    with pytest.raises(ValueError, match="path='bogus' is not supported"):
+        jax_tmem.quantize(x, "mxfp8", path="bogus")
+    with pytest.raises(ValueError, match='path="kernel": the fused quantize kernel writes mxfp8 / mxfp8_e5m2, not nvfp4'):
+        jax_tmem.quantize(x, "nvfp4", path="kernel")
+    if jax.default_backend() != "gpu":
+        with pytest.raises(ValueError, match=r'path="kernel": no GPU'):
+            jax_tmem.quantize(x, "mxfp8", path="kernel")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt", ["mxfp8", "mxfp8_e5m2"])
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16, jnp.float32], ids=["bf16", "f16", "f32"])
+@pytest.mark.parametrize("shape,axis", [((3, 200, 4096), -1), ((1, 96), -1), ((257, 160), 0)])
+def test_quantize_kernel_is_bit_identical_to_jax(fmt, dtype, shape, axis):
+    """The fused kernel's data and scales equal JAX's quantizer (the XLA path) bit for bit: magnitudes
+    spread over 2^-20..2^20 per block, an all-zero block, tails, any axis (moved last by XLA)."""
+    if block_scale._quantize_kernel_target(block_scale.FORMATS[fmt], jnp.zeros((1, 32), dtype)):
+        pytest.skip("no fused quantize kernel here")
+    rng = np.random.default_rng(seed_of("qk", fmt, str(np.dtype(dtype)), shape, axis))
+    x = rng.standard_normal(shape) * np.exp2(rng.integers(-20, 21, shape))
+    if np.dtype(dtype) == np.float16:
+        x = np.clip(x, -6e4, 6e4)
+    xm = np.moveaxis(x, axis, -1)
+    xm[..., :32] = 0.0  # an all-zero block (scale byte 0)
+    x = jnp.asarray(np.moveaxis(xm, -1, axis), dtype)
+    want = jax.jit(lambda v: jax_tmem.quantize(v, fmt, axis=axis, path="xla"))(x)
+    got = jax.jit(lambda v: jax_tmem.quantize(v, fmt, axis=axis, path="kernel"))(x)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_array_equal(_bytes(g), _bytes(w))

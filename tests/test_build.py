@@ -172,6 +172,18 @@ def test_block_scaled_kernels(sass, arch):
         assert "UBLKCP.S.G" in t and "UTMALDG.3D" in t, f"{f}: scale blocks (bulk copy) or tiles (TMA) not loaded"
 
 
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_100a", "sm_103a"])
+def test_fused_quantize_kernel_built(sass, arch):
+    """The fused MX quantize kernel (kernels/mx_quantize.cuh) is in every built arch: bf16 / f16 / f32 in,
+    e4m3 / e5m2 out, 16-byte vector loads and stores."""
+    if arch not in _ext.build_info()["cuda_archs"]:
+        pytest.skip(f"{arch} not built")
+    funcs = {f: t for f, t in _functions(_kernels_by_arch(sass)[arch]).items() if "mx_quantize_kernel" in f}
+    assert len(funcs) == 6, f"{arch}: expected 6 quantize kernels, got {sorted(funcs)}"
+    for f, t in funcs.items():
+        assert "LDG.E.128" in t and "STG.E.128" in t, f"{f}: no 16-byte loads / stores"
+
+
 def test_sm90_uses_wgmma(sass):
     if "sm_90a" not in _ext.build_info()["cuda_archs"]:
         pytest.skip("sm_90a not built")

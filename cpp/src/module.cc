@@ -279,6 +279,7 @@ NB_MODULE(_jax_tmem, m) {
     cpu["jax_tmem_gemm"] = encapsulate(JaxTmemCpuGemm);
 #if JAX_TMEM_HAS_CUDA
     cuda["jax_tmem_gemm"] = encapsulate(JaxTmemCudaGemm);
+    cuda["jax_tmem_quantize"] = encapsulate(JaxTmemCudaQuantize);
 #endif
     d["cpu"] = cpu;
     d["cuda"] = cuda;

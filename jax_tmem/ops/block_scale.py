@@ -1,5 +1,6 @@
 """Block-scaled formats: quantization, dequantization and the 128x4 scale layout (the reference
-semantics every block-scaled kernel is tested against; plain JAX, any backend).
+semantics every block-scaled kernel is tested against; plain JAX, any backend), and the way into the
+fused CUDA quantize kernel (``quantize(..., path="kernel")``, kernels/mx_quantize.cuh).
 
 Formats (``FORMATS``): MXFP8 (e4m3 data, or e5m2 for ``"mxfp8_e5m2"``, one UE8M0 scale per 32 values
 along the quantized axis), MXFP4 (e2m1 data, UE8M0 per 32) and NVFP4 (e2m1 data, UE4M3 per 16, plus a
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import jax
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
@@ -77,14 +79,48 @@ def _e8m0_value(q, dtype):
     return jnp.where(v == 0, jnp.float32(tiny), v).astype(dtype)
 
 
-def quantize(x, fmt, *, axis: int = -1, global_scale=None):
+def _quantize_kernel_target(f: Format, x) -> str:
+    """"" when the fused CUDA quantize kernel (cpp/include/jax_tmem/kernels/mx_quantize.cuh) takes this
+    call, else why not."""
+    from jax_tmem._core import ext as _ext  # ops -> _core (the reference code above needs no extension)
+    if f.name not in ("mxfp8", "mxfp8_e5m2"):
+        return f"the fused quantize kernel writes mxfp8 / mxfp8_e5m2, not {f.name}"
+    if np.dtype(x.dtype) not in (np.dtype(jnp.bfloat16), np.dtype(jnp.float16), np.dtype(jnp.float32)):
+        return f"the fused quantize kernel reads bfloat16, float16 or float32, not {np.dtype(x.dtype).name}"
+    if jax.default_backend() != "gpu":
+        return "no GPU (the fused quantize kernel is CUDA only)"
+    ok, why = _ext.ensure_registered("cuda")
+    return "" if ok else why
+
+
+def _quantize_ffi(x, f: Format, axis: int):
+    """The fused CUDA quantize kernel along ``axis`` (moved last and back by XLA if it is not last)."""
+    xm = jnp.moveaxis(x, axis, -1)
+    k = xm.shape[-1]
+    call = jax.ffi.ffi_call("jax_tmem_quantize", (jax.ShapeDtypeStruct(xm.shape, f.data),
+                                                   jax.ShapeDtypeStruct(xm.shape[:-1] + (k // f.block,), f.scale)))
+    data, scales = call(xm)
+    return jnp.moveaxis(data, -1, axis), jnp.moveaxis(scales, -1, axis)
+
+
+# Why path "auto" does not take the fused quantize kernel yet.
+QUANTIZE_AUTO_PREFERS_XLA = ("the fused quantize kernel has not yet been checked bit for bit against JAX's quantizer "
+                             "on a GPU (path='kernel' takes it)")
+
+
+def quantize(x, fmt, *, axis: int = -1, global_scale=None, path=None):
     """Quantizes ``x`` in blocks along ``axis``: returns ``(data, scales)`` with ``data`` of x's shape in
     the format's data type and ``scales`` of x's shape with ``axis`` divided by the block size (plain
     layout; :func:`swizzle_scales` gives the kernels' layout).
 
     fmt: "mxfp8" (e4m3), "mxfp8_e5m2", "mxfp4" or "nvfp4". global_scale: NVFP4's per-tensor float32
     scale (default 1.0, as ``jax.nn.get_scaled_dot_general_config("nvfp4")``); x is divided by it first.
+    path: "auto" / None (XLA today, see ``QUANTIZE_AUTO_PREFERS_XLA``), "xla", or "kernel": the fused CUDA
+    kernel (mxfp8 formats, bf16/f16/f32 x, one read of x; GPU only). The decision is logged.
     """
+    from jax_tmem._core import config as _config
+    if path not in (None, "auto", "kernel", "xla"):
+        raise ValueError(f"jax_tmem.quantize: path={path!r} is not supported; use 'auto', 'kernel' or 'xla' (or None)")
     f = get_format(fmt)
     x = jnp.asarray(x)
     if not jnp.issubdtype(x.dtype, jnp.floating):
@@ -98,6 +134,15 @@ def quantize(x, fmt, *, axis: int = -1, global_scale=None):
                          f"{f.block}; pad the quantized axis to a multiple of {f.block}")
     if global_scale is not None and not f.global_scale:
         raise ValueError(f"jax_tmem.quantize: global_scale is for nvfp4 only, not {f.name}")
+    problem = f"{np.dtype(x.dtype).name}{list(x.shape)} -> {f.name} along axis {axis}"
+    why = _quantize_kernel_target(f, x)
+    if path == "kernel":
+        if why:
+            raise ValueError(f'jax_tmem.quantize: path="kernel": {why}; use path="auto" (XLA)')
+        _config.record(_config.Decision("quantize", problem, "kernel", "cuda, jax_tmem_quantize", 'path "kernel"'))
+        return _quantize_ffi(x, f, axis)
+    _config.record(_config.Decision("quantize", problem, "xla", "jnp ops (JAX's quantizer)",
+                                    'path "xla"' if path == "xla" else (why or QUANTIZE_AUTO_PREFERS_XLA)))
     xm = jnp.moveaxis(x, axis, -1)
     shape = xm.shape
     xb = xm.reshape(shape[:-1] + (k // f.block, f.block))
