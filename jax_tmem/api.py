@@ -17,7 +17,7 @@ from jax import lax
 
 from jax_tmem._core import arch as _arch, canon as _canon, config as _config, dtypes as _dtypes
 from jax_tmem.ops import scaled_dot, scaled_gemm
-from jax_tmem.ops.gemm import ACTIVATIONS, Epilogue, common_dtype, gemm
+from jax_tmem.ops.gemm import ACTIVATIONS, Epilogue, apply_activation, common_dtype, gemm
 
 SUPPORTED_DTYPES = _dtypes.OPERAND_DTYPES  # the operand column of dtypes.def
 _SUPPORTED_NAMES = ", ".join(d.name for d in SUPPORTED_DTYPES)
@@ -68,10 +68,21 @@ def _allow_tf32(precision) -> bool:
     return precision == lax.Precision.DEFAULT
 
 
+def _quantize_configs(quantize, fn: str):
+    """``quantize=`` of dot_general / matmul as scaled_dot_general's configs: a format name ("mxfp8", ...)
+    or BlockScaleConfig for lhs, rhs and the gradient alike, or a list of 2-3 of them."""
+    if isinstance(quantize, (list, tuple)):
+        if len(quantize) not in (2, 3):
+            raise ValueError(f"jax_tmem.{fn}: quantize must be a format name, a jax.nn.BlockScaleConfig, or a list of "
+                             f"2-3 of them ([lhs, rhs] or [lhs, rhs, grad]), got {len(quantize)}")
+        return list(quantize)
+    return [quantize] * 3
+
+
 # ---- public API -------------------------------------------------------------------------------
 
 def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None, *,
-                path: Optional[str] = None, **kwargs: Any):
+                path: Optional[str] = None, quantize=None, **kwargs: Any):
     """A drop-in for :func:`jax.lax.dot_general` that runs jax_tmem's kernels where they apply.
 
     Contracting and batch dims may sit anywhere: they become operand majorness (K-major or MN-major)
@@ -80,10 +91,16 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     ...) are accepted; ``out_sharding`` must be None (use ``jax.shard_map`` for sharded GEMMs).
     Operands of other dtypes (integers, float64, complex) go to ``lax.dot_general`` unchanged.
 
+    ``quantize``: None, or a block-scaled format ("mxfp8", "mxfp8_e5m2", "mxfp4", "nvfp4", a
+    ``jax.nn.BlockScaleConfig``, or ``[lhs, rhs(, grad)]``): both operands are quantized on the fly along
+    the contraction and multiplied by :func:`scaled_dot_general` (its backward recipe too; ``precision``
+    does not apply).
+
     Example::
 
         y = jax_tmem.dot_general(x, w, (((x.ndim - 1,), (0,)), ((), ())))
         nn.Dense(128, dot_general=jax_tmem.dot_general)
+        y8 = jax_tmem.dot_general(x, w, (((1,), (0,)), ((), ())), quantize="mxfp8")
     """
     if kwargs.get("out_sharding") is not None:
         raise ValueError("jax_tmem.dot_general: out_sharding is not supported; run it under jax.shard_map")
@@ -100,6 +117,12 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
         return lax.dot_general(lhs, rhs, dimension_numbers, precision=precision,
                                preferred_element_type=preferred_element_type)
     _check_dims(lhs, rhs, lc, rc, lb, rb)
+    if quantize is not None:
+        if preferred_element_type is None:
+            dt = common_dtype(lhs.dtype, rhs.dtype)
+            preferred_element_type = dt if dt in _arch.OUT_TYPES else np.dtype("bfloat16")
+        return scaled_dot_general(lhs, rhs, ((lc, rc), (lb, rb)), preferred_element_type,
+                                  _quantize_configs(quantize, "dot_general"), path=path)
     if preferred_element_type is None:
         out_dtype = common_dtype(lhs.dtype, rhs.dtype)
         if out_dtype not in _arch.OUT_TYPES:  # fp8 result: what lax would give; kernels don't write fp8
@@ -150,7 +173,7 @@ def _promote_pair(lhs, rhs):
 
 
 def matmul(a, b, *, bias=None, activation: Optional[str] = None, out_dtype=None, alpha: float = 1.0,
-           c=None, precision=None, path: Optional[str] = None):
+           c=None, precision=None, path: Optional[str] = None, quantize=None):
     """``jnp.matmul`` with a fused epilogue: ``act(alpha * (a @ b) + bias) + c``.
 
     Shapes: ``(..., M, K) @ (K, N)``, ``(B, M, K) @ (B, K, N)`` (batch dims broadcast like jnp.matmul;
@@ -168,6 +191,9 @@ def matmul(a, b, *, bias=None, activation: Optional[str] = None, out_dtype=None,
       c: optional array of the output's shape and dtype, added last (accumulate into an existing output).
       precision: as in ``jnp.matmul``; float32 runs as tf32 only for DEFAULT precision.
       path: "auto", "kernel" or "xla" for this call (default: see ``jax_tmem.use_path``).
+      quantize: None, or a block-scaled format as in :func:`dot_general`: a and b are quantized on the fly
+        along K and multiplied by :func:`scaled_dot_general` (f32 accumulation); the epilogue (alpha,
+        bias, activation, c) then runs in XLA on the f32 product.
 
     Example::
 
@@ -235,6 +261,17 @@ def matmul(a, b, *, bias=None, activation: Optional[str] = None, out_dtype=None,
         if c.shape != want or np.dtype(c.dtype) != out_dtype:
             raise ValueError(f"jax_tmem.matmul: c must have the output's shape {want} and dtype {out_dtype}, "
                              f"got {c.shape} {c.dtype}")
+    if quantize is not None:
+        if None in dn[1][0]:  # a 2-D a against a batched b: scaled_dot_general takes paired batch dims
+            nbd = len(dn[1][0])
+            a = jnp.broadcast_to(a, b.shape[:nbd] + a.shape)
+            dn = (((nbd + 1,), (nbd,)), (tuple(range(nbd)), tuple(range(nbd))))
+        y = scaled_dot_general(a, b, dn, jnp.float32, _quantize_configs(quantize, "matmul"), path=path)
+        y = apply_activation(float(alpha) * y + (bias if bias is not None else 0.0), activation)
+        y = (y if c is None else y + c.astype(jnp.float32)).astype(out_dtype)
+        for ax in squeeze:
+            y = jnp.squeeze(y, axis=ax)
+        return y
     requested = path or _config.current_path()
     epi = Epilogue(activation=activation, alpha=float(alpha), has_bias=bias is not None, has_c=c is not None)
     y = gemm(a, b, bias, c, dn, out_dtype, epi, requested, _allow_tf32(precision), -1)

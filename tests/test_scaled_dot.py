@@ -136,3 +136,42 @@ def test_bad_input_raises_with_the_fix():
     with pytest.raises(ValueError, match="NVFP4 global scale other than a concrete 1.0"):
         cfg = jax.nn.get_scaled_dot_general_config("nvfp4", jnp.array([0.5], jnp.float32))
         jax_tmem.scaled_dot_general(x, w, dn, configs=[cfg] * 3)
+
+
+# ---- the quantize= option of dot_general / matmul --------------------------------------------------
+
+def test_dot_general_and_matmul_quantize_on_the_fly():
+    """dot_general(quantize=fmt) is scaled_dot_general with that format for lhs, rhs and the gradient
+    (bit for bit, any dimension numbers, its backward too); matmul(quantize=fmt) adds its epilogue (alpha,
+    bias, activation, c) in f32 on the product; bad values say what to pass."""
+    rng = np.random.default_rng(7)
+    x = jnp.asarray(rng.standard_normal((3, 64, 20)), jnp.bfloat16)  # (B, K, M): K not last
+    w = jnp.asarray(rng.standard_normal((3, 24, 64)), jnp.bfloat16)  # (B, N, K)
+    dn = (((1,), (2,)), ((0,), (0,)))
+    got = jax.jit(lambda a, b: jax_tmem.dot_general(a, b, dn, quantize="mxfp8"))(x, w)
+    want = jax.jit(lambda a, b: jax_tmem.scaled_dot_general(a, b, dn, jnp.bfloat16, configs=["mxfp8"] * 3))(x, w)
+    assert got.dtype == jnp.bfloat16 and got.shape == (3, 20, 24)
+    np.testing.assert_array_equal(np.asarray(got, np.float32), np.asarray(want, np.float32))
+    g1 = jax.grad(lambda a: jnp.sum(jax_tmem.dot_general(a, w, dn, preferred_element_type=jnp.float32,
+                                                          quantize="mxfp8") ** 2))(x)
+    g2 = jax.grad(lambda a: jnp.sum(jax_tmem.scaled_dot_general(a, w, dn, jnp.float32, configs=["mxfp8"] * 3) ** 2))(x)
+    np.testing.assert_array_equal(np.asarray(g1, np.float32), np.asarray(g2, np.float32))
+
+    a = jnp.asarray(rng.standard_normal((2, 16, 96)), jnp.bfloat16)
+    b = jnp.asarray(rng.standard_normal((96, 40)), jnp.bfloat16)
+    bias = jnp.asarray(rng.standard_normal((40,)), jnp.float32)
+    c = jnp.asarray(rng.standard_normal((2, 16, 40)), jnp.bfloat16)
+    y = jax_tmem.matmul(a, b, bias=bias, activation="relu", alpha=0.5, c=c, quantize="mxfp8")
+    p = jax_tmem.scaled_dot_general(a, b, (((2,), (0,)), ((), ())), jnp.float32, configs=["mxfp8"] * 3)
+    ref = (jnp.maximum(0.5 * p + bias, 0) + c.astype(jnp.float32)).astype(jnp.bfloat16)
+    np.testing.assert_array_equal(np.asarray(y, np.float32), np.asarray(ref, np.float32))
+    # a 2-D a against a batched b
+    bb = jnp.asarray(rng.standard_normal((2, 96, 40)), jnp.bfloat16)
+    y2 = jax_tmem.matmul(a[0], bb, quantize="mxfp8", out_dtype=jnp.float32)
+    ref2 = jax_tmem.scaled_dot_general(jnp.broadcast_to(a[0], (2, 16, 96)), bb, (((2,), (1,)), ((0,), (0,))),
+                                       jnp.float32, configs=["mxfp8"] * 3)
+    np.testing.assert_array_equal(np.asarray(y2), np.asarray(ref2))
+    with pytest.raises(ValueError, match="list of 2-3 of them"):
+        jax_tmem.dot_general(x, w, dn, quantize=["mxfp8"])
+    with pytest.raises(ValueError, match="not a block-scaled format"):
+        jax_tmem.matmul(a, b, quantize="int4")
