@@ -29,6 +29,10 @@ if [ "${JT_BENCH_BS:-1}" = 1 ]; then  # the block-scaled GEMM against jax.nn.sca
   timeout ${JT_BENCH_BS_TIMEOUT:-150} python3 -P benchmarks/bench_block_scaled.py --out "$OUT_DIR" ${JT_BENCH_BS_ARGS:-} > "$OUT_DIR/bench_block_scaled.log" 2>&1 || status=1
   grep -v "^   jax" "$OUT_DIR/bench_block_scaled.log"
 fi
+if [ "${JT_BENCH_DECODE:-0}" = 1 ]; then  # decode steps of the 8B / 70B layer GEMMs (issue 15)
+  timeout ${JT_BENCH_DECODE_TIMEOUT:-300} python3 -P benchmarks/bench_decode.py --out "$OUT_DIR" ${JT_BENCH_DECODE_ARGS:-} > "$OUT_DIR/bench_decode.log" 2>&1 || status=1
+  cat "$OUT_DIR/bench_decode.log"
+fi
 if [ -n "${JT_CONFIG_SWEEP:-}" ]; then  # the kernel menu, paired with jnp.dot round by round
   timeout ${JT_SWEEP_TIMEOUT:-240} python3 -P benchmarks/sweep_configs.py --shapes "${JT_SWEEP_SHAPES:-0,1,2,4}" --configs "$JT_CONFIG_SWEEP" --rounds "${JT_SWEEP_ROUNDS:-5}" --out /tmp/jt_sweep > "$OUT_DIR/config_sweep.log" 2>&1 || status=1
   cat "$OUT_DIR/config_sweep.log"
