@@ -54,6 +54,7 @@ inline epilogue::KernelParams kernel_params(const GemmLaunch& L) {
   prm.sfa_batch = p.sf_vec ? p.sf_per_batch(p.m) : 0;
   prm.sfb_batch = p.sf_vec ? p.sf_per_batch(p.n) : 0;
   prm.sf_col_blocks = p.sf_vec ? static_cast<int>((p.k / p.sf_vec + 3) / 4) : 0;
+  prm.sf_layout = p.sf_layout;
   return prm;
 }
 

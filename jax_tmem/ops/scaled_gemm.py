@@ -108,9 +108,9 @@ def scaled_matmul_ffi(lhs, rhs, lhs_scales, rhs_scales, out_dtype, block: int, l
 
 
 def kernel_target(fa, fb) -> tuple[str, str]:
-    """Where the custom call would run a (fa x fb) block-scaled GEMM in this process: ("cuda <arch>", "")
-    on a GPU with a block-scaled kernel (sm_90a wgmma; sm_100a/sm_103a tcgen05, never run on Blackwell), ("cpu reference handler", why auto does not take it) without a
-    GPU, or ("", why not) when it cannot run."""
+    """Where the custom call would run a (fa x fb) block-scaled GEMM in this process: ("cuda <arch>", "") on
+    a GPU with a block-scaled kernel (sm_90a wgmma; sm_100a/sm_103a tcgen05, never run on Blackwell),
+    ("cpu reference handler", why "auto" does not take it) without a GPU, or ("", why not)."""
     if fa.name not in KERNEL_FORMATS or fb.name not in KERNEL_FORMATS:
         return "", f"the custom call takes {' and '.join(KERNEL_FORMATS)} operands, not {fa.name} x {fb.name}"
     if jax.default_backend() == "gpu":

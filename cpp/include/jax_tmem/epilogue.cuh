@@ -37,13 +37,14 @@ struct KernelParams {
   float* ws;
   int ws_ld;
   int splits;
-  // Block-scaled kernels only (GemmProblem::sf_vec > 0; the sm_100a kernel reads the 128x4 layout): the
-  // UE8M0 scales of A and B, bytes between batches (0: broadcast) and 4-column groups per 128 rows
-  // (ceil(K / sf_vec / 4)). Null / 0 otherwise.
+  // Block-scaled kernels only (GemmProblem::sf_vec > 0): the UE8M0 scales of A and B, bytes between
+  // batches, 4-column groups per 128 rows (ceil(K / sf_vec / 4)) and the layout (GemmProblem::sf_layout:
+  // 0 plain, 1 the 128x4 tiles; the sm_100a kernel reads 1 only). Null / 0 otherwise.
   const uint8_t* sfa;
   const uint8_t* sfb;
   int64_t sfa_batch, sfb_batch;
   int sf_col_blocks;
+  int sf_layout;
 };
 
 __device__ __forceinline__ float load_out(const void* base, int32_t t, int64_t idx) {

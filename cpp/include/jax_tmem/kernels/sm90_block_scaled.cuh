@@ -31,15 +31,6 @@
 
 namespace jax_tmem::sm90 {
 
-// Where the block scales are (GemmProblem::sf_index; bytes, UE8M0).
-struct ScaleParams {
-  const uint8_t* sfa;
-  const uint8_t* sfb;
-  int64_t sfa_batch, sfb_batch;  // bytes between batches; 0: the operand is broadcast over the batch
-  int cols;                      // K / 32: scale columns of a row
-  int layout;                    // 0: plain row-major (rows, cols); 1: the 128x4 tiles
-};
-
 // kOrdered: the two consumer warpgroups take turns on the tensor cores, so that one promotes while the
 // other's wgmma runs: warpgroup 1 issues block j's wgmma once warpgroup 0's has completed, warpgroup 0
 // issues block j + 1's once warpgroup 1's has (named barriers kTurnBarrier + w, bar.arrive / bar.sync).
@@ -71,11 +62,11 @@ __device__ __forceinline__ float ue8m0_to_float(uint32_t e) {
 // (0 past the last row). Plain layout: rows of cols % 4 == 0 bytes (the launcher checks; Python passes
 // other plain scales in the 128x4 layout); 128x4 tiles: rows padded to 128 and columns to 4.
 // (Fetched for every row of a stage before any is used: the loads are in flight together.)
-__device__ __forceinline__ uint32_t fetch_scale_quad(const uint8_t* base, const ScaleParams& s, int64_t r,
+__device__ __forceinline__ uint32_t fetch_scale_quad(const uint8_t* base, int layout, int cols, int64_t r,
                                                      int64_t rows, int c0) {
   if (r >= rows) return 0u;
-  const int64_t idx = s.layout == 1 ? ((r >> 7) * ((s.cols + 3) >> 2) + (c0 >> 2)) * 512 + (r & 31) * 16 + (r & 127) / 32 * 4
-                                    : r * s.cols + c0;
+  const int64_t idx = layout == 1 ? ((r >> 7) * ((cols + 3) >> 2) + (c0 >> 2)) * 512 + (r & 31) * 16 + (r & 127) / 32 * 4
+                                  : r * cols + c0;
   return __ldg(reinterpret_cast<const uint32_t*>(base + idx));
 }
 
@@ -105,7 +96,7 @@ __device__ __forceinline__ void promote(float (&acc)[N / 2], const float (&t)[N 
 template <class C>
 __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     sm90_block_scaled_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b,
-                             const Params p, const ScaleParams s) {
+                             const __grid_constant__ CUtensorMap /*tma_out: unused*/, const Params p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace jax_tmem::ptx;
   uint8_t* smem = aligned_dynamic_smem();
@@ -159,12 +150,13 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     } else {
       // ---------------- scale loaders: warp w takes k-blocks i with i % 3 == w - 1 ----------------
       PipelineState<C::kStages> st;
+      const int cols = p.k / 32;  // scale columns of a row
       int i = 0;
       for (int t = blockIdx.x; t < num_tiles; t += gridDim.x) {
         const sched::TileCoord tc = scheduler.coord(t);
         const int64_t m0 = int64_t(tc.m_blk) * C::BLOCK_M, n0 = int64_t(tc.n_blk) * C::BLOCK_N;
-        const uint8_t* sfa = s.sfa + (p.a_batched ? tc.batch * s.sfa_batch : 0);
-        const uint8_t* sfb = s.sfb + (p.b_batched ? tc.batch * s.sfb_batch : 0);
+        const uint8_t* sfa = p.sfa + (p.a_batched ? tc.batch * p.sfa_batch : 0);
+        const uint8_t* sfb = p.sfb + (p.b_batched ? tc.batch * p.sfb_batch : 0);
         for (int kb = 0; kb < k_blocks; ++kb, ++i, st.advance()) {
           if (i % C::kLoaderWarps != warp - 1) continue;
           mbarrier_wait(&empty[st.stage], st.phase ^ 1u);
@@ -172,15 +164,15 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
           const int c0 = kb * C::SF_BLOCKS;
           uint32_t wa[C::BLOCK_M / 32], wb[C::BLOCK_N / 32];
 #pragma unroll
-          for (int j = 0; j < C::BLOCK_M / 32; ++j) wa[j] = fetch_scale_quad(sfa, s, m0 + lane + 32 * j, p.m, c0);
+          for (int j = 0; j < C::BLOCK_M / 32; ++j) wa[j] = fetch_scale_quad(sfa, p.sf_layout, cols, m0 + lane + 32 * j, p.m, c0);
 #pragma unroll
-          for (int j = 0; j < C::BLOCK_N / 32; ++j) wb[j] = fetch_scale_quad(sfb, s, n0 + lane + 32 * j, p.n, c0);
+          for (int j = 0; j < C::BLOCK_N / 32; ++j) wb[j] = fetch_scale_quad(sfb, p.sf_layout, cols, n0 + lane + 32 * j, p.n, c0);
 #pragma unroll
           for (int j = 0; j < C::BLOCK_M / 32; ++j)
-            store_scale_quad(wa[j], m0 + lane + 32 * j < p.m, c0, s.cols, dst_a + 4 * (lane + 32 * j), C::BLOCK_M);
+            store_scale_quad(wa[j], m0 + lane + 32 * j < p.m, c0, cols, dst_a + 4 * (lane + 32 * j), C::BLOCK_M);
 #pragma unroll
           for (int j = 0; j < C::BLOCK_N / 32; ++j)
-            store_scale_quad(wb[j], n0 + lane + 32 * j < p.n, c0, s.cols, dst_b + 4 * (lane + 32 * j), C::BLOCK_N);
+            store_scale_quad(wb[j], n0 + lane + 32 * j < p.n, c0, cols, dst_b + 4 * (lane + 32 * j), C::BLOCK_N);
           mbarrier_arrive(&full[st.stage]);  // release: the consumers' wait orders these stores
         }
       }
