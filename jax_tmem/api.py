@@ -290,6 +290,11 @@ def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, preferred_element_type=jnp.f
     NVFP4 operands may carry their per-tensor float32 ``*_global_scale``. Returns ``(B, M, N)`` of
     ``preferred_element_type`` (float32, bfloat16 or float16), accumulated in float32.
 
+    Weight-only (an extension of JAX's signature): ``lhs_scales=None`` with a bfloat16 / float16 /
+    float32 ``lhs``: ``lhs @ dequantize(rhs).T`` (times ``rhs_global_scale``). With a bfloat16 lhs and
+    mxfp4 / nvfp4 weights on a GPU, "auto" runs the weight-only 4-bit kernel up to 64 lhs rows (a
+    decode step's GEMMs: the packed weights are read once and widened on chip), else XLA.
+
     ``path``: "auto" (default) and "xla" run the reference semantics through XLA (exact bf16
     dequantization, one dot with f32 accumulation); "kernel" runs the jax_tmem custom call with the
     scales as operands (mxfp8 / mxfp8_e5m2): the block-scaled wgmma kernel on an sm_90a GPU, the C++
@@ -301,9 +306,12 @@ def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, preferred_element_type=jnp.f
         xq, xs = jax_tmem.quantize(x, "mxfp8")     # x (B, M, K)
         wq, ws = jax_tmem.quantize(w, "mxfp8")     # w (B, N, K)
         y = jax_tmem.scaled_matmul(xq, wq, xs, ws, jnp.bfloat16)
+        wq, ws = jax_tmem.quantize(w, "nvfp4")     # 4-bit weights, bf16 activations:
+        y = jax_tmem.scaled_matmul(x, wq, None, ws, jnp.bfloat16)
     """
     lhs, rhs = _check_array(lhs, "lhs"), _check_array(rhs, "rhs")
-    lhs_scales, rhs_scales = _check_array(lhs_scales, "lhs_scales"), _check_array(rhs_scales, "rhs_scales")
+    lhs_scales = None if lhs_scales is None else _check_array(lhs_scales, "lhs_scales")
+    rhs_scales = _check_array(rhs_scales, "rhs_scales")
     _check_path(path)
     return scaled_gemm.scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, np.dtype(preferred_element_type),
                                      lhs_global_scale, rhs_global_scale, path=path or "auto")

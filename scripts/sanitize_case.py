@@ -65,4 +65,20 @@ if scaled_gemm.kernel_target(fm, fm)[0].startswith("cuda"):
                 err = float(np.abs(np.asarray(out, np.float64) - ref).max() / np.abs(ref).max())
                 print("block-scaled", (bt, m, n, k), "layout", layout, "config", cfg, "rel err", err, flush=True)
                 assert err < 1e-4
+# The weight-only 4-bit kernel (kernels/w4_gemm.cuh): every token-tile width (M 1, 16, 24 / 40 over grid.y),
+# N and K tails (K = 160: a 128-chunk and one block), MXFP4 and NVFP4 with its global scale, a batch.
+fw = block_scale.get_format("mxfp4")
+if scaled_gemm.kernel_target(None, fw, jnp.bfloat16, 64)[0].startswith("cuda"):
+    for (bt, m, n, k, fmt) in [(1, 1, 136, 160, "mxfp4"), (2, 16, 72, 256, "nvfp4"), (1, 24, 40, 512, "mxfp4"),
+                               (1, 40, 264, 96, "nvfp4")]:
+        x = jnp.asarray(rng.standard_normal((bt, m, k)), "bfloat16")
+        gs = 0.75 if fmt == "nvfp4" else None
+        wq, ws = jax_tmem.quantize(jnp.asarray(rng.standard_normal((bt, n, k)), "float32"), fmt, global_scale=gs)
+        ref = np.einsum("bmk,bnk->bmn", np.asarray(x, np.float64),
+                        np.asarray(jax_tmem.dequantize(wq, ws, global_scale=gs), np.float64))
+        out = jax.jit(lambda *a: scaled_gemm.scaled_matmul_ffi(*a, jnp.float32, block_scale.get_format(fmt).block,
+                                                               global_scale=gs))(x, wq, None, ws)
+        err = float(np.abs(np.asarray(out, np.float64) - ref).max() / np.abs(ref).max())
+        print("weight-only", fmt, (bt, m, n, k), "rel err", err, flush=True)
+        assert err < 1e-4
 print("sanitize sweep done")

@@ -184,6 +184,20 @@ def test_fused_quantize_kernel_built(sass, arch):
         assert "LDG.E.128" in t and "STG.E.128" in t, f"{f}: no 16-byte loads / stores"
 
 
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_100a", "sm_103a"])
+def test_weight_only_4bit_kernel_built(sass, arch):
+    """The weight-only 4-bit GEMM (kernels/w4_gemm.cuh) is in every built arch: 10 distinct (token tiles,
+    rows per warp, chunks per step) instances (cpp/src/w4_gemm.cu) x MXFP4 / NVFP4 x 3 output types, each streaming the packed weights with 16-byte loads,
+    widening them with byte permutes and multiplying with bf16 mma.sync (HMMA.16816.F32.BF16)."""
+    if arch not in _ext.build_info()["cuda_archs"]:
+        pytest.skip(f"{arch} not built")
+    funcs = {f: t for f, t in _functions(_kernels_by_arch(sass)[arch]).items() if "w4_gemm_kernel" in f}
+    assert len(funcs) == 60, f"{arch}: expected 60 weight-only kernels, got {len(funcs)}"
+    for f, t in funcs.items():
+        assert "HMMA.16816.F32.BF16" in t, f"{f}: no bf16 mma.sync"
+        assert "PRMT" in t and "LDG.E.NA.128" in t, f"{f}: no byte-permute widening or streaming 16-byte loads"
+
+
 def test_sm90_uses_wgmma(sass):
     if "sm_90a" not in _ext.build_info()["cuda_archs"]:
         pytest.skip("sm_90a not built")

@@ -14,10 +14,11 @@
 namespace jax_tmem {
 
 // An element of any table type as float, through the generic decoder of host_convert.h (which reads
-// the format from the type's name, once per operand); float32 and bfloat16 directly. Whole-byte types
-// only (the dense GEMM's operands and outputs; validate() refuses the rest before any load).
+// the format from the type's name, once per operand); float32 and bfloat16 directly. 4-bit types are
+// packed two per byte, element 2i in the low nibble (XLA's E(4) layout, on the CPU as on the GPU).
 float load_as_float(const void* base, const host::Format& f, int64_t idx) {
   switch (f.bits) {
+    case 4: return host::decode(f, (static_cast<const uint8_t*>(base)[idx / 2] >> (4 * (idx & 1))) & 0xF);
     case 8: return host::decode(f, static_cast<const uint8_t*>(base)[idx]);
     case 16:
       if (f.kind == host::Format::kIeee && f.e == 8) return host::bf16_to_float(static_cast<const uint16_t*>(base)[idx]);
@@ -51,6 +52,7 @@ Acc load_as(const void* base, const host::Format& f, int64_t idx) {
 struct BlockScales {
   const void* sfa = nullptr;
   const void* sfb = nullptr;
+  float global = 1.0f;  // the scale operand (NVFP4's global scale)
 };
 
 template <typename Acc>
@@ -99,7 +101,7 @@ void cpu_gemm(const GemmProblem& p, const void* a, const void* b, const float* b
         // Epilogue: y = act(alpha * acc + bias) + c
         for (int64_t i = 0; i < mb; ++i)
           for (int64_t j = 0; j < nb; ++j) {
-            float v = p.alpha * static_cast<float>(acc[i * kBlockN + j]);
+            float v = p.alpha * sf.global * static_cast<float>(acc[i * kBlockN + j]);
             if (bias) v += bias[n0 + j];
             v = apply_activation(v, p.activation);
             const int64_t o = (bi * p.m + m0 + i) * p.n + n0 + j;
@@ -122,7 +124,8 @@ ffi::Error cpu_gemm_handler(ffi::RemainingArgs args, ffi::Result<ffi::AnyBuffer>
   const void* b = in[static_cast<int>(Role::kB)];
   const float* bias = static_cast<const float*>(in[static_cast<int>(Role::kBias)]);
   const void* c = in[static_cast<int>(Role::kC)];
-  const BlockScales sf{in[static_cast<int>(Role::kSFA)], in[static_cast<int>(Role::kSFB)]};
+  const float* gs = static_cast<const float*>(in[static_cast<int>(Role::kScale)]);
+  const BlockScales sf{in[static_cast<int>(Role::kSFA)], in[static_cast<int>(Role::kSFB)], gs ? *gs : 1.0f};
   if (p.a_type == DType::kS8)
     cpu_gemm<int32_t>(p, a, b, bias, c, out->untyped_data());  // int8 takes no block scales (validate)
   else

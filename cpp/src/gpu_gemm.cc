@@ -68,7 +68,9 @@ ffi::Error cuda_gemm_handler(cudaStream_t stream, ffi::RemainingArgs args, ffi::
   L.device = dev;
   L.stream = stream;
   std::string msg;
-  if (info.cc == 90) {
+  if (L.p.weight_only()) {  // plain CUDA (mma.sync), compiled for every built arch
+    msg = w4_gemm_launch(L);
+  } else if (info.cc == 90) {
 #if JAX_TMEM_HAS_SM90
     msg = sm90_gemm_launch(L);
 #else

@@ -14,6 +14,12 @@ than that XLA path (``AUTO_PREFERS_XLA``; docs/PERF.md), and the Blackwell kerne
 JAX_TMEM_ENABLE_SM100=1. Only the byte-per-element MX formats (mxfp8, mxfp8_e5m2) take the kernel path;
 the 4-bit formats run XLA. Each call records its decision with the reason (``JAX_TMEM_LOG=1``,
 ``jax_tmem.decisions()``).
+
+Weight-only (``lhs_scales=None``): a high-precision lhs times a block-scaled rhs (the decode GEMM of a
+model served with MXFP4 / NVFP4 weights): ``out = lhs @ dequantize(rhs).T * rhs_global_scale``. With a
+bfloat16 lhs and mxfp4 / nvfp4 weights the custom call runs the weight-only 4-bit kernel
+(kernels/w4_gemm.cuh: the packed weights read once, widened to bf16 on chip, mma.sync; every built
+arch, the sm_100a/sm_103a build never run) with the roles a, b, sfb (and scale: the global scale).
 """
 
 from __future__ import annotations
@@ -27,6 +33,10 @@ from jax_tmem._core import arch as _arch, config as _config, ext as _ext
 from jax_tmem.ops import block_scale
 
 KERNEL_FORMATS = ("mxfp8", "mxfp8_e5m2")  # whole-byte elements: what the custom call takes today
+W4_FORMATS = ("mxfp4", "nvfp4")  # weight-only (lhs_scales=None) with a bfloat16 lhs: kernels/w4_gemm.cuh
+# "auto" takes the weight-only kernel up to this many lhs rows: H200, 2026-11-23 (docs/PERF.md): 1.85-6.5x
+# XLA's dequantize + bf16 GEMM at M <= 64, 0.55-0.59x at M = 256 (the kernel re-reads the weights per 32 tokens)
+W4_AUTO_MAX_M = 64
 # Why "auto" does not take the sm_90a block-scaled kernel yet: measured slower than XLA's path.
 AUTO_PREFERS_XLA = ("the sm_90a block-scaled kernel (path='kernel') is slower than XLA's bf16 GEMM of the exactly "
                     "dequantized operands today (H200, 2026-11-23: 379 vs 598 TFLOP/s at 8192^3, docs/PERF.md)")
@@ -49,6 +59,15 @@ def plan(lhs_shape, rhs_shape, lhs_dtype, rhs_dtype, lhs_scales, rhs_scales, out
                         "or float16")
     fmts, plain = [], []
     for name, rows, dt, sc in (("lhs", m, lhs_dtype, lhs_scales), ("rhs", n, rhs_dtype, rhs_scales)):
+        if sc is None:  # weight-only: a high-precision lhs
+            if name == "rhs":
+                raise ValueError("jax_tmem.scaled_matmul: rhs_scales is None; the rhs must be block-scaled")
+            if not jnp.issubdtype(dt, jnp.floating) or np.dtype(dt).itemsize < 2:
+                raise TypeError(f"jax_tmem.scaled_matmul: lhs_scales=None (weight-only) takes a bfloat16, float16 or "
+                                f"float32 lhs, got {np.dtype(dt).name}; quantized lhs data needs its lhs_scales")
+            fmts.append(None)
+            plain.append(None)
+            continue
         sc_shape = tuple(sc.shape)
         if len(sc_shape) == 5:  # pre-swizzled (B, rows/128, cols/4, 32, 16): the column count from K
             cands = [f for f in block_scale.FORMATS.values()
@@ -75,13 +94,15 @@ def scaled_matmul_xla(lhs, rhs, lhs_scales, rhs_scales, out_dtype, lhs_global_sc
     two, or an e2m1 element times a UE4M3 scale: <= 6 bits) is exact in bfloat16 (f32's exponent range),
     so the operands are dequantized to bfloat16 and multiplied by the tensor cores with f32 accumulation,
     as jax.nn.scaled_matmul does on Hopper; with global scales (arbitrary f32) in float32 (HIGHEST)."""
-    exact_bf16 = lhs_global_scale is None and rhs_global_scale is None
+    weight_only = lhs_scales is None
+    exact_bf16 = (lhs_global_scale is None and rhs_global_scale is None
+                  and (not weight_only or np.dtype(lhs.dtype) == np.dtype(jnp.bfloat16)))
     dt = jnp.bfloat16 if exact_bf16 else jnp.float32
     # NOTE: the quantized data must be what is multiplied: when the quantization is in the same program
     # (scaled_dot_general), XLA's excess-precision simplification may fold x -> f8 -> f32 into x, which
     # multiplies the unquantized values (seen on the H200, 2026-11-23: 3.7 % off the quantized product).
     lhs, rhs = lax.optimization_barrier((lhs, rhs))
-    a = block_scale.dequantize(lhs, lhs_scales, global_scale=lhs_global_scale, dtype=dt)
+    a = lhs.astype(dt) if weight_only else block_scale.dequantize(lhs, lhs_scales, global_scale=lhs_global_scale, dtype=dt)
     b = block_scale.dequantize(rhs, rhs_scales, global_scale=rhs_global_scale, dtype=dt)
     y = lax.dot_general(a, b, (((2,), (2,)), ((0,), (0,))),
                         precision=lax.Precision.DEFAULT if exact_bf16 else lax.Precision.HIGHEST,
@@ -89,29 +110,46 @@ def scaled_matmul_xla(lhs, rhs, lhs_scales, rhs_scales, out_dtype, lhs_global_sc
     return y.astype(out_dtype)
 
 
-def scaled_matmul_ffi(lhs, rhs, lhs_scales, rhs_scales, out_dtype, block: int, layout: int = 0, config: int = -1):
+def scaled_matmul_ffi(lhs, rhs, lhs_scales, rhs_scales, out_dtype, block: int, layout: int = 0, config: int = -1,
+                      global_scale=None):
     """The jax_tmem GEMM custom call with block scales: (B, M, K) x (B, N, K), both K-major, scales plain
     (B, rows, K / block) (``layout`` 0) or in the 128x4 tiles of ``swizzle_scales`` (``layout`` 1), in role
-    order a, b, sfa, sfb. ``config`` (private, benchmarks): the sm_90a kernel's configuration
+    order a, b, sfa, sfb, scale. ``lhs_scales=None``: the weight-only GEMM (no sfa), ``global_scale`` its
+    float32 scalar. ``config`` (private, benchmarks): the sm_90a kernel's configuration
     (cpp/src/sm90_block_scaled.cu), -1 its heuristic."""
     b, m, k = lhs.shape
     n = rhs.shape[1]
     for platform in ("cpu", "cuda"):
         _ext.ensure_registered(platform)
     out_types = (jax.ShapeDtypeStruct((b, m, n), np.dtype(out_dtype)), jax.ShapeDtypeStruct((1,), np.float32))
-    call = jax.ffi.ffi_call("jax_tmem_gemm", out_types)
-    attrs = _ext.gemm_attrs(["a", "b", "sfa", "sfb"], batch=b, m=m, n=n, k=k, a_mn_major=False, b_mn_major=False,
+    # vmap runs one call per batch element (the call's attributes hold the shapes); jax.vmap over the
+    # (B, M, K) batch axis of scaled_matmul itself is the fast way.
+    call = jax.ffi.ffi_call("jax_tmem_gemm", out_types, vmap_method="sequential")
+    roles, args = ["a", "b"], [lhs, rhs]
+    if lhs_scales is not None:
+        roles.append("sfa"), args.append(lhs_scales)
+    roles.append("sfb"), args.append(rhs_scales)
+    if global_scale is not None:
+        roles.append("scale"), args.append(jnp.asarray(global_scale, jnp.float32).reshape(1))
+    attrs = _ext.gemm_attrs(roles, batch=b, m=m, n=n, k=k, a_mn_major=False, b_mn_major=False,
                             lda=k, ldb=k, stride_a=m * k if b > 1 else 0, stride_b=n * k if b > 1 else 0,
                             sf_vec=block, sf_layout=layout, config=config)
-    out, _ = call(lhs, rhs, lhs_scales, rhs_scales, **attrs)
+    out, _ = call(*args, **attrs)
     return out
 
 
-def kernel_target(fa, fb) -> tuple[str, str]:
+def kernel_target(fa, fb, lhs_dtype=None, k=None) -> tuple[str, str]:
     """Where the custom call would run a (fa x fb) block-scaled GEMM in this process: ("cuda <arch>", "") on
     a GPU with a block-scaled kernel (sm_90a wgmma; sm_100a/sm_103a tcgen05, never run on Blackwell),
-    ("cpu reference handler", why "auto" does not take it) without a GPU, or ("", why not)."""
-    if fa.name not in KERNEL_FORMATS or fb.name not in KERNEL_FORMATS:
+    ("cpu reference handler", why "auto" does not take it) without a GPU, or ("", why not). ``fa`` None:
+    the weight-only GEMM (a ``lhs_dtype`` lhs times fb weights)."""
+    if fa is None:
+        if fb.name not in W4_FORMATS or np.dtype(lhs_dtype) != np.dtype(jnp.bfloat16):
+            return "", (f"the weight-only kernel takes a bfloat16 lhs and {' or '.join(W4_FORMATS)} weights, not "
+                        f"{np.dtype(lhs_dtype).name} x {fb.name}")
+        if k is not None and k % 32:
+            return "", f"the weight-only kernel needs K a multiple of 32 (K = {k})"
+    elif fa.name not in KERNEL_FORMATS or fb.name not in KERNEL_FORMATS:
         return "", f"the custom call takes {' and '.join(KERNEL_FORMATS)} operands, not {fa.name} x {fb.name}"
     if jax.default_backend() == "gpu":
         cc, why = _arch.device_cc()
@@ -130,17 +168,28 @@ def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, out_dtype, lhs_global_scale=
                   path="auto"):
     fa, fb, sa, sb = plan(lhs.shape, rhs.shape, lhs.dtype, rhs.dtype, lhs_scales, rhs_scales, out_dtype)
     for f, g, name in ((fa, lhs_global_scale, "lhs"), (fb, rhs_global_scale, "rhs")):
-        if g is not None and not f.global_scale:
-            raise ValueError(f"jax_tmem.scaled_matmul: {name}_global_scale is for nvfp4 operands, not {f.name}")
-    problem = (f"{fa.name}{list(lhs.shape)} x {fb.name}{list(rhs.shape)} -> {np.dtype(out_dtype).name}")
-    where, why = kernel_target(fa, fb)
+        if g is not None and (f is None or not f.global_scale):
+            raise ValueError(f"jax_tmem.scaled_matmul: {name}_global_scale is for nvfp4 operands, not "
+                             f"{f.name if f else 'an unscaled lhs (lhs_scales=None)'}")
+    lhs_name = fa.name if fa else np.dtype(lhs.dtype).name
+    problem = (f"{lhs_name}{list(lhs.shape)} x {fb.name}{list(rhs.shape)} -> {np.dtype(out_dtype).name}")
+    where, why = kernel_target(fa, fb, lhs.dtype, lhs.shape[2])
     if path == "kernel" and not where:
         raise ValueError(f'jax_tmem.scaled_matmul: path="kernel": {why}; use path="auto" (XLA)')
     blackwell = where.startswith("cuda sm_10")
     if blackwell and not _arch.sm100_trusted():
-        why = ("the sm_100a block-scaled kernel has never run on a Blackwell GPU: path='kernel' or "
+        why = ("jax_tmem's sm_100a/sm_103a build has never run on a Blackwell GPU: path='kernel' or "
                "JAX_TMEM_ENABLE_SM100=1 takes it")
-    if path == "kernel" or (path == "auto" and blackwell and _arch.sm100_trusted()):
+    if fa is None:  # weight-only: the 4-bit kernel (every arch), "auto" up to W4_AUTO_MAX_M rows
+        take = path == "kernel" or (path == "auto" and where.startswith("cuda") and not why
+                                    and lhs.shape[1] <= W4_AUTO_MAX_M)
+        if path == "auto" and where.startswith("cuda") and not why and not take:
+            why = f"M = {lhs.shape[1]} > {W4_AUTO_MAX_M}: XLA's bf16 GEMM of the dequantized weights (compute-bound shapes)"
+        if take:
+            _config.record(_config.Decision("scaled_matmul", problem, "kernel", f"{where}, jax_tmem_gemm weight-only 4-bit "
+                                            "(a, b, sfb)", f'path "{path}"'))
+            return scaled_matmul_ffi(lhs, rhs, None, sb, out_dtype, fb.block, global_scale=rhs_global_scale)
+    elif path == "kernel" or (path == "auto" and blackwell and _arch.sm100_trusted()):
         _config.record(_config.Decision("scaled_matmul", problem, "kernel", f"{where}, jax_tmem_gemm with sfa/sfb",
                                         f'path "{path}"'))
         # Pre-swizzled scales go to the call as they are. The sm_100a kernel reads the 128x4 layout only (its

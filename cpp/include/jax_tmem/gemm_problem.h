@@ -64,7 +64,7 @@ struct GemmProblem {
   uint32_t operands = kRequiredRoles;  // the roles passed (bit i: operands.def line i)
   int32_t config = -1;                 // index into the arch's kernel menu; -1 = heuristic
   int32_t splits = 0;                  // K splits of a split-K / swap-AB entry; 0 = heuristic
-  int32_t sf_vec = 0;                  // K elements per block scale (32: MX, UE8M0 scales); 0 = none
+  int32_t sf_vec = 0;                  // K elements per block scale (32: MX, UE8M0; 16: NVFP4, UE4M3); 0 = none
   int32_t sf_layout = 0;               // 0: plain (rows, K / sf_vec); 1: the 128x4 tiles tcgen05 reads
 
   // Number of rows and columns of each operand's 2-D view.
@@ -73,8 +73,11 @@ struct GemmProblem {
   int64_t b_rows() const { return b_mn_major ? k : n; }
   int64_t b_cols() const { return b_mn_major ? n : k; }
   bool has(Role r) const { return (operands & role_bit(r)) != 0; }
-  // The block scales' element type and count (operands.def): UE8M0 for the MX block of 32.
-  DType sf_type() const { return sf_vec == 32 ? DType::kE8M0 : DType::kInvalid; }
+  // The block scales' element type and count (operands.def): UE8M0 for the MX block of 32, UE4M3 for
+  // NVFP4's block of 16.
+  DType sf_type() const { return sf_vec == 32 ? DType::kE8M0 : sf_vec == 16 ? DType::kE4M3 : DType::kInvalid; }
+  // Block scales on b only: a high-precision lhs times 4-bit weights (the weight-only GEMM for decode).
+  bool weight_only() const { return sf_vec != 0 && !has(Role::kSFA) && has(Role::kSFB); }
   // Scales per batch of an operand with `rows` rows: plain rows x (K / sf_vec), or the 128x4 layout's
   // rows padded to 128 and columns to 4.
   int64_t sf_per_batch(int64_t rows) const {
@@ -129,7 +132,9 @@ inline std::string validate(const GemmProblem& p, const InputShapes& in, int64_t
   const int64_t a_count = in.count[static_cast<int>(Role::kA)], b_count = in.count[static_cast<int>(Role::kB)];
   if (p.batch < 1 || p.m < 1 || p.n < 1 || p.k < 1)
     return "batch, m, n, k must be >= 1 (got " + s(p.batch) + ", " + s(p.m) + ", " + s(p.n) + ", " + s(p.k) + ")";
-  if (!dtype_is_operand(p.a_type) || !dtype_is_operand(p.b_type))
+  // float4_e2m1fn is an operand of the weight-only GEMM only (packed two per byte, XLA's E(4) layout).
+  const bool w4 = p.weight_only() && p.b_type == DType::kE2M1;
+  if (!dtype_is_operand(p.a_type) || !(dtype_is_operand(p.b_type) || w4))
     return std::string("unsupported operand dtype ") + dtype_name(p.a_type) + " x " + dtype_name(p.b_type);
   if ((p.a_type == DType::kS8) != (p.b_type == DType::kS8))
     return "int8 operands multiply int8 operands only (int32 accumulation)";
@@ -160,16 +165,26 @@ inline std::string validate(const GemmProblem& p, const InputShapes& in, int64_t
   if (out_count != p.batch * p.m * p.n)
     return "output has " + s(out_count) + " elements, expected batch*m*n = " + s(p.batch * p.m * p.n);
   if (p.sf_vec != 0 || p.has(Role::kSFA) || p.has(Role::kSFB)) {  // the block-scaled GEMM
-    if (p.sf_vec != 32) return "sf_vec must be 0 (no block scales) or 32 (MX formats), got " + s(p.sf_vec);
+    if (p.sf_vec != 32 && p.sf_vec != 16)
+      return "sf_vec must be 0 (no block scales), 32 (MX formats) or 16 (NVFP4), got " + s(p.sf_vec);
     if (p.sf_layout != 0 && p.sf_layout != 1)
       return "sf_layout must be 0 (plain) or 1 (128x4 tiles), got " + s(p.sf_layout);
-    if (!p.has(Role::kSFA) || !p.has(Role::kSFB)) return "a block-scaled GEMM (sf_vec > 0) needs both sfa and sfb";
+    if (!p.has(Role::kSFB)) return "a block-scaled GEMM (sf_vec > 0) needs sfb (and sfa unless the weights alone are scaled)";
     if (p.k % p.sf_vec) return "k = " + s(p.k) + " must be a multiple of sf_vec = " + s(p.sf_vec);
-    // The MX formats' element types: those kind::mxf8f6f4 takes (dtypes.def's f8f6f4 format column).
-    for (DType t : {p.a_type, p.b_type})
-      if (dtype_row(t).fmt[2] < 0)
-        return std::string("block scales take 8-, 6- or 4-bit float operands (kind::mxf8f6f4), got ") + dtype_name(t);
+    if (p.weight_only()) {  // bf16 activations x block-scaled 4-bit weights
+      if (p.a_type != DType::kBF16 || p.b_type != DType::kE2M1)
+        return std::string("block scales on b only (no sfa) take a bfloat16 a and float4_e2m1fn b, got ") +
+               dtype_name(p.a_type) + " x " + dtype_name(p.b_type);
+    } else {
+      // The MX formats' element types: those kind::mxf8f6f4 takes (dtypes.def's f8f6f4 format column).
+      for (DType t : {p.a_type, p.b_type})
+        if (dtype_row(t).fmt[2] < 0)
+          return std::string("block scales take 8-, 6- or 4-bit float operands (kind::mxf8f6f4), got ") + dtype_name(t);
+      if (p.sf_vec != 32) return "sf_vec 16 (NVFP4 scales) is taken with block scales on b only (no sfa) today";
+    }
   }
+  if (p.has(Role::kScale) && !p.weight_only())
+    return "the scale operand (a global scale) is taken by the weight-only 4-bit GEMM only (block scales on b)";
   for (int i = 0; i < kNumRoles; ++i) {  // the rules of operands.def
     const Role r = static_cast<Role>(i);
     if (!p.has(r)) continue;

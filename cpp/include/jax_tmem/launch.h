@@ -30,6 +30,9 @@ std::string sm90_gemm_launch(const GemmLaunch& launch);
 
 std::string sm100_gemm_launch(const GemmLaunch& launch);  // sm_100a / sm_103a (never executed yet)
 
+// The weight-only 4-bit GEMM (w4_gemm.cu, every built arch): bf16 a x e2m1 b with b's block scales.
+std::string w4_gemm_launch(const GemmLaunch& launch);
+
 // The fused MX quantize (mx_quantize.cu, every built arch): x (rows, k) -> data (rows, k), scales (rows, k / 32).
 std::string mx_quantize_launch(const void* x, DType in, void* data, DType out, void* scales, int64_t rows, int64_t k,
                                cudaStream_t stream);

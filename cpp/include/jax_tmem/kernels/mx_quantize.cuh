@@ -4,7 +4,11 @@
 // One thread per 32-element block (blocks are contiguous in a row-major (rows, K) array, so block b is
 // elements [32 b, 32 b + 32) and its scale is scales[b]). The arithmetic follows JAX's quantizer step by
 // step, each result rounded to x's type as XLA rounds its elementwise ops (jax_tmem/ops/block_scale.py):
-//   q     = amax(|x|) / max(data type)                 (NaN if the block holds a NaN)
+//   q     = amax(|x|) * r, r = 1 / max(data type) rounded to x's type (NaN if the block holds a NaN):
+//           XLA's algebraic simplifier turns the quantizer's division by the constant max into this
+//           multiplication (seen in the H200's compiled HLO, 2026-11-23: bf16 `multiply(amax, 0.002228)`),
+//           and for bf16 / f16 the two differ in a few hundred amax values (tests/test_block_scale.py
+//           plants them)
 //   e     = the UE8M0 byte of q rounded UP to a power of two (an all-ones exponent wraps to 0, as JAX's
 //           uint8 cast does)
 //   s     = 2^(e - 127) as x's type (0 read as the smallest positive: 2^-127, f16 2^-15)
@@ -58,7 +62,7 @@ __global__ void __launch_bounds__(256) mx_quantize_kernel(const T* __restrict__ 
       amax = fmaxf(amax, fabsf(v[j]));
       nan |= v[j] != v[j];
     }
-    const float q = nan ? __uint_as_float(0x7fc00000u) : round_to<T>(amax / kMax);
+    const float q = nan ? __uint_as_float(0x7fc00000u) : round_to<T>(amax * round_to<T>(1.0f / kMax));
     const uint32_t bits = __float_as_uint(q), ex = bits >> 23, man = bits & 0x7fffffu;
     const bool up = man > 0 && ex != 0xfeu && !(ex == 0 && man <= 0x400000u);
     const uint8_t e8 = static_cast<uint8_t>(up ? ex + 1 : ex);

@@ -1,0 +1,103 @@
+// jax_tmem: host launch of the weight-only 4-bit GEMM (kernels/w4_gemm.cuh), for every built arch: a
+// bfloat16 lhs (K-major) times float4_e2m1fn weights (K-major, packed) with block scales on the weights
+// only (MXFP4: UE8M0 per 32; NVFP4: UE4M3 per 16) and an optional float32 global scale.
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "jax_tmem/kernels/w4_gemm.cuh"
+#include "jax_tmem/launch.h"
+
+namespace jax_tmem {
+namespace {
+
+// A configuration: R (16-row weight tiles per warp: each activation fragment is used R times), NB (K
+// chunks per pipeline step), KW (warps splitting K: the shared-memory reduction stays <= 32 KB).
+template <class OutT, int MT, int V, int R, int NB>
+std::string launch(const GemmLaunch& L, const w4::Params& prm) {
+  constexpr int KW = 32768 / (R * MT * 512) >= 8 ? 8 : 32768 / (R * MT * 512);
+  const GemmProblem& p = L.p;
+  const dim3 grid(static_cast<unsigned>((p.n + 16 * R - 1) / (16 * R)), static_cast<unsigned>((p.m + 8 * MT - 1) / (8 * MT)),
+                  static_cast<unsigned>(p.batch));
+  w4::w4_gemm_kernel<OutT, MT, R, KW, V, NB><<<grid, KW * 32, 0, L.stream>>>(prm);
+  const cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? "" : std::string("weight-only 4-bit kernel launch failed: ") + cudaGetErrorString(e);
+}
+
+// The private `config` attribute (benchmarks): 0: R = 1 (2 for > 16 tokens), one chunk per step; 1: R = 2;
+// 2: two chunks per step; 3: both. -1: the heuristic.
+constexpr int kW4Configs = 4;
+
+template <class OutT, int MT, int V>
+std::string by_config(const GemmLaunch& L, const w4::Params& prm, int config) {
+  constexpr int R0 = MT <= 2 ? 1 : 2, R1 = 2;  // 32 tokens x 4 tiles spill registers: R stays 2 there
+  switch (config) {
+    case 0: return launch<OutT, MT, V, R0, 1>(L, prm);
+    case 1: return launch<OutT, MT, V, R1, 1>(L, prm);
+    case 2: return launch<OutT, MT, V, R0, 2>(L, prm);
+    case 3: return launch<OutT, MT, V, R1, 2>(L, prm);
+  }
+  return "weight-only 4-bit config " + std::to_string(config) + " outside [-1, " + std::to_string(kW4Configs) + ")";
+}
+
+template <class OutT, int V>
+std::string by_tokens(const GemmLaunch& L, const w4::Params& prm) {
+  const int64_t m = L.p.m;
+  // The heuristic (H200, 2026-11-23, benchmarks/bench_w4.py, docs/PERF.md): up to 8 tokens config 0; 9-16
+  // tokens R = 2 (x fragments used twice: 8192^2 24.9 vs 40.6 us), two chunks per step for small weights
+  // (4096^2: 8.5 vs 9.6 us); beyond, tiles of 32 tokens (all configurations within 2 %).
+  int config = L.p.config;
+  if (config < 0) config = m <= 8 ? 0 : m <= 16 ? (L.p.n * L.p.k <= (int64_t(1) << 24) ? 3 : 1) : 2;
+  if (m <= 8) return by_config<OutT, 1, V>(L, prm, config);
+  if (m <= 16) return by_config<OutT, 2, V>(L, prm, config);
+  return by_config<OutT, 4, V>(L, prm, config);  // tiles of 32 tokens over grid.y beyond (64 spill registers)
+}
+
+template <int V>
+std::string by_output(const GemmLaunch& L, const w4::Params& prm) {
+  switch (L.p.out_type) {
+    case DType::kBF16: return by_tokens<__nv_bfloat16, V>(L, prm);
+    case DType::kF16: return by_tokens<__half, V>(L, prm);
+    case DType::kF32: return by_tokens<float, V>(L, prm);
+    default: return std::string("the weight-only 4-bit GEMM writes bfloat16, float16 or float32, not ") + dtype_name(L.p.out_type);
+  }
+}
+
+}  // namespace
+
+std::string w4_gemm_launch(const GemmLaunch& L) {
+  const GemmProblem& p = L.p;
+  if (p.a_type != DType::kBF16 || p.b_type != DType::kE2M1)
+    return std::string("the weight-only 4-bit GEMM takes a bfloat16 lhs and float4_e2m1fn weights, got ") +
+           dtype_name(p.a_type) + " x " + dtype_name(p.b_type);
+  if (p.a_mn_major || p.b_mn_major) return "the weight-only 4-bit GEMM takes K-major operands ((M, K) and (N, K))";
+  if (p.sf_layout != 0) return "the weight-only 4-bit GEMM reads plain (N, K / block) scales (sf_layout 0)";
+  if (p.k % 32) return "the weight-only 4-bit GEMM needs K a multiple of 32, got " + std::to_string(p.k);
+  if (p.has(Role::kBias) || p.has(Role::kC) || p.activation != Activation::kNone || p.alpha != 1.0f)
+    return "the weight-only 4-bit GEMM has no fused epilogue (bias, c, activation, alpha)";
+  // 16-byte loads: x rows of lda bf16 and weight rows of ldb nibbles must start 16-byte aligned.
+  if (p.lda % 8 || p.stride_a % 8 || p.ldb % 32 || p.stride_b % 32)
+    return "the weight-only 4-bit GEMM needs lda and the lhs batch stride multiples of 8 and ldb and the "
+           "weight batch stride multiples of 32 elements (16-byte rows)";
+  if (p.m > (int64_t(1) << 30) || p.n > (int64_t(1) << 30) || p.k > (int64_t(1) << 30) || p.batch > 65535)
+    return "the weight-only 4-bit GEMM takes m, n, k < 2^30 and batch <= 65535";
+  w4::Params prm;
+  prm.x = static_cast<const __nv_bfloat16*>(L.in(Role::kA));
+  prm.w = static_cast<const uint8_t*>(L.in(Role::kB));
+  prm.s = static_cast<const uint8_t*>(L.in(Role::kSFB));
+  prm.alpha = static_cast<const float*>(L.in(Role::kScale));
+  prm.out = L.out;
+  prm.m = static_cast<int>(p.m);
+  prm.n = static_cast<int>(p.n);
+  prm.k = static_cast<int>(p.k);
+  prm.lda = p.lda;
+  prm.ldb = p.ldb;
+  prm.stride_x = p.stride_a;
+  prm.stride_w = p.stride_b;
+  prm.stride_s = p.stride_b != 0 ? p.sf_per_batch(p.n) : 0;
+  if (p.sf_vec == 32) return by_output<32>(L, prm);
+  if (p.sf_vec == 16) return by_output<16>(L, prm);
+  return "the weight-only 4-bit GEMM takes sf_vec 32 (MXFP4) or 16 (NVFP4), got " + std::to_string(p.sf_vec);
+}
+
+}  // namespace jax_tmem
