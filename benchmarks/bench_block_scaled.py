@@ -71,15 +71,23 @@ def bench(size, r, configs=()):
     }, (xs, ws), flops, r)
     res["decisions"] = sorted({str(d) for d in jax_tmem.decisions()})
 
-    # The quantization alone (both operands, rowwise mxfp8): XLA's quantizer vs the fused kernel, in TB/s
-    # of bytes read + written (bf16 in, e4m3 + UE8M0 out) against the copy bandwidth.
+    # The quantization alone (both operands, mxfp8): XLA's quantizer vs the fused kernel, rowwise (along the
+    # last axis), colwise (along the first axis of the 2-D operands: the backward pass's layout) and
+    # rowwise with the scales written in the 128x4 tiles, in TB/s of bytes read + written (bf16 in, e4m3
+    # + UE8M0 out) against the copy bandwidth.
     qbytes = 2 * (m * k * 2 + m * k + m * k // 32)
     qres = _race({
         "fused_kernel": many(lambda a, b: (jax_tmem.quantize(a, "mxfp8", path="kernel"),
                                            jax_tmem.quantize(b, "mxfp8", path="kernel"))),
         "xla": many(lambda a, b: (jax_tmem.quantize(a, "mxfp8", path="xla"), jax_tmem.quantize(b, "mxfp8", path="xla"))),
+        "fused_colwise": many(lambda a, b: (jax_tmem.quantize(a, "mxfp8", axis=0, path="kernel"),
+                                            jax_tmem.quantize(b, "mxfp8", axis=0, path="kernel"))),
+        "xla_colwise": many(lambda a, b: (jax_tmem.quantize(a, "mxfp8", axis=0, path="xla"),
+                                          jax_tmem.quantize(b, "mxfp8", axis=0, path="xla"))),
+        "fused_swizzled": many(lambda a, b: (jax_tmem.quantize(a, "mxfp8", path="kernel", scale_layout="swizzled"),
+                                             jax_tmem.quantize(b, "mxfp8", path="kernel", scale_layout="swizzled"))),
     }, (xs, ws), flops, r)
-    for key in ("fused_kernel", "xla"):
+    for key in ("fused_kernel", "xla", "fused_colwise", "xla_colwise", "fused_swizzled"):
         qres[f"{key}_tbps"] = qbytes / (qres[f"{key}_us"] * 1e-6) / 1e12
     res["quantize"] = qres
 
@@ -146,7 +154,9 @@ def main():
               f"{pq['ratio_vs_jax_tmem_fp8'][0]:.2f}; errors {res['max_err_vs_float64_rel_to_sum_abs']}", flush=True)
         qq = res["quantize"]
         print(f"{size}^2 x 2 quantize (TB/s, read + written): fused kernel {qq['fused_kernel_tbps']:.2f}, XLA "
-              f"{qq['xla_tbps']:.2f} (copy {results['copy_tbps']:.2f})", flush=True)
+              f"{qq['xla_tbps']:.2f}; colwise: fused {qq['fused_colwise_tbps']:.2f}, XLA {qq['xla_colwise_tbps']:.2f}; "
+              f"rowwise with swizzled scales: fused {qq['fused_swizzled_tbps']:.2f} (copy {results['copy_tbps']:.2f})",
+              flush=True)
         for key in pq:
             if key.startswith("config") and key.endswith("_tflops"):
                 print(f"   {key[:-7]}: {pq[key]:.0f} TFLOP/s", flush=True)

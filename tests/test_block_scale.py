@@ -334,6 +334,33 @@ def test_quantize_paths_are_logged_and_checked():
             jax_tmem.quantize(x, "mxfp8", path="kernel")
 
 
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_quantize_swizzled_scales_are_the_moved_plain_scales_in_tiles(axis):
+    """scale_layout="swizzled": scale (row r, block c) of the quantized axis moved last sits at the 128x4
+    formula's offset (blackwell_tcgen05.md section 10), padding zero; for a (K, N) weight quantized along
+    K (colwise) the rows are N."""
+    x = _rand(seed_of("swz-q", axis), (96, 160), jnp.bfloat16)
+    q, s = jax_tmem.quantize(x, "mxfp8", axis=axis % 2)
+    q2, sw = jax_tmem.quantize(x, "mxfp8", axis=axis % 2, scale_layout="swizzled")
+    np.testing.assert_array_equal(_bytes(q2), _bytes(q))
+    plain = np.moveaxis(_bytes(s), axis % 2, -1)  # (rows, blocks)
+    rows, cols = plain.shape
+    flat = _bytes(sw).reshape(-1)
+    cb = -(-cols // 4)
+    assert flat.size == -(-rows // 128) * 128 * cb * 4
+    seen = np.zeros(flat.size, bool)
+    for r in range(rows):
+        for c in range(cols):
+            off = ((r // 128) * cb + c // 4) * 512 + (r % 32) * 16 + (r % 128) // 32 * 4 + c % 4
+            assert flat[off] == plain[r, c]
+            seen[off] = True
+    assert (flat[~seen] == 0).all()
+    with pytest.raises(ValueError, match="scale_layout='bogus'; use 'plain' or 'swizzled'"):
+        jax_tmem.quantize(x, "mxfp8", scale_layout="bogus")
+    with pytest.raises(ValueError, match="needs x of rank >= 2"):
+        jax_tmem.quantize(x[0], "mxfp8", scale_layout="swizzled")
+
+
 def _scale_rounding_witnesses(dtype, dmax):
     """The block maxima (values of `dtype`) whose UE8M0 scale differs between amax / max and XLA's compiled
     amax * (1 / max rounded to dtype): where a kernel that divides would differ from JAX on a GPU."""
@@ -353,12 +380,15 @@ def _scale_rounding_witnesses(dtype, dmax):
 @pytest.mark.gpu
 @pytest.mark.parametrize("fmt", ["mxfp8", "mxfp8_e5m2"])
 @pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16, jnp.float32], ids=["bf16", "f16", "f32"])
-@pytest.mark.parametrize("shape,axis", [((3, 200, 4096), -1), ((1, 96), -1), ((256, 161), 0)])
-def test_quantize_kernel_is_bit_identical_to_jax(fmt, dtype, shape, axis):
+@pytest.mark.parametrize("layout", ["plain", "swizzled"])
+@pytest.mark.parametrize("shape,axis", [((3, 200, 4096), -1), ((1, 96), -1), ((256, 161), 0), ((2, 96, 264), 1),
+                                        ((64, 40), 0), ((160, 3, 24), 0)])
+def test_quantize_kernel_is_bit_identical_to_jax(fmt, dtype, shape, axis, layout):
     """The fused kernel's data and scales equal JAX's quantizer (the XLA path) bit for bit: magnitudes
     spread over 2^-20..2^20 per block, an all-zero block, blocks whose maximum is where dividing by the
     format's max and XLA's multiplication by its rounded reciprocal round to different scales, tails,
-    any axis (moved last by XLA)."""
+    rowwise (last axis) and colwise (second-to-last, in place) and any other axis (moved last by XLA),
+    plain scales and the 128x4 tiles (rows and K / 32 not multiples of 128 and 4: the zero padding)."""
     if block_scale._quantize_kernel_target(block_scale.FORMATS[fmt], jnp.zeros((1, 32), dtype)):
         pytest.skip("no fused quantize kernel here")
     rng = np.random.default_rng(seed_of("qk", fmt, str(np.dtype(dtype)), shape, axis))
@@ -373,8 +403,8 @@ def test_quantize_kernel_is_bit_identical_to_jax(fmt, dtype, shape, axis):
     flat[:len(wit)] = rng.uniform(-1, 1, (len(wit), 32)) * wit[:, None]
     flat[np.arange(len(wit)), rng.integers(0, 32, len(wit))] = wit * rng.choice([-1.0, 1.0], len(wit))
     x = jnp.asarray(np.moveaxis(xm, -1, axis), dtype)
-    want = jax.jit(lambda v: jax_tmem.quantize(v, fmt, axis=axis, path="xla"))(x)
-    got = jax.jit(lambda v: jax_tmem.quantize(v, fmt, axis=axis, path="kernel"))(x)
+    want = jax.jit(lambda v: jax_tmem.quantize(v, fmt, axis=axis, path="xla", scale_layout=layout))(x)
+    got = jax.jit(lambda v: jax_tmem.quantize(v, fmt, axis=axis, path="kernel", scale_layout=layout))(x)
     for g, w in zip(got, want):
         assert g.shape == w.shape and g.dtype == w.dtype
         np.testing.assert_array_equal(_bytes(g), _bytes(w))

@@ -178,10 +178,15 @@ def test_fused_quantize_kernel_built(sass, arch):
     e4m3 / e5m2 out, 16-byte vector loads and stores."""
     if arch not in _ext.build_info()["cuda_archs"]:
         pytest.skip(f"{arch} not built")
-    funcs = {f: t for f, t in _functions(_kernels_by_arch(sass)[arch]).items() if "mx_quantize_kernel" in f}
+    all_funcs = _functions(_kernels_by_arch(sass)[arch])
+    funcs = {f: t for f, t in all_funcs.items() if "mx_quantize_kernel" in f}
     assert len(funcs) == 6, f"{arch}: expected 6 quantize kernels, got {sorted(funcs)}"
     for f, t in funcs.items():
         assert "LDG.E.128" in t and "STG.E.128" in t, f"{f}: no 16-byte loads / stores"
+    colwise = {f: t for f, t in all_funcs.items() if "mx_quantize_colwise_kernel" in f}  # along the second-to-last axis
+    assert len(colwise) == 6, f"{arch}: expected 6 colwise quantize kernels, got {sorted(colwise)}"
+    for f, t in colwise.items():
+        assert "LDG.E.128" in t, f"{f}: no 16-byte row loads"
 
 
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_100a", "sm_103a"])

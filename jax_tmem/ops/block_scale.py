@@ -93,23 +93,47 @@ def _quantize_kernel_target(f: Format, x) -> str:
     return "" if ok else why
 
 
-def _quantize_ffi(x, f: Format, axis: int):
-    """The fused CUDA quantize kernel along ``axis`` (moved last and back by XLA if it is not last)."""
-    xm = jnp.moveaxis(x, axis, -1)
-    k = xm.shape[-1]
+def _quantize_kernel_form(x, axis: int) -> str:
+    """How the fused kernel takes ``axis``: "rowwise" (the last axis), "colwise" (the second-to-last, with
+    the last a multiple of 16 bytes), or "moved" (XLA moves the axis last first: a transpose in memory)."""
+    if axis == x.ndim - 1:
+        return "rowwise"
+    if axis == x.ndim - 2 and (x.shape[-1] * np.dtype(x.dtype).itemsize) % 16 == 0:
+        return "colwise"
+    return "moved"
+
+
+def _quantize_ffi(x, f: Format, axis: int, swizzled: bool):
+    """The fused CUDA quantize kernel along ``axis``: the last axis (rowwise) or the second-to-last
+    (colwise) in place; any other axis is moved last and back by XLA. Swizzled scales come out in the
+    128x4 tiles with the axis next to the quantized one as rows (see :func:`quantize`)."""
+    form = _quantize_kernel_form(x, axis)
+    xin = jnp.moveaxis(x, axis, -1) if form == "moved" else x
+    colwise = form == "colwise"
+    k = xin.shape[-2] if colwise else xin.shape[-1]
+    rows = xin.shape[-1] if colwise else (xin.shape[-2] if xin.ndim >= 2 else 1)
+    if swizzled:
+        sshape = xin.shape[:-2] + (-(-rows // 128), -(-(k // f.block) // 4), 32, 16)
+    elif colwise:
+        sshape = xin.shape[:-2] + (k // f.block, rows)
+    else:
+        sshape = xin.shape[:-1] + (k // f.block,)
     # vmap: a batch axis in front is more rows (the kernel takes any leading shape).
-    call = jax.ffi.ffi_call("jax_tmem_quantize", (jax.ShapeDtypeStruct(xm.shape, f.data),
-                                                   jax.ShapeDtypeStruct(xm.shape[:-1] + (k // f.block,), f.scale)),
+    call = jax.ffi.ffi_call("jax_tmem_quantize", (jax.ShapeDtypeStruct(xin.shape, f.data),
+                                                   jax.ShapeDtypeStruct(sshape, f.scale)),
                             vmap_method="broadcast_all")
-    data, scales = call(xm)
-    return jnp.moveaxis(data, -1, axis), jnp.moveaxis(scales, -1, axis)
+    data, scales = call(xin, colwise=colwise, swizzled=swizzled)
+    if form == "moved":
+        data = jnp.moveaxis(data, -1, axis)
+        scales = scales if swizzled else jnp.moveaxis(scales, -1, axis)
+    return data, scales
 
 
 # "auto" takes the fused quantize kernel where it runs: bit-identical to JAX's quantizer on the H200 and
 # 2.1-2.3x faster (2026-11-23: 3.26 / 3.91 TB/s vs XLA 1.52 / 1.69 at 4096^2 / 8192^2 x 2, docs/PERF.md).
 
 
-def quantize(x, fmt, *, axis: int = -1, global_scale=None, path=None):
+def quantize(x, fmt, *, axis: int = -1, global_scale=None, path=None, scale_layout: str = "plain"):
     """Quantizes ``x`` in blocks along ``axis``: returns ``(data, scales)`` with ``data`` of x's shape in
     the format's data type and ``scales`` of x's shape with ``axis`` divided by the block size (plain
     layout; :func:`swizzle_scales` gives the kernels' layout).
@@ -118,7 +142,12 @@ def quantize(x, fmt, *, axis: int = -1, global_scale=None, path=None):
     scale (default 1.0, as ``jax.nn.get_scaled_dot_general_config("nvfp4")``); x is divided by it first.
     path: "auto" / None (the fused CUDA kernel where it runs, else XLA), "xla", or "kernel": the fused
     CUDA kernel (mxfp8 formats, bf16/f16/f32 x, one read of x; GPU only; bit-identical to JAX's quantizer
-    as XLA compiles it on the GPU). The decision is logged.
+    as XLA compiles it on the GPU). The decision is logged. The kernel quantizes the last axis (rowwise)
+    and the second-to-last (colwise: a (K, N) weight, the backward pass's layout) in place; any other
+    axis is moved last by XLA first.
+    scale_layout: "plain" (above) or "swizzled": the scales in the 128x4 tiles the GEMM kernels read,
+    ``swizzle_scales(moveaxis(plain_scales, axis, -1))`` (the rows are the axis after the quantized one
+    for colwise, the one before for rowwise), written directly by the kernel.
     """
     from jax_tmem._core import config as _config
     if path not in (None, "auto", "kernel", "xla"):
@@ -136,13 +165,20 @@ def quantize(x, fmt, *, axis: int = -1, global_scale=None, path=None):
                          f"{f.block}; pad the quantized axis to a multiple of {f.block}")
     if global_scale is not None and not f.global_scale:
         raise ValueError(f"jax_tmem.quantize: global_scale is for nvfp4 only, not {f.name}")
+    if scale_layout not in ("plain", "swizzled"):
+        raise ValueError(f"jax_tmem.quantize: scale_layout={scale_layout!r}; use 'plain' or 'swizzled'")
+    swizzled = scale_layout == "swizzled"
+    if swizzled and x.ndim < 2:
+        raise ValueError("jax_tmem.quantize: scale_layout='swizzled' needs x of rank >= 2 (rows and the quantized axis)")
     problem = f"{np.dtype(x.dtype).name}{list(x.shape)} -> {f.name} along axis {axis}"
     why = _quantize_kernel_target(f, x)
     if path == "kernel" or (path in (None, "auto") and not why):
         if why:
             raise ValueError(f'jax_tmem.quantize: path="kernel": {why}; use path="auto" (XLA)')
-        _config.record(_config.Decision("quantize", problem, "kernel", "cuda, jax_tmem_quantize", f'path "{path or "auto"}"'))
-        return _quantize_ffi(x, f, axis)
+        _config.record(_config.Decision("quantize", problem, "kernel",
+                                        f"cuda, jax_tmem_quantize ({_quantize_kernel_form(x, axis)})",
+                                        f'path "{path or "auto"}"'))
+        return _quantize_ffi(x, f, axis, swizzled)
     _config.record(_config.Decision("quantize", problem, "xla", "jnp ops (JAX's quantizer)",
                                     'path "xla"' if path == "xla" else why))
     xm = jnp.moveaxis(x, axis, -1)
@@ -166,6 +202,8 @@ def quantize(x, fmt, *, axis: int = -1, global_scale=None, path=None):
     lim = dmax.astype(scaled.dtype)
     data = jnp.clip(scaled, -lim, lim).astype(f.data).reshape(shape)
     scales = scales.reshape(shape[:-1] + (k // f.block,))
+    if swizzled:  # scales of the moved x: the quantized axis last, its neighbour the rows
+        return jnp.moveaxis(data, -1, axis), swizzle_scales(scales)
     return jnp.moveaxis(data, -1, axis), jnp.moveaxis(scales, -1, axis)
 
 

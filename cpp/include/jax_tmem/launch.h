@@ -33,8 +33,19 @@ std::string sm100_gemm_launch(const GemmLaunch& launch);  // sm_100a / sm_103a (
 // The weight-only 4-bit GEMM (w4_gemm.cu, every built arch): bf16 a x e2m1 b with b's block scales.
 std::string w4_gemm_launch(const GemmLaunch& launch);
 
-// The fused MX quantize (mx_quantize.cu, every built arch): x (rows, k) -> data (rows, k), scales (rows, k / 32).
-std::string mx_quantize_launch(const void* x, DType in, void* data, DType out, void* scales, int64_t rows, int64_t k,
-                               cudaStream_t stream);
+// The fused MX quantize (mx_quantize.cu, every built arch): x (batch, rows, k) rowwise or (batch, k, rows)
+// colwise -> data of x's shape and UE8M0 scales per 32 along k, plain ((batch, rows, k / 32) rowwise,
+// (batch, k / 32, rows) colwise) or in the 128x4 tiles with `rows` as the tiles' rows (swizzled).
+struct QuantizeLaunch {
+  const void* x;
+  DType in;
+  void* data;
+  DType out;
+  void* scales;
+  int64_t scale_count;
+  int64_t batch, rows, k;
+  bool colwise, swizzled;
+};
+std::string mx_quantize_launch(const QuantizeLaunch& q, cudaStream_t stream);
 
 }  // namespace jax_tmem
