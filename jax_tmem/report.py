@@ -99,6 +99,29 @@ def _check_block_scaled() -> int:
         failures += not ok
         _line(f"  {path:6}: {d.path:6} max rel err {err:.2e} (tol {tol:.0e}) {'OK' if ok else 'FAIL'}  "
               f"[{d.target}] {d.reason}")
+    # 4-bit weights for decode: bf16 activations x NVFP4 weights (with the global scale), weight-only.
+    m, gs = 16, 0.75
+    x = jnp.asarray(rng.standard_normal((b, m, k)), jnp.bfloat16)
+    wq, ws = jax_tmem.quantize(jnp.asarray(rng.standard_normal((b, n, k)), jnp.float32), "nvfp4", global_scale=gs)
+    ref = (np.asarray(x, np.float64)[0] @ np.asarray(jax_tmem.dequantize(wq, ws, global_scale=gs), np.float64)[0].T)
+    _line(f"weight-only scaled_matmul (bf16 x nvfp4, {m}x{n}x{k}) vs float64:")
+    for path in ("auto", "kernel", "xla"):
+        _config.clear_decisions()
+        try:
+            out = np.asarray(jax.jit(lambda a, w, s: jax_tmem.scaled_matmul(a, w, None, s, jnp.float32, rhs_global_scale=gs,
+                                                                            path=path))(x, wq, ws), np.float64)[0]
+        except ValueError as e:
+            _line(f"  {path:6}: n/a ({str(e).split(': ', 2)[-1]})")
+            continue
+        d = [x for x in _config.decisions() if x.op == "scaled_matmul"][-1]
+        err = float(np.abs(out - ref).max() / np.abs(ref).max())
+        ok = err < 1e-5
+        failures += not ok
+        _line(f"  {path:6}: {d.path:6} max rel err {err:.2e} (tol 1e-05) {'OK' if ok else 'FAIL'}  [{d.target}] {d.reason}")
+    _config.clear_decisions()
+    jax_tmem.quantize(x, "mxfp8")
+    d = [x for x in _config.decisions() if x.op == "quantize"][-1]
+    _line(f"quantize (mxfp8, auto): {d.path} [{d.target}] {d.reason}")
     return failures
 
 
