@@ -26,6 +26,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "jax_tmem/ptx/common.cuh"
+
 namespace jax_tmem::w4 {
 
 constexpr int kChunk = 128;  // K elements per warp step (64 bytes of a weight row)
@@ -40,28 +42,22 @@ struct Params {
   int64_t lda, ldb, stride_x, stride_w, stride_s;  // elements (w: elements, i.e. 2 per byte)
 };
 
-__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
-  uint32_t d;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
-  return d;
-}
-
 // Eight e2m1 values (one 32-bit word, element i in bits [4i, 4i + 4)) -> four bf16x2 (elements 2j, 2j+1).
 __device__ __forceinline__ void e2m1x8_to_bf16(uint32_t v, uint32_t (&r)[4]) {
   // bf16 of 0, 0.5, 1, 1.5, 2, 3, 4, 6: 0000 3F00 3F80 3FC0 4000 4040 4080 40C0 (low | high bytes).
   constexpr uint32_t kLo0 = 0xC0800000u, kLo1 = 0xC0804000u, kHi0 = 0x3F3F3F00u, kHi1 = 0x40404040u;
   const uint32_t mag = v & 0x77777777u, mag_hi = mag >> 16;
-  const uint32_t lo03 = prmt(kLo0, kLo1, mag), hi03 = prmt(kHi0, kHi1, mag);
-  const uint32_t lo47 = prmt(kLo0, kLo1, mag_hi), hi47 = prmt(kHi0, kHi1, mag_hi);
+  const uint32_t lo03 = ptx::prmt(kLo0, kLo1, mag), hi03 = ptx::prmt(kHi0, kHi1, mag);
+  const uint32_t lo47 = ptx::prmt(kLo0, kLo1, mag_hi), hi47 = ptx::prmt(kHi0, kHi1, mag_hi);
   // Sign bytes: the msb of byte i is element i's sign (odd elements: v's bytes; even: v << 4's).
   const uint32_t v4 = v << 4;
-  const uint32_t s03 = prmt(v, v4, 0x1504u), s47 = prmt(v, v4, 0x3726u);
+  const uint32_t s03 = ptx::prmt(v, v4, 0x1504u), s47 = ptx::prmt(v, v4, 0x3726u);
   const uint32_t h03 = (hi03 & 0x7F7F7F7Fu) | (s03 & 0x80808080u);
   const uint32_t h47 = (hi47 & 0x7F7F7F7Fu) | (s47 & 0x80808080u);
-  r[0] = prmt(lo03, h03, 0x5140u);
-  r[1] = prmt(lo03, h03, 0x7362u);
-  r[2] = prmt(lo47, h47, 0x5140u);
-  r[3] = prmt(lo47, h47, 0x7362u);
+  r[0] = ptx::prmt(lo03, h03, 0x5140u);
+  r[1] = ptx::prmt(lo03, h03, 0x7362u);
+  r[2] = ptx::prmt(lo47, h47, 0x5140u);
+  r[3] = ptx::prmt(lo47, h47, 0x7362u);
 }
 
 // A block scale as bf16x2 (both halves): UE8M0 2^(e - 127) (0 -> 2^-127, 255 -> NaN), or UE4M3.
@@ -81,21 +77,6 @@ __device__ __forceinline__ uint32_t scale_bf16x2(uint32_t byte) {
 __device__ __forceinline__ uint32_t bmul2(uint32_t a, uint32_t b) {
   __nv_bfloat162 r = __hmul2(*reinterpret_cast<__nv_bfloat162*>(&a), *reinterpret_cast<__nv_bfloat162*>(&b));
   return *reinterpret_cast<uint32_t*>(&r);
-}
-
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint4 ld_stream(const void* p) {  // weights: read once, keep L1 for x
-  uint4 r;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
-  return r;
 }
 
 template <class OutT>
@@ -146,7 +127,7 @@ __global__ void __launch_bounds__(KW * 32) w4_gemm_kernel(const Params p) {
       for (int h = 0; h < 2; ++h) {
         const int64_t r = rows[i][h];
         if (k0 < p.k) {
-          st.wv[i][h] = ld_stream(w + (r * p.ldb + k0) / 2);
+          st.wv[i][h] = ptx::ldg_stream_v4(w + (r * p.ldb + k0) / 2);
           if constexpr (V == 32) {
             st.sc[i][h][0] = st.sc[i][h][1] = __ldg(s + r * sf_cols + k0 / 32);
           } else {
@@ -206,8 +187,8 @@ __global__ void __launch_bounds__(KW * 32) w4_gemm_kernel(const Params p) {
           const uint32_t a1[4] = {lo[2], hi[2], lo[3], hi[3]};  // mma step 2: elements 4..7
 #pragma unroll
           for (int t = 0; t < MT; ++t) {
-            mma_bf16(acc[i][t], a0, xb[t][0], xb[t][1]);
-            mma_bf16(acc[i][t], a1, xb[t][2], xb[t][3]);
+            ptx::mma_m16n8k16_bf16(acc[i][t], a0, xb[t][0], xb[t][1]);
+            ptx::mma_m16n8k16_bf16(acc[i][t], a1, xb[t][2], xb[t][3]);
           }
         }
       }

@@ -1,6 +1,8 @@
 // jax_tmem: small PTX helpers shared by every arch. The only places with inline asm are ptx/*.cuh.
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include <cstdint>
 
 namespace jax_tmem::ptx {
@@ -24,6 +26,32 @@ __device__ __forceinline__ float2 lds_v2f32(uint32_t addr) {
 }
 __device__ __forceinline__ void sts_f32(uint32_t addr, float v) {
   asm volatile("st.shared.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
+}
+
+// Byte permute: byte i of the result is byte sel[4i + 3 : 4i] of {b, a} (0-3 from a, 4-7 from b).
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+  return d;
+}
+
+// A 16-byte global load that bypasses L1 allocation (read-once streams, e.g. decode weights), through
+// the non-coherent path: the data must not change during the kernel.
+__device__ __forceinline__ uint4 ldg_stream_v4(const void* p) {
+  uint4 r;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  return r;
+}
+
+// mma.sync m16n8k16, bf16 inputs, f32 accumulators in place (sm_80+): a 4 registers (row-major 16x16),
+// b 2 registers (column-major 16x8), d[0..3] = rows g / g + 8, columns 2q, 2q + 1 of the quad layout.
+__device__ __forceinline__ void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 __device__ __forceinline__ bool elect_one() {
