@@ -22,7 +22,6 @@ Usage: python -P benchmarks/bench_decode.py [--out DIR] [--models 8b,70b] [--ms 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -145,18 +144,14 @@ def main():
                     help="layers per program: enough for this many MB of weights")
     args = ap.parse_args()
     MIN_WEIGHT_BYTES = args.min_weight_mb * 1e6
-    split = lambda s: [v for v in s.split(",") if v]
-    copy_tbps = bench_gemm.copy_bandwidth()
-    print(f"device {jax.devices()[0].device_kind}, copy bandwidth {copy_tbps:.2f} TB/s", flush=True)
+    csv = bench_gemm.csv
+    copy_tbps = bench_gemm.announce_copy_bandwidth()
     rows = []
-    for model in split(args.models):
-        for dtype in split(args.dtypes):
-            for layout in split(args.layouts):
-                rows += bench(model, dtype, layout, [int(m) for m in split(args.ms)], copy_tbps, args.rounds)
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "bench_decode.json"), "w") as f:
-        json.dump({"device": str(jax.devices()[0].device_kind), "jax": jax.__version__, "copy_tbps": copy_tbps,
-                   "rows": rows}, f, indent=1)
+    for model in csv(args.models):
+        for dtype in csv(args.dtypes):
+            for layout in csv(args.layouts):
+                rows += bench(model, dtype, layout, [int(m) for m in csv(args.ms)], copy_tbps, args.rounds)
+    bench_gemm.save_rows(args.out, "bench_decode", copy_tbps, rows)
     plot(rows, os.path.join(args.out, "bench_decode.png"))
 
 

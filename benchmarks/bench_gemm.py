@@ -108,6 +108,26 @@ def _dims(b_layout):
     return (((1,), (0,)), ((), ())) if b_layout == "KN" else (((1,), (1,)), ((), ()))
 
 
+def csv(s: str) -> list:
+    """The non-empty items of a comma-separated command-line value."""
+    return [v for v in s.split(",") if v]
+
+
+def announce_copy_bandwidth() -> float:
+    """Measures the copy bandwidth (TB/s) and prints it with the device: the first line of a decode benchmark."""
+    tbps = copy_bandwidth()
+    print(f"device {jax.devices()[0].device_kind}, copy bandwidth {tbps:.2f} TB/s", flush=True)
+    return tbps
+
+
+def save_rows(out_dir: str, name: str, copy_tbps: float, rows: list) -> None:
+    """OUT_DIR/NAME.json: the device, jax version, copy bandwidth and the benchmark's rows."""
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, f"{name}.json"), "w") as f:
+        json.dump({"device": str(jax.devices()[0].device_kind), "jax": jax.__version__, "copy_tbps": copy_tbps,
+                   "rows": rows}, f, indent=1)
+
+
 def copy_bandwidth(nbytes=1 << 30, r=4):
     """Device copy bandwidth (bytes read + written per second), R distinct 1 GiB arrays per call."""
     xs = [jnp.full((nbytes // 2,), i + 1, jnp.bfloat16) for i in range(r)]

@@ -11,7 +11,6 @@ Usage: python -P benchmarks/bench_w4.py [--out DIR] [--hidden 4096,8192] [--ms 1
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -99,18 +98,14 @@ def main():
     ap.add_argument("--configs", default="", help="the weight-only kernel's private configurations to time too")
     args = ap.parse_args()
     MIN_BYTES = args.min_mb * 1e6
-    split = lambda s: [v for v in s.split(",") if v]
-    copy_tbps = bench_gemm.copy_bandwidth()
-    print(f"device {jax.devices()[0].device_kind}, copy bandwidth {copy_tbps:.2f} TB/s", flush=True)
+    csv = bench_gemm.csv
+    copy_tbps = bench_gemm.announce_copy_bandwidth()
     rows = []
-    for hidden in [int(h) for h in split(args.hidden)]:
-        for fmt in split(args.fmts):
-            rows += bench(hidden, fmt, [int(m) for m in split(args.ms)], copy_tbps, args.rounds, seed=hidden + len(fmt),
-                          configs=[int(c) for c in split(args.configs)])
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "bench_w4.json"), "w") as f:
-        json.dump({"device": str(jax.devices()[0].device_kind), "jax": jax.__version__, "copy_tbps": copy_tbps,
-                   "rows": rows}, f, indent=1)
+    for hidden in [int(h) for h in csv(args.hidden)]:
+        for fmt in csv(args.fmts):
+            rows += bench(hidden, fmt, [int(m) for m in csv(args.ms)], copy_tbps, args.rounds, seed=hidden + len(fmt),
+                          configs=[int(c) for c in csv(args.configs)])
+    bench_gemm.save_rows(args.out, "bench_w4", copy_tbps, rows)
 
 
 if __name__ == "__main__":

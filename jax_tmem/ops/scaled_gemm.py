@@ -125,12 +125,10 @@ def scaled_matmul_ffi(lhs, rhs, lhs_scales, rhs_scales, out_dtype, block: int, l
     # vmap runs one call per batch element (the call's attributes hold the shapes); jax.vmap over the
     # (B, M, K) batch axis of scaled_matmul itself is the fast way.
     call = jax.ffi.ffi_call("jax_tmem_gemm", out_types, vmap_method="sequential")
-    roles, args = ["a", "b"], [lhs, rhs]
-    if lhs_scales is not None:
-        roles.append("sfa"), args.append(lhs_scales)
-    roles.append("sfb"), args.append(rhs_scales)
-    if global_scale is not None:
-        roles.append("scale"), args.append(jnp.asarray(global_scale, jnp.float32).reshape(1))
+    gs = None if global_scale is None else jnp.asarray(global_scale, jnp.float32).reshape(1)
+    inputs = [(r, v) for r, v in (("a", lhs), ("b", rhs), ("sfa", lhs_scales), ("sfb", rhs_scales), ("scale", gs))
+              if v is not None]  # in role order (operands.def)
+    roles, args = [r for r, _ in inputs], [v for _, v in inputs]
     attrs = _ext.gemm_attrs(roles, batch=b, m=m, n=n, k=k, a_mn_major=False, b_mn_major=False,
                             lda=k, ldb=k, stride_a=m * k if b > 1 else 0, stride_b=n * k if b > 1 else 0,
                             sf_vec=block, sf_layout=layout, config=config)
@@ -181,11 +179,10 @@ def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, out_dtype, lhs_global_scale=
         why = ("jax_tmem's sm_100a/sm_103a build has never run on a Blackwell GPU: path='kernel' or "
                "JAX_TMEM_ENABLE_SM100=1 takes it")
     if fa is None:  # weight-only: the 4-bit kernel (every arch), "auto" up to W4_AUTO_MAX_M rows
-        take = path == "kernel" or (path == "auto" and where.startswith("cuda") and not why
-                                    and lhs.shape[1] <= W4_AUTO_MAX_M)
-        if path == "auto" and where.startswith("cuda") and not why and not take:
-            why = f"M = {lhs.shape[1]} > {W4_AUTO_MAX_M}: XLA's bf16 GEMM of the dequantized weights (compute-bound shapes)"
-        if take:
+        if path == "auto" and where.startswith("cuda") and not why and lhs.shape[1] > W4_AUTO_MAX_M:
+            why = (f"M = {lhs.shape[1]} > {W4_AUTO_MAX_M}: the weight-only kernel re-reads the weights per 32 rows; "
+                   "XLA's bf16 GEMM of the dequantized weights is faster there")
+        if path == "kernel" or (path == "auto" and where.startswith("cuda") and not why):
             _config.record(_config.Decision("scaled_matmul", problem, "kernel", f"{where}, jax_tmem_gemm weight-only 4-bit "
                                             "(a, b, sfb)", f'path "{path}"'))
             return scaled_matmul_ffi(lhs, rhs, None, sb, out_dtype, fb.block, global_scale=rhs_global_scale)
