@@ -90,6 +90,20 @@ def bench(size, r, configs=()):
     for key in ("fused_kernel", "xla", "fused_colwise", "xla_colwise", "fused_swizzled"):
         qres[f"{key}_tbps"] = qbytes / (qres[f"{key}_us"] * 1e-6) / 1e12
     res["quantize"] = qres
+    # The same for NVFP4 (packed e2m1 + UE4M3 per 16, a traced global scale) and MXFP4, rowwise: bf16 in,
+    # half a byte out per element.
+    g = jnp.float32(0.0173)
+    many_g = lambda f: jax.jit(lambda aa, bb, gg: [f(a, b, gg) for a, b in zip(aa, bb)])
+    q4bytes = {"nvfp4": 2 * (m * k * 2 + m * k // 2 + m * k // 16), "mxfp4": 2 * (m * k * 2 + m * k // 2 + m * k // 32)}
+    q4 = _race({
+        f"{fmt}_{path}": many_g(lambda a, b, gg, fmt=fmt, path=path: (
+            jax_tmem.quantize(a, fmt, path=path, global_scale=gg if fmt == "nvfp4" else None),
+            jax_tmem.quantize(b, fmt, path=path, global_scale=gg if fmt == "nvfp4" else None)))
+        for fmt in ("nvfp4", "mxfp4") for path in ("kernel", "xla")}, (xs, ws, g), flops, r)
+    for fmt in ("nvfp4", "mxfp4"):
+        for path in ("kernel", "xla"):
+            q4[f"{fmt}_{path}_tbps"] = q4bytes[fmt] / (q4[f"{fmt}_{path}_us"] * 1e-6) / 1e12
+    res["quantize_fp4"] = q4
 
     q = [jax_tmem.quantize(x[None], "mxfp8") for x in xs]
     qw = [jax_tmem.quantize(w[None], "mxfp8") for w in ws]
@@ -156,6 +170,10 @@ def main():
         print(f"{size}^2 x 2 quantize (TB/s, read + written): fused kernel {qq['fused_kernel_tbps']:.2f}, XLA "
               f"{qq['xla_tbps']:.2f}; colwise: fused {qq['fused_colwise_tbps']:.2f}, XLA {qq['xla_colwise_tbps']:.2f}; "
               f"rowwise with swizzled scales: fused {qq['fused_swizzled_tbps']:.2f} (copy {results['copy_tbps']:.2f})",
+              flush=True)
+        q4 = res["quantize_fp4"]
+        print(f"{size}^2 x 2 quantize rowwise (TB/s): nvfp4 fused {q4['nvfp4_kernel_tbps']:.2f}, XLA "
+              f"{q4['nvfp4_xla_tbps']:.2f}; mxfp4 fused {q4['mxfp4_kernel_tbps']:.2f}, XLA {q4['mxfp4_xla_tbps']:.2f}",
               flush=True)
         for key in pq:
             if key.startswith("config") and key.endswith("_tflops"):

@@ -72,52 +72,57 @@ def _bench(m, n, k, dtype, reps=10):
     return res
 
 
-def _check_block_scaled() -> int:
-    """The block-scaled GEMM (mxfp8 scaled_matmul): the path "auto" takes and why, and every path against
-    float64 of the dequantized operands. Returns the number of failed checks."""
-    _line("")
-    b, m, n, k = 1, 256, 320, 544  # K / 32 = 17: scale tails
-    rng = np.random.default_rng(14)
-    xq, xs = jax_tmem.quantize(jnp.asarray(rng.standard_normal((b, m, k)), jnp.bfloat16), "mxfp8")
-    wq, ws = jax_tmem.quantize(jnp.asarray(rng.standard_normal((b, n, k)), jnp.bfloat16), "mxfp8")
-    ref = (np.asarray(jax_tmem.dequantize(xq, xs), np.float64)[0]
-           @ np.asarray(jax_tmem.dequantize(wq, ws), np.float64)[0].T)
-    _line(f"block-scaled scaled_matmul (mxfp8, {m}x{n}x{k}) vs float64 of the dequantized operands:")
+def _check_paths(label, ref, call, tol_for) -> int:
+    """One block-scaled problem on every path: the path "auto" takes and why, and each path's max error
+    against ``ref`` (float64). ``call(path)`` runs it; ``tol_for(target)`` the tolerance. Returns the
+    number of failed checks."""
+    _line(label)
     failures = 0
     for path in ("auto", "kernel", "xla"):
         _config.clear_decisions()
         try:
-            out = np.asarray(jax.jit(lambda *a: jax_tmem.scaled_matmul(*a, jnp.float32, path=path))(xq, wq, xs, ws),
-                             np.float64)[0]
+            out = np.asarray(call(path), np.float64)[0]
         except ValueError as e:
             _line(f"  {path:6}: n/a ({str(e).split(': ', 2)[-1]})")
             continue
         d = [x for x in _config.decisions() if x.op == "scaled_matmul"][-1]
         err = float(np.abs(out - ref).max() / np.abs(ref).max())
-        tol = 1e-3 if d.target.startswith("cuda") else 1e-5  # Hopper's fp8 wgmma: ~2^-14 per 32-K block
+        tol = tol_for(d.target)
         ok = err < tol
         failures += not ok
         _line(f"  {path:6}: {d.path:6} max rel err {err:.2e} (tol {tol:.0e}) {'OK' if ok else 'FAIL'}  "
               f"[{d.target}] {d.reason}")
+    return failures
+
+
+def _check_block_scaled() -> int:
+    """The block-scaled GEMMs (mxfp8 x mxfp8; nvfp4 x nvfp4 with global scales; bf16 x nvfp4 weights) on
+    every path against float64 of the dequantized operands. Returns the number of failed checks."""
+    _line("")
+    b, m, n, k = 1, 256, 320, 544  # K / 32 = 17: scale tails
+    rng = np.random.default_rng(14)
+    deq64 = lambda q, sc, g=None: np.asarray(jax_tmem.dequantize(q, sc, global_scale=g), np.float64)[0]
+    failures = 0
+    # Hopper's fp8 wgmma: ~2^-14 per 32-K block
+    for fmt, gx, gw in (("mxfp8", None, None), ("nvfp4", 0.37, 2.5)):
+        xq, xs = jax_tmem.quantize(jnp.asarray(rng.standard_normal((b, m, k)), jnp.bfloat16), fmt, global_scale=gx)
+        wq, ws = jax_tmem.quantize(jnp.asarray(rng.standard_normal((b, n, k)), jnp.bfloat16), fmt, global_scale=gw)
+        g = dict(lhs_global_scale=gx, rhs_global_scale=gw) if gx else {}
+        failures += _check_paths(
+            f"block-scaled scaled_matmul ({fmt} x {fmt}, {m}x{n}x{k}) vs float64 of the dequantized operands:",
+            deq64(xq, xs, gx) @ deq64(wq, ws, gw).T,
+            lambda path: jax.jit(lambda *a: jax_tmem.scaled_matmul(*a, jnp.float32, path=path, **g))(xq, wq, xs, ws),
+            lambda target: 1e-3 if target.startswith("cuda") else 1e-5)
     # 4-bit weights for decode: bf16 activations x NVFP4 weights (with the global scale), weight-only.
     m, gs = 16, 0.75
     x = jnp.asarray(rng.standard_normal((b, m, k)), jnp.bfloat16)
     wq, ws = jax_tmem.quantize(jnp.asarray(rng.standard_normal((b, n, k)), jnp.float32), "nvfp4", global_scale=gs)
-    ref = (np.asarray(x, np.float64)[0] @ np.asarray(jax_tmem.dequantize(wq, ws, global_scale=gs), np.float64)[0].T)
-    _line(f"weight-only scaled_matmul (bf16 x nvfp4, {m}x{n}x{k}) vs float64:")
-    for path in ("auto", "kernel", "xla"):
-        _config.clear_decisions()
-        try:
-            out = np.asarray(jax.jit(lambda a, w, s: jax_tmem.scaled_matmul(a, w, None, s, jnp.float32, rhs_global_scale=gs,
-                                                                            path=path))(x, wq, ws), np.float64)[0]
-        except ValueError as e:
-            _line(f"  {path:6}: n/a ({str(e).split(': ', 2)[-1]})")
-            continue
-        d = [x for x in _config.decisions() if x.op == "scaled_matmul"][-1]
-        err = float(np.abs(out - ref).max() / np.abs(ref).max())
-        ok = err < 1e-5
-        failures += not ok
-        _line(f"  {path:6}: {d.path:6} max rel err {err:.2e} (tol 1e-05) {'OK' if ok else 'FAIL'}  [{d.target}] {d.reason}")
+    failures += _check_paths(
+        f"weight-only scaled_matmul (bf16 x nvfp4, {m}x{n}x{k}) vs float64:",
+        np.asarray(x, np.float64)[0] @ deq64(wq, ws, gs).T,
+        lambda path: jax.jit(lambda a, w, sc: jax_tmem.scaled_matmul(a, w, None, sc, jnp.float32, rhs_global_scale=gs,
+                                                                     path=path))(x, wq, ws),
+        lambda target: 1e-5)
     _config.clear_decisions()
     jax_tmem.quantize(x, "mxfp8")
     d = [x for x in _config.decisions() if x.op == "quantize"][-1]

@@ -195,32 +195,36 @@ GPU_KERNEL_SHAPES = [(1, 2048, 1200, 544), (1, 300, 4100, 4128), (2, 129, 65, 40
 
 
 @pytest.mark.parametrize("fmt_a,fmt_b", [("mxfp8", "mxfp8"), ("mxfp8_e5m2", "mxfp8"), ("mxfp8", "mxfp8_e5m2"),
-                                         ("mxfp8_e5m2", "mxfp8_e5m2")])
+                                         ("mxfp8_e5m2", "mxfp8_e5m2"), ("mxfp4", "mxfp4"), ("nvfp4", "nvfp4")])
 @pytest.mark.parametrize("b,m,n,k", KERNEL_SHAPES + [pytest.param(*s, marks=pytest.mark.gpu) for s in GPU_KERNEL_SHAPES])
 @pytest.mark.parametrize("out_dtype", [jnp.float32, jnp.bfloat16], ids=["f32", "bf16"])
 def test_scaled_matmul_kernel_path_matches_float64(fmt_a, fmt_b, b, m, n, k, out_dtype):
-    """path="kernel" (the CPU reference handler, or the block-scaled kernel on an sm_90a GPU) applies
-    every block scale (sfa/sfb roles, sf_vec 32) and agrees with float64 of the dequantized operands to
-    f32 accumulation, and with the XLA path; the output buffer starts poisoned (NaN) and a second run is
-    bitwise identical."""
+    """path="kernel" (the CPU reference handler; the block-scaled kernel on an sm_90a GPU for MXFP8; on
+    sm_100a/sm_103a the tcgen05 kernels: kind::mxf8f6f4, kind::mxf4 for MXFP4, kind::mxf4nvf4 for NVFP4
+    with its two global scales) applies every block scale (sfa/sfb roles, sf_vec 32 or 16) and agrees
+    with float64 of the dequantized operands to f32 accumulation, and with the XLA path; the output
+    buffer starts poisoned (NaN) and a second run is bitwise identical."""
     where = _require_kernel_path(fmt_a, fmt_b)
     s = seed_of("smm-ffi", fmt_a, fmt_b, b, m, n, k)
-    xq, xs = jax_tmem.quantize(_spread(_rand(s, (b, m, k)) * 3.0, s), fmt_a)
-    wq, ws = jax_tmem.quantize(_spread(_rand(s + 1, (b, n, k)) / 5.0, s + 1), fmt_b)
+    nv = fmt_a == "nvfp4"
+    gx, gw = (jnp.float32(0.37), jnp.float32(2.5)) if nv else (None, None)  # arbitrary f32 global scales
+    xq, xs = jax_tmem.quantize(_spread(_rand(s, (b, m, k)) * 3.0, s), fmt_a, global_scale=gx)
+    wq, ws = jax_tmem.quantize(_spread(_rand(s + 1, (b, n, k)) / 5.0, s + 1), fmt_b, global_scale=gw)
+    g = dict(lhs_global_scale=gx, rhs_global_scale=gw) if nv else {}
     assert len(np.unique(np.asarray(xs.astype(jnp.float32)))) >= min(3, xs.size)  # the scales really vary
     jax_tmem.clear_decisions()
 
     def poisoned(poison, *a):  # the donated NaN buffer is the one XLA hands the call as its output
         del poison
-        return jax_tmem.scaled_matmul(*a, out_dtype, path="kernel")
+        return jax_tmem.scaled_matmul(*a, out_dtype, path="kernel", **g)
     f = jax.jit(poisoned, donate_argnums=0)
     run = lambda: np.asarray(f(jnp.full((b, m, n), jnp.nan, out_dtype), xq, wq, xs, ws).astype(jnp.float32), np.float64)
     out = run()
     d = jax_tmem.decisions()[-1]
     assert d.op == "scaled_matmul" and d.path == "kernel" and "sfa/sfb" in d.target, d
     assert d.target.startswith(where), d
-    a64 = np.asarray(jax_tmem.dequantize(xq, xs), np.float64)
-    b64 = np.asarray(jax_tmem.dequantize(wq, ws), np.float64)
+    a64 = np.asarray(jax_tmem.dequantize(xq, xs, global_scale=gx), np.float64)
+    b64 = np.asarray(jax_tmem.dequantize(wq, ws, global_scale=gw), np.float64)
     ref = a64 @ b64.transpose(0, 2, 1)
     # f32: accumulation error only, relative to the products' magnitudes (sum_k |a||b|) per output; the
     # GPU's fp8 wgmma sums each 32-K block on the tensor cores before the f32 promotion.
@@ -232,7 +236,7 @@ def test_scaled_matmul_kernel_path_matches_float64(fmt_a, fmt_b, b, m, n, k, out
     err = np.abs(out - ref) / np.maximum(mag, 1e-30) if out_dtype == jnp.float32 else np.abs(out - ref) / np.abs(ref).max()
     assert err.max() <= tol, f"max error {err.max():.3g} > {tol}"
     np.testing.assert_array_equal(run(), out)  # a moving result is a race
-    xla = np.asarray(jax_tmem.scaled_matmul(xq, wq, xs, ws, out_dtype, path="xla"), np.float64)
+    xla = np.asarray(jax_tmem.scaled_matmul(xq, wq, xs, ws, out_dtype, path="xla", **g), np.float64)
     if out_dtype == jnp.float32:
         assert (np.abs(out - xla) / np.maximum(mag, 1e-30)).max() <= 2 * tol
     else:
@@ -240,18 +244,19 @@ def test_scaled_matmul_kernel_path_matches_float64(fmt_a, fmt_b, b, m, n, k, out
     # pre-swizzled scales (one or both) go to the call in the 128x4 layout: the same result, bit for bit
     for sx, sw in ((jax_tmem.swizzle_scales(xs), jax_tmem.swizzle_scales(ws)), (xs, jax_tmem.swizzle_scales(ws))):
         jax_tmem.clear_decisions()
-        out_sw = np.asarray(jax_tmem.scaled_matmul(xq, wq, sx, sw, out_dtype, path="kernel"), np.float64)
+        out_sw = np.asarray(jax_tmem.scaled_matmul(xq, wq, sx, sw, out_dtype, path="kernel", **g), np.float64)
         np.testing.assert_array_equal(out_sw, out)
     # the scales really were applied: doubling one block's scale changes that block's contribution
     xs2 = xs.at[0, 0, 0].set(jnp.asarray(2.0 * np.asarray(xs[0, 0, 0], np.float32), xs.dtype))
-    out2 = np.asarray(jax_tmem.scaled_matmul(xq, wq, xs2, ws, out_dtype, path="kernel"), np.float64)
+    out2 = np.asarray(jax_tmem.scaled_matmul(xq, wq, xs2, ws, out_dtype, path="kernel", **g), np.float64)
     assert not np.allclose(out2[0, 0], out[0, 0]) and np.array_equal(out2[:, 1:], out[:, 1:])
 
 
 @pytest.mark.skipif(jax.default_backend() != "cpu", reason="calls the CPU handler")
 def test_block_scale_roles_are_validated_by_the_handler():
-    """The handler checks the sfa/sfb roles from operands.def: both present, UE8M0, (batch, rows, K/32)
-    elements, K a multiple of 32, 8-bit float operands; an error, never a crash."""
+    """The handler checks the sfa/sfb roles from operands.def: both present, UE8M0 (UE4M3 for sf_vec 16),
+    (batch, rows, K/32) elements, K a multiple of 32, 8-bit float operands or float4_e2m1fn on both, the
+    global scale with 4-bit operands only; an error, never a crash."""
     from jax_tmem._core import ext as _ext
     from jax_tmem.ops import scaled_gemm
     assert _ext.ensure_registered("cpu")[0]
@@ -263,17 +268,21 @@ def test_block_scale_roles_are_validated_by_the_handler():
         run(xq, wq, xs[..., :1], ws)
     with pytest.raises(RuntimeError, match="sfb must be float8_e8m0fnu, got float8_e4m3fn"):
         run(xq, wq, xs, ws.astype(jnp.float32).astype(jnp.float8_e4m3fn))
-    with pytest.raises(RuntimeError, match=r"sf_vec 16 \(NVFP4 scales\) is taken with block scales on b only"):
+    with pytest.raises(RuntimeError, match=r"sf_vec 16 \(NVFP4 scales\) takes float4_e2m1fn operands"):
         run(xq, wq, xs, ws, block=16)
     with pytest.raises(RuntimeError, match=r"sfa has 32 elements, expected 512"):  # plain scales, layout 1
         run(xq, wq, xs, ws, layout=1)
     with pytest.raises(RuntimeError, match="sf_layout must be 0 .* or 1"):
         run(xq, wq, xs, ws, layout=2)
-    with pytest.raises(RuntimeError, match="block scales take 8-, 6- or 4-bit float operands"):
+    with pytest.raises(RuntimeError, match="block scales on both operands take 8-bit floats"):
         run(xq.astype(jnp.bfloat16), wq, xs, ws)
-    with pytest.raises(ValueError, match='path="kernel": the custom call takes mxfp8 and mxfp8_e5m2 operands'):
-        aq, as_ = jax_tmem.quantize(_rand(7, (1, 16, 64)), "mxfp4")
-        jax_tmem.scaled_matmul(aq, aq, as_, as_, path="kernel")
+    aq, as_ = jax_tmem.quantize(_rand(7, (1, 16, 64)), "mxfp4")
+    with pytest.raises(RuntimeError, match=r"float8_e4m3fn x float4_e2m1fn \(float4_e2m1fn: block-scaled b of a "
+                                           "bfloat16 a, or block-scaled on both operands"):
+        run(xq, aq[:, :8], xs, as_[:, :8])  # e4m3 x e2m1: mixed widths
+    with pytest.raises(ValueError, match='path="kernel": the 4-bit block-scaled GEMM multiplies mxfp4 or nvfp4 by '
+                                         'the same format, not mxfp8 x mxfp4'):
+        jax_tmem.scaled_matmul(xq, aq[:, :8], xs, as_[:, :8], path="kernel")
     out = run(xq, wq, xs, ws)  # and the process is fine afterwards
     assert np.isfinite(np.asarray(out)).all()
 
@@ -327,8 +336,9 @@ def test_quantize_paths_are_logged_and_checked():
     assert (d.path, d.reason) == (("xla", why) if why else ("kernel", 'path "auto"'))
     with pytest.raises(ValueError, match="path='bogus' is not supported"):
         jax_tmem.quantize(x, "mxfp8", path="bogus")
-    with pytest.raises(ValueError, match='path="kernel": the fused quantize kernel writes mxfp8 / mxfp8_e5m2, not nvfp4'):
-        jax_tmem.quantize(x, "nvfp4", path="kernel")
+    with pytest.raises(ValueError, match='path="kernel": the fused quantize kernel reads bfloat16, float16 or float32, '
+                                         'not float8_e4m3fn'):
+        jax_tmem.quantize(x.astype(jnp.float8_e4m3fn), "nvfp4", path="kernel")
     if jax.default_backend() != "gpu":
         with pytest.raises(ValueError, match=r'path="kernel": no GPU'):
             jax_tmem.quantize(x, "mxfp8", path="kernel")
@@ -378,17 +388,20 @@ def _scale_rounding_witnesses(dtype, dmax):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("fmt", ["mxfp8", "mxfp8_e5m2"])
+@pytest.mark.parametrize("fmt,gs", [("mxfp8", None), ("mxfp8_e5m2", None), ("mxfp4", None), ("nvfp4", None),
+                                    ("nvfp4", 0.0173)])
 @pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16, jnp.float32], ids=["bf16", "f16", "f32"])
 @pytest.mark.parametrize("layout", ["plain", "swizzled"])
 @pytest.mark.parametrize("shape,axis", [((3, 200, 4096), -1), ((1, 96), -1), ((256, 161), 0), ((2, 96, 264), 1),
                                         ((64, 40), 0), ((160, 3, 24), 0)])
-def test_quantize_kernel_is_bit_identical_to_jax(fmt, dtype, shape, axis, layout):
-    """The fused kernel's data and scales equal JAX's quantizer (the XLA path) bit for bit: magnitudes
-    spread over 2^-20..2^20 per block, an all-zero block, blocks whose maximum is where dividing by the
-    format's max and XLA's multiplication by its rounded reciprocal round to different scales, tails,
-    rowwise (last axis) and colwise (second-to-last, in place) and any other axis (moved last by XLA),
-    plain scales and the 128x4 tiles (rows and K / 32 not multiples of 128 and 4: the zero padding)."""
+def test_quantize_kernel_is_bit_identical_to_jax(fmt, gs, dtype, shape, axis, layout):
+    """The fused kernel's data and scales equal JAX's quantizer (the XLA path) bit for bit, for MXFP8
+    (e4m3, e5m2), MXFP4 and NVFP4 (packed e2m1; NVFP4 without and with a global scale, a traced value as
+    a computed one is): magnitudes spread over 2^-20..2^20 per block, an all-zero block, MX blocks whose
+    maximum is where dividing by the format's max and XLA's multiplication by its rounded reciprocal
+    round to different scales, tails, rowwise (last axis) and colwise (second-to-last, in place) and any
+    other axis (moved last by XLA), plain scales and the 128x4 tiles (rows and K / block not multiples
+    of 128 and 4: the zero padding)."""
     if block_scale._quantize_kernel_target(block_scale.FORMATS[fmt], jnp.zeros((1, 32), dtype)):
         pytest.skip("no fused quantize kernel here")
     rng = np.random.default_rng(seed_of("qk", fmt, str(np.dtype(dtype)), shape, axis))
@@ -399,12 +412,15 @@ def test_quantize_kernel_is_bit_identical_to_jax(fmt, dtype, shape, axis, layout
     xm[..., :32] = 0.0  # an all-zero block (scale byte 0)
     flat = xm.reshape(-1, 32)[1:]  # a view: blocks after the zero block
     wit = _scale_rounding_witnesses(dtype, float(ml_dtypes.finfo(block_scale.FORMATS[fmt].data).max))
+    if fmt == "nvfp4":  # (UE4M3 scales: no UE8M0 rounding-up witnesses)
+        wit = wit[:0]
     wit = wit[:len(flat)]
     flat[:len(wit)] = rng.uniform(-1, 1, (len(wit), 32)) * wit[:, None]
     flat[np.arange(len(wit)), rng.integers(0, 32, len(wit))] = wit * rng.choice([-1.0, 1.0], len(wit))
     x = jnp.asarray(np.moveaxis(xm, -1, axis), dtype)
-    want = jax.jit(lambda v: jax_tmem.quantize(v, fmt, axis=axis, path="xla", scale_layout=layout))(x)
-    got = jax.jit(lambda v: jax_tmem.quantize(v, fmt, axis=axis, path="kernel", scale_layout=layout))(x)
+    q = lambda path: jax.jit(lambda v, g: jax_tmem.quantize(v, fmt, axis=axis, path=path, scale_layout=layout,
+                                                            global_scale=g))(x, None if gs is None else jnp.float32(gs))
+    want, got = q("xla"), q("kernel")
     for g, w in zip(got, want):
         assert g.shape == w.shape and g.dtype == w.dtype
         np.testing.assert_array_equal(_bytes(g), _bytes(w))

@@ -146,13 +146,17 @@ def test_sm100_uses_tcgen05(sass, arch):
 
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_100a", "sm_103a"])
 def test_block_scaled_kernels(sass, arch):
-    """The block-scaled (MX) GEMM kernels are in the cubin with their instructions. sm_100a/sm_103a:
-    kind::mxf8f6f4 (UTCQMMA with the two scale-factor TMEM operands), the scales copied SMEM -> TMEM by
-    tcgen05.cp 32x128b.warpx4 (UTCCP ... 4x32dp128bit) after a bulk copy of their 512-byte blocks
-    (UBLKCP). sm_90a: the fp8 wgmma per 32-K block (QGMMA ... K32 with scale-d off) and f32 promotion."""
+    """The block-scaled GEMM kernels are in the cubin with their instructions. sm_100a/sm_103a: the 4 MXFP8
+    mixes on kind::mxf8f6f4 (UTCQMMA), MXFP4 on kind::mxf4 (UTCOMMA) and NVFP4 on kind::mxf4nvf4 with
+    block16 (UTCOMMA.4X / .BLOCK16), each with the two scale-factor TMEM operands and 4 MMAs per 128-byte k-block; the
+    scales copied SMEM -> TMEM by tcgen05.cp 32x128b.warpx4 (UTCCP ... 4x32dp128bit), one per 512-byte
+    block per operand: 1, 2, 4 blocks per k-block for MXFP8, MXFP4, NVFP4 (2, 4, 8 copies), after a bulk
+    copy of the blocks (UBLKCP). sm_90a: the fp8 wgmma per 32-K block (QGMMA ... K32 with scale-d off) and
+    f32 promotion."""
     if arch not in _ext.build_info()["cuda_archs"]:
         pytest.skip(f"{arch} not built")
-    funcs = {f: t for f, t in _functions(_kernels_by_arch(sass)[arch]).items() if "block_scaled" in f or "Li32EEE" in f}
+    funcs = {f: t for f, t in _functions(_kernels_by_arch(sass)[arch]).items()
+             if "block_scaled" in f or "Li32EEE" in f or "Li16EEE" in f}
     if arch == "sm_90a":
         funcs = {f: t for f, t in funcs.items() if "sm90_block_scaled_kernel" in f}
         assert len(funcs) >= 4, f"sm_90a block-scaled kernels missing: {sorted(funcs)}"
@@ -161,14 +165,21 @@ def test_block_scaled_kernels(sass, arch):
                 f"{f}: no zero-initialised fp8 wgmma per 32-K block"
             assert "FFMA" in t and "LDS" in t, f"{f}: no promotion from shared-memory scales"
         return
-    # the sm_100 Config with kSfVec = 32 (last template argument)
+    # the sm_100 Config with kSfVec = 32 or 16 (last template argument); DType 9 = float4_e2m1fn (dtypes.def)
     funcs = {f: t for f, t in funcs.items() if "sm100_gemm_kernel" in f}
-    assert len(funcs) == 4, f"{arch}: expected the 4 fp8 mixes of the block-scaled tcgen05 kernel, got {sorted(funcs)}"
+    fp4 = {f: t for f, t in funcs.items() if "ConfigILNS_5DTypeE9ELS3_9E" in f}
+    assert len(funcs) == 6 and len(fp4) == 2, \
+        f"{arch}: expected the 4 fp8 mixes + MXFP4 + NVFP4 block-scaled tcgen05 kernels, got {sorted(funcs)}"
     for f, t in funcs.items():
-        assert re.search(r"UTCCP\.T\.S\.4x32dp128bit tmem\[UR\d+", t), f"{f}: no tcgen05.cp 32x128b.warpx4"
-        # UTCQMMA gdesc[A], gdesc[B], tmem[D], tmem[SFA], idesc, tmem[SFB], p: the block-scaled form
-        assert re.search(r"UTCQMMA gdesc\[UR\d+\], gdesc\[UR\d+\], tmem\[UR\d+\], tmem\[UR\d+\], idesc\[UR\d+\], "
-                         r"tmem\[UR\d+\]", t), f"{f}: no block-scaled UTCQMMA"
+        nv, mx4 = f in fp4 and "Li16EEE" in f, f in fp4 and "Li32EEE" in f
+        # (nvdisasm spells kind::mxf4nvf4 block16 "UTCOMMA.4X" for sm_100a and "UTCOMMA.BLOCK16" for sm_103a)
+        op = r"UTCOMMA\.(?:4X|BLOCK16)" if nv else "UTCOMMA" if mx4 else "UTCQMMA"
+        # MMA gdesc[A], gdesc[B], tmem[D], tmem[SFA], idesc, tmem[SFB], p: the block-scaled form
+        forms = re.findall(rf"\b{op} gdesc\[UR\d+\], gdesc\[UR\d+\], tmem\[UR\d+\], tmem\[UR\d+\], "
+                           r"idesc\[UR\d+\], tmem\[UR\d+\]", t)
+        assert len(forms) == 4, f"{f}: expected 4 block-scaled {op} per k-block, found {len(forms)}"
+        copies = re.findall(r"UTCCP\.T\.S\.4x32dp128bit tmem\[UR\d+", t)
+        assert len(copies) == (8 if nv else 4 if mx4 else 2), f"{f}: {len(copies)} tcgen05.cp 32x128b.warpx4"
         assert "UBLKCP.S.G" in t and "UTMALDG.3D" in t, f"{f}: scale blocks (bulk copy) or tiles (TMA) not loaded"
 
 

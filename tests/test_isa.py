@@ -718,6 +718,11 @@ def test_tmem_plan_scale_factor_stages_layout():
     assert p["sfa_offsets"] == [256, 272, 288, 304]
     assert p["sfb_offsets"] == [320, 336, 352, 368]
     assert (p["used_cols"], p["alloc_cols"]) == (384, 512)
+    # the block-scaled kernels' own plans (cpp/src/sm100_block_scaled.cu: BLOCK_N 128, 2 accumulators, one SF
+    # region per stage of the 6-stage ring, a k-block = one 128-byte row: 128 8-bit or 256 4-bit elements)
+    for k_tile, sf_vec, per_stage in ((128, 32, 8), (256, 32, 16), (256, 16, 32)):  # MXFP8, MXFP4, NVFP4
+        p = isa.tmem_plan(128, 2, block_m=128, k_tile=k_tile, sf_vec=sf_vec, sf_stages=6)
+        assert (p["used_cols"], p["alloc_cols"]) == (256 + 6 * per_stage, 512), (k_tile, sf_vec)
     # dense plans carry no SF region even if sf_stages is given
     p = isa.tmem_plan(128, 2, sf_stages=4)
     assert (p["sfa_cols"], p["sfb_cols"], p["sfa_offsets"], p["sfb_offsets"], p["used_cols"]) == (0, 0, [], [], 256)

@@ -131,7 +131,7 @@ def test_weight_only_roles_are_validated_by_the_handler():
     with pytest.raises(RuntimeError, match="block scales on b only .no sfa. take a bfloat16 a and float4_e2m1fn b"):
         w8, s8 = jax_tmem.quantize(jnp.ones((1, 16, 64)), "mxfp8")
         run(x, w8, None, s8, block=32)
-    with pytest.raises(RuntimeError, match="the scale operand .* is taken by the weight-only 4-bit GEMM only"):
+    with pytest.raises(RuntimeError, match="the scale operand .* is taken by the 4-bit block-scaled GEMMs only"):
         xq, xs = jax_tmem.quantize(jnp.ones((1, 8, 64)), "mxfp8")
         w8, s8 = jax_tmem.quantize(jnp.ones((1, 16, 64)), "mxfp8")
         run(xq, w8, xs, s8, block=32, global_scale=2.0)

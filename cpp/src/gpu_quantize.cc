@@ -1,7 +1,8 @@
-// jax_tmem: the CUDA FFI handler of the fused MX quantize (kernels/mx_quantize.cuh): x (..., K) rowwise
-// or (..., K, N) colwise in bf16 / f16 / f32 -> data of x's shape in e4m3 / e5m2 and UE8M0 scales per 32
-// along K, plain or in the 128x4 tiles. Validates every buffer and returns ffi::Error for anything it
-// cannot run; never aborts, allocates or synchronises.
+// jax_tmem: the CUDA FFI handler of the fused block-scale quantize (kernels/mx_quantize.cuh): x (..., K)
+// rowwise or (..., K, N) colwise in bf16 / f16 / f32 -> data of x's shape (e4m3 / e5m2, or packed e2m1)
+// and scales per block along K (UE8M0 per 32; UE4M3 per 16 for NVFP4, with an optional float32 global
+// scale as a second input), plain or in the 128x4 tiles. Validates every buffer and returns ffi::Error
+// for anything it cannot run; never aborts, allocates or synchronises.
 #include <cuda_runtime.h>
 
 #include <string>
@@ -20,9 +21,20 @@ std::string dims_str(const std::vector<int64_t>& d) {
   return s + (d.size() == 1 ? ",)" : ")");
 }
 
-ffi::Error cuda_quantize_handler(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> data,
+ffi::Error cuda_quantize_handler(cudaStream_t stream, ffi::RemainingArgs args, ffi::Result<ffi::AnyBuffer> data,
                                  ffi::Result<ffi::AnyBuffer> scales, bool colwise, bool swizzled) {
   auto fail = [](const std::string& why) { return ffi::Error::InvalidArgument("jax_tmem quantize: " + why); };
+  if (args.size() != 1 && args.size() != 2) return fail("takes x and an optional float32 global scale");
+  auto xb = args.get<ffi::AnyBuffer>(0);
+  if (xb.has_error()) return fail("x is not a buffer");
+  const ffi::AnyBuffer x = *xb;
+  const float* gscale = nullptr;
+  if (args.size() == 2) {
+    auto g = args.get<ffi::AnyBuffer>(1);
+    if (g.has_error() || g->element_type() != ffi::DataType::F32 || g->element_count() != 1)
+      return fail("the global scale must be one float32 value");
+    gscale = static_cast<const float*>(g->untyped_data());
+  }
   const auto xs = x.dimensions(), ds = data->dimensions(), ss = scales->dimensions();
   const std::vector<int64_t> xd(xs.begin(), xs.end()), dd(ds.begin(), ds.end()), sd(ss.begin(), ss.end());
   const size_t rank = xd.size();
@@ -33,24 +45,28 @@ ffi::Error cuda_quantize_handler(cudaStream_t stream, ffi::AnyBuffer x, ffi::Res
   q.rows = colwise ? xd[rank - 1] : (rank >= 2 ? xd[rank - 2] : 1);
   q.batch = 1;
   for (size_t i = 0; i + 2 < rank; ++i) q.batch *= xd[i];
-  if (q.k % 32) return fail("the quantized axis (" + std::to_string(q.k) + ") must be a multiple of 32");
+  const DType st = to_dtype(scales->element_type());
+  const int64_t v = st == DType::kE4M3 ? 16 : 32;  // NVFP4's UE4M3 scales per 16, else UE8M0 per 32
+  if (st != DType::kE8M0 && st != DType::kE4M3) return fail("scales must be float8_e8m0fnu or float8_e4m3fn (NVFP4)");
+  if (q.k % v) return fail("the quantized axis (" + std::to_string(q.k) + ") must be a multiple of " + std::to_string(v));
   if (dd != xd) return fail("data must have x's shape " + dims_str(xd) + ", got " + dims_str(dd));
   std::vector<int64_t> want(xd.begin(), xd.end() - (swizzled || colwise ? 2 : 1));
   if (swizzled) {
-    for (int64_t v : {(q.rows + 127) / 128, (q.k / 32 + 3) / 4, int64_t(32), int64_t(16)}) want.push_back(v);
+    for (int64_t d : {(q.rows + 127) / 128, (q.k / v + 3) / 4, int64_t(32), int64_t(16)}) want.push_back(d);
   } else if (colwise) {
-    want.push_back(q.k / 32);
+    want.push_back(q.k / v);
     want.push_back(q.rows);
   } else {
-    want.push_back(q.k / 32);
+    want.push_back(q.k / v);
   }
   if (sd != want) return fail("scales must have shape " + dims_str(want) + ", got " + dims_str(sd));
-  if (to_dtype(scales->element_type()) != DType::kE8M0) return fail("scales must be float8_e8m0fnu");
   q.x = x.untyped_data();
   q.in = to_dtype(x.element_type());
   q.data = data->untyped_data();
   q.out = to_dtype(data->element_type());
   q.scales = scales->untyped_data();
+  q.scale_type = st;
+  q.gscale = gscale;
   q.scale_count = static_cast<int64_t>(scales->element_count());
   q.colwise = colwise;
   q.swizzled = swizzled;
@@ -64,7 +80,7 @@ ffi::Error cuda_quantize_handler(cudaStream_t stream, ffi::AnyBuffer x, ffi::Res
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxTmemCudaQuantize, jax_tmem::cuda_quantize_handler,
                               ::xla::ffi::Ffi::Bind()
                                   .Ctx<::xla::ffi::PlatformStream<cudaStream_t>>()
-                                  .Arg<::xla::ffi::AnyBuffer>()   // x
+                                  .RemainingArgs()                // x [, the float32 global scale]
                                   .Ret<::xla::ffi::AnyBuffer>()   // data
                                   .Ret<::xla::ffi::AnyBuffer>()   // scales
                                   .Attr<bool>("colwise")

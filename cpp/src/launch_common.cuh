@@ -20,7 +20,7 @@ namespace jax_tmem {
 template <class C>
 std::string encode_ab_maps(const GemmLaunch& L, CUtensorMap* map_a, CUtensorMap* map_b) {
   const GemmProblem& p = L.p;
-  constexpr int kChunk = 128 / C::ELEM_BYTES;
+  constexpr int kChunk = 1024 / dtype_bits(C::kA);  // elements of one 128-byte swizzle atom (MN-major)
   const bool a_batched = p.batch > 1 && p.stride_a != 0, b_batched = p.batch > 1 && p.stride_b != 0;
   std::string err;
   if constexpr (C::kAMN)
@@ -208,7 +208,7 @@ std::string dispatch_mx8(const GemmProblem& p, const char* arch, Run&& run) {
   if (p.a_type == D::kE5M2 && p.b_type == D::kE4M3) return run(DTypeTag<D::kE5M2>{}, DTypeTag<D::kE4M3>{});
   if (p.a_type == D::kE5M2 && p.b_type == D::kE5M2) return run(DTypeTag<D::kE5M2>{}, DTypeTag<D::kE5M2>{});
   return std::string("no ") + arch + " block-scaled kernel for " + dtype_name(p.a_type) + " x " +
-         dtype_name(p.b_type) + " (8-bit MX operands only; the 4-bit formats run through XLA)";
+         dtype_name(p.b_type) + " (8-bit MX operands; 4-bit x 4-bit: the sm_100a/sm_103a kernel only)";
 }
 
 }  // namespace jax_tmem

@@ -1,8 +1,9 @@
-// jax_tmem: host launch of the fused MX quantize kernels (kernels/mx_quantize.cuh), for every built arch.
+// jax_tmem: host launch of the fused block-scale quantize kernels (MXFP8, MXFP4, NVFP4) (kernels/mx_quantize.cuh), for every built arch.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <string>
+#include <type_traits>
 
 #include "jax_tmem/dtypes.h"
 #include "jax_tmem/kernels/mx_quantize.cuh"
@@ -11,14 +12,24 @@
 namespace jax_tmem {
 
 std::string mx_quantize_launch(const QuantizeLaunch& q, cudaStream_t stream) {
-  if (q.k % 32) return "the quantized axis (" + std::to_string(q.k) + ") must be a multiple of 32";
-  if (q.out != DType::kE4M3 && q.out != DType::kE5M2)
-    return std::string("data must be e4m3 or e5m2, got ") + dtype_name(q.out);
+  // The format from the data and scale types: MXFP8 (e4m3 / e5m2, UE8M0), MXFP4 (e2m1, UE8M0), NVFP4 (e2m1, UE4M3).
+  quant::QFmt fmt;
+  if (q.out == DType::kE4M3 && q.scale_type == DType::kE8M0) fmt = quant::QFmt::kE4M3;
+  else if (q.out == DType::kE5M2 && q.scale_type == DType::kE8M0) fmt = quant::QFmt::kE5M2;
+  else if (q.out == DType::kE2M1 && q.scale_type == DType::kE8M0) fmt = quant::QFmt::kMXFP4;
+  else if (q.out == DType::kE2M1 && q.scale_type == DType::kE4M3) fmt = quant::QFmt::kNVFP4;
+  else
+    return std::string("data and scales must be e4m3 / e5m2 with float8_e8m0fnu (MXFP8), float4_e2m1fn with "
+                       "float8_e8m0fnu (MXFP4) or float4_e2m1fn with float8_e4m3fn (NVFP4), got ") +
+           dtype_name(q.out) + " with " + dtype_name(q.scale_type);
+  const int64_t v = fmt == quant::QFmt::kNVFP4 ? 16 : 32;
+  if (q.k % v) return "the quantized axis (" + std::to_string(q.k) + ") must be a multiple of " + std::to_string(v);
+  if (q.gscale && fmt != quant::QFmt::kNVFP4) return "a global scale is for NVFP4 only";
   const int64_t vec = q.in == DType::kF32 ? 4 : 8;
   if (q.colwise && q.rows % vec)
     return "colwise quantization needs the last axis (" + std::to_string(q.rows) + ") a multiple of " + std::to_string(vec);
-  quant::QuantArgs a{q.batch, q.rows, q.k, 0, 0};
-  const int64_t cols = q.k / 32;
+  quant::QuantArgs a{q.batch, q.rows, q.k, 0, 0, q.gscale};
+  const int64_t cols = q.k / v;
   if (q.swizzled) {
     a.sw_cols = (cols + 3) / 4;
     a.sf_batch = (q.rows + 127) / 128 * 128 * a.sw_cols * 4;
@@ -38,13 +49,17 @@ std::string mx_quantize_launch(const QuantizeLaunch& q, cudaStream_t stream) {
     const T* xp = static_cast<const T*>(q.x);
     auto* d = static_cast<uint8_t*>(q.data);
     auto* s = static_cast<uint8_t*>(q.scales);
-    const bool e5 = q.out == DType::kE5M2;
-    if (q.colwise) {
-      if (e5) quant::mx_quantize_colwise_kernel<T, true><<<ctas, 256, 0, stream>>>(xp, d, s, a);
-      else quant::mx_quantize_colwise_kernel<T, false><<<ctas, 256, 0, stream>>>(xp, d, s, a);
-    } else {
-      if (e5) quant::mx_quantize_kernel<T, true><<<ctas, 256, 0, stream>>>(xp, d, s, a);
-      else quant::mx_quantize_kernel<T, false><<<ctas, 256, 0, stream>>>(xp, d, s, a);
+    auto run = [&](auto f) {
+      constexpr quant::QFmt F = decltype(f)::value;
+      if (q.colwise) quant::mx_quantize_colwise_kernel<T, F><<<ctas, 256, 0, stream>>>(xp, d, s, a);
+      else quant::mx_quantize_kernel<T, F><<<ctas, 256, 0, stream>>>(xp, d, s, a);
+    };
+    using Q = quant::QFmt;
+    switch (fmt) {
+      case Q::kE4M3: run(std::integral_constant<Q, Q::kE4M3>{}); break;
+      case Q::kE5M2: run(std::integral_constant<Q, Q::kE5M2>{}); break;
+      case Q::kMXFP4: run(std::integral_constant<Q, Q::kMXFP4>{}); break;
+      case Q::kNVFP4: run(std::integral_constant<Q, Q::kNVFP4>{}); break;
     }
   };
   if (q.in == DType::kBF16) go(__nv_bfloat16{});

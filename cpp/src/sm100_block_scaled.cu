@@ -1,8 +1,11 @@
-// jax_tmem: host launch of the sm_100a/sm_103a block-scaled (MX) GEMM: the tcgen05 kernel of
-// kernels/sm100_gemm.cuh with kSfVec = 32 (kind::mxf8f6f4, scales staged SMEM -> TMEM by tcgen05.cp).
-// Both operands K-major 8-bit floats (e4m3 / e5m2, any mix), UE8M0 scales per 32 along K in the 128x4
-// layout (jax_tmem.swizzle_scales; Python passes that layout to this arch). Compiled and SASS-checked
-// only: NEVER EXECUTED ON A BLACKWELL GPU.
+// jax_tmem: host launch of the sm_100a/sm_103a block-scaled GEMM: the tcgen05 kernel of
+// kernels/sm100_gemm.cuh with kSfVec > 0 (scales staged SMEM -> TMEM by tcgen05.cp), both operands K-major,
+// scales in the 128x4 layout (jax_tmem.swizzle_scales; Python passes that layout to this arch):
+//   MXFP8: 8-bit floats (e4m3 / e5m2, any mix), UE8M0 per 32     -> kind::mxf8f6f4
+//   MXFP4: packed e2m1, UE8M0 per 32                             -> kind::mxf4
+//   NVFP4: packed e2m1, UE4M3 per 16 (global scales: the `scale` operand, applied in the epilogue)
+//                                                                 -> kind::mxf4nvf4
+// Compiled and SASS-checked only: NEVER EXECUTED ON A BLACKWELL GPU.
 #include <string>
 
 #include "jax_tmem/kernels/sm100_gemm.cuh"
@@ -13,9 +16,10 @@ namespace {
 
 // 128x128 tiles, 6 stages: double-buffered 128-column accumulators + 8 scale columns per stage fit the
 // 512 TMEM columns (a 256-wide tile's two accumulators alone take all 512).
-template <DType A, DType B>
+// (4-bit: 36 KB stages; the NVFP4 plan: 2 x 128 + 6 x (16 + 16) = 448 columns.)
+template <DType A, DType B, int kSfVec = 32>
 std::string run_types(const GemmLaunch& L) {
-  using C = Config<A, B, 128, 6, false, false, false, 0, 32>;
+  using C = Config<A, B, 128, 6, false, false, false, 0, kSfVec>;
   return launch_persistent<C>(sm100_gemm_kernel<C>, L);
 }
 
@@ -23,12 +27,17 @@ std::string run_types(const GemmLaunch& L) {
 
 std::string sm100_block_scaled_launch(const GemmLaunch& L) {
   const GemmProblem& p = L.p;
-  if (p.sf_vec != 32) return "the sm_100a block-scaled kernel takes MX scales (sf_vec 32), got " + std::to_string(p.sf_vec);
   if (p.sf_layout != 1)
     return "the sm_100a block-scaled kernel reads scales in the 128x4 layout (sf_layout 1, jax_tmem.swizzle_scales)";
   if (p.a_mn_major || p.b_mn_major) return "the block-scaled kernels take K-major operands only";
   if (p.config >= 0) return "the sm_100a block-scaled GEMM has no forced configurations (config must be -1)";
   if (std::string why = kernel_legality(p); !why.empty()) return why;
+  if (p.a_type == DType::kE2M1 && p.b_type == DType::kE2M1) {
+    if (p.k % 32) return "the sm_100a 4-bit kernel needs K a multiple of 32 (16-byte TMA rows), got " + std::to_string(p.k);
+    if (p.sf_vec == 16) return run_types<DType::kE2M1, DType::kE2M1, 16>(L);
+    return run_types<DType::kE2M1, DType::kE2M1, 32>(L);
+  }
+  if (p.sf_vec != 32) return "the sm_100a block-scaled kernel takes MX scales (sf_vec 32) with 8-bit operands, got " + std::to_string(p.sf_vec);
   return dispatch_mx8(p, "sm_100a", [&](auto a, auto b) { return run_types<decltype(a)::value, decltype(b)::value>(L); });
 }
 

@@ -83,8 +83,6 @@ def _quantize_kernel_target(f: Format, x) -> str:
     """"" when the fused CUDA quantize kernel (cpp/include/jax_tmem/kernels/mx_quantize.cuh) takes this
     call, else why not."""
     from jax_tmem._core import ext as _ext  # ops -> _core (the reference code above needs no extension)
-    if f.name not in ("mxfp8", "mxfp8_e5m2"):
-        return f"the fused quantize kernel writes mxfp8 / mxfp8_e5m2, not {f.name}"
     if np.dtype(x.dtype) not in (np.dtype(jnp.bfloat16), np.dtype(jnp.float16), np.dtype(jnp.float32)):
         return f"the fused quantize kernel reads bfloat16, float16 or float32, not {np.dtype(x.dtype).name}"
     if jax.default_backend() != "gpu":
@@ -103,10 +101,11 @@ def _quantize_kernel_form(x, axis: int) -> str:
     return "moved"
 
 
-def _quantize_ffi(x, f: Format, axis: int, swizzled: bool):
+def _quantize_ffi(x, f: Format, axis: int, swizzled: bool, global_scale=None):
     """The fused CUDA quantize kernel along ``axis``: the last axis (rowwise) or the second-to-last
     (colwise) in place; any other axis is moved last and back by XLA. Swizzled scales come out in the
-    128x4 tiles with the axis next to the quantized one as rows (see :func:`quantize`)."""
+    128x4 tiles with the axis next to the quantized one as rows (see :func:`quantize`). NVFP4's
+    ``global_scale`` (a float32 scalar) is the call's second input: x is divided by it in the kernel."""
     form = _quantize_kernel_form(x, axis)
     xin = jnp.moveaxis(x, axis, -1) if form == "moved" else x
     colwise = form == "colwise"
@@ -122,7 +121,8 @@ def _quantize_ffi(x, f: Format, axis: int, swizzled: bool):
     call = jax.ffi.ffi_call("jax_tmem_quantize", (jax.ShapeDtypeStruct(xin.shape, f.data),
                                                    jax.ShapeDtypeStruct(sshape, f.scale)),
                             vmap_method="broadcast_all")
-    data, scales = call(xin, colwise=colwise, swizzled=swizzled)
+    gs = () if global_scale is None else (jnp.asarray(global_scale, jnp.float32).reshape(1),)
+    data, scales = call(xin, *gs, colwise=colwise, swizzled=swizzled)
     if form == "moved":
         data = jnp.moveaxis(data, -1, axis)
         scales = scales if swizzled else jnp.moveaxis(scales, -1, axis)
@@ -139,9 +139,11 @@ def quantize(x, fmt, *, axis: int = -1, global_scale=None, path=None, scale_layo
     fmt: "mxfp8" (e4m3), "mxfp8_e5m2", "mxfp4" or "nvfp4". global_scale: NVFP4's per-tensor float32
     scale (default 1.0, as ``jax.nn.get_scaled_dot_general_config("nvfp4")``); x is divided by it first.
     path: "auto" / None (the fused CUDA kernel where it runs, else XLA: on the H200 it is bit-identical to
-    JAX's jitted quantizer and 2.1-2.3x faster, docs/PERF.md), "xla", or "kernel": the fused
-    CUDA kernel (mxfp8 formats, bf16/f16/f32 x, one read of x; GPU only; bit-identical to JAX's quantizer
-    as XLA compiles it on the GPU). The decision is logged. The kernel quantizes the last axis (rowwise)
+    JAX's jitted quantizer and 2.1-2.3x faster for mxfp8, docs/PERF.md), "xla", or "kernel": the fused
+    CUDA kernel (every format, bf16/f16/f32 x, one read of x; GPU only; bit-identical to JAX's quantizer
+    as XLA compiles it on the GPU, NVFP4's division by the global scale included when that scale is a
+    traced value: a constant one XLA may fold into a multiplication by its reciprocal). The decision is
+    logged. The kernel quantizes the last axis (rowwise)
     and the second-to-last (colwise: a (K, N) weight, the backward pass's layout) in place; any other
     axis is moved last by XLA first.
     scale_layout: "plain" (above) or "swizzled": the scales in the 128x4 tiles the GEMM kernels read,
@@ -177,7 +179,10 @@ def quantize(x, fmt, *, axis: int = -1, global_scale=None, path=None, scale_layo
         _config.record(_config.Decision("quantize", problem, "kernel",
                                         f"cuda, jax_tmem_quantize ({_quantize_kernel_form(x, axis)})",
                                         f'path "{path or "auto"}"'))
-        return _quantize_ffi(x, f, axis, swizzled)
+        if f.global_scale and global_scale is not None and jnp.size(global_scale) != 1:
+            raise ValueError(f"jax_tmem.quantize: global_scale must be one float32 value, got shape "
+                             f"{jnp.shape(global_scale)}")
+        return _quantize_ffi(x, f, axis, swizzled, global_scale if f.global_scale else None)
     _config.record(_config.Decision("quantize", problem, "xla", "jnp ops (JAX's quantizer)",
                                     'path "xla"' if path == "xla" else why))
     xm = jnp.moveaxis(x, axis, -1)

@@ -93,8 +93,11 @@ def _sdg_bwd(fa, fb, fg, out_dtype, path, res, g):
         db = jnp.einsum("bmn,bmk->bnk", g, a.astype(jnp.float32), precision=lax.Precision.HIGHEST)
         return da.astype(a.dtype), db.astype(b.dtype)
     bt, at, gt = jnp.swapaxes(b, 1, 2), jnp.swapaxes(a, 1, 2), jnp.swapaxes(g, 1, 2)
-    # (path "kernel" takes the byte formats only; fg may be a 4-bit one: those GEMMs take the logged default)
-    gp = path if (fg.name in scaled_gemm.KERNEL_FORMATS or path != "kernel") else "auto"
+    # (path "kernel": a backward GEMM whose format pair (fg with fb / fa) the custom call does not take here
+    # runs the logged default instead)
+    gp = path
+    if path == "kernel" and not all(scaled_gemm.kernel_target(fg, f)[0] for f in (fa, fb)):
+        gp = "auto"
     da = _qmm(g, bt, fg, fb, jnp.float32, gp)   # (B, M, N) x (B, K, N) -> (B, M, K), contracting N
     db = _qmm(gt, at, fg, fa, jnp.float32, gp)  # (B, N, M) x (B, K, M) -> (B, N, K), contracting M
     return da.astype(a.dtype), db.astype(b.dtype)

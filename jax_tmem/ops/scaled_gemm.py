@@ -11,8 +11,11 @@ kernels are tested against). "xla" runs the reference semantics through XLA (``s
 exact bf16 dequantization and a bf16 dot with f32 accumulation, as jax.nn.scaled_matmul on Hopper).
 "auto" takes XLA today, with the reason recorded: on the H200 our block-scaled kernel is still slower
 than that XLA path (``AUTO_PREFERS_XLA``; docs/PERF.md), and the Blackwell kernel is taken only with
-JAX_TMEM_ENABLE_SM100=1. Only the byte-per-element MX formats (mxfp8, mxfp8_e5m2) take the kernel path;
-the 4-bit formats run XLA. Each call records its decision with the reason (``JAX_TMEM_LOG=1``,
+JAX_TMEM_ENABLE_SM100=1. MXFP4 x MXFP4 and NVFP4 x NVFP4 (``FP4_FORMATS``, packed e2m1 on both sides)
+take the kernel path on sm_100a/sm_103a (kind::mxf4 / kind::mxf4nvf4, NVFP4's two global scales
+multiplied into the ``scale`` operand and applied in the epilogue; compiled and SASS-checked, NEVER RUN on
+Blackwell) and on the CPU reference handler; Hopper has no tensor-core instruction for them, so there
+they run XLA. Each call records its decision with the reason (``JAX_TMEM_LOG=1``,
 ``jax_tmem.decisions()``).
 
 Weight-only (``lhs_scales=None``): a high-precision lhs times a block-scaled rhs (the decode GEMM of a
@@ -32,7 +35,8 @@ from jax import lax
 from jax_tmem._core import arch as _arch, config as _config, ext as _ext
 from jax_tmem.ops import block_scale
 
-KERNEL_FORMATS = ("mxfp8", "mxfp8_e5m2")  # whole-byte elements: what the custom call takes today
+KERNEL_FORMATS = ("mxfp8", "mxfp8_e5m2")  # whole-byte elements: every kernel path (CPU, sm_90a, sm_100a)
+FP4_FORMATS = ("mxfp4", "nvfp4")  # x the same format: the CPU handler and the sm_100a/sm_103a kernel
 W4_FORMATS = ("mxfp4", "nvfp4")  # weight-only (lhs_scales=None) with a bfloat16 lhs: kernels/w4_gemm.cuh
 # "auto" takes the weight-only kernel up to this many lhs rows: H200, 2026-11-23 (docs/PERF.md): 1.85-6.5x
 # XLA's dequantize + bf16 GEMM at M <= 64, 0.55-0.59x at M = 256 (the kernel re-reads the weights per 32 tokens)
@@ -114,9 +118,10 @@ def scaled_matmul_ffi(lhs, rhs, lhs_scales, rhs_scales, out_dtype, block: int, l
                       global_scale=None):
     """The jax_tmem GEMM custom call with block scales: (B, M, K) x (B, N, K), both K-major, scales plain
     (B, rows, K / block) (``layout`` 0) or in the 128x4 tiles of ``swizzle_scales`` (``layout`` 1), in role
-    order a, b, sfa, sfb, scale. ``lhs_scales=None``: the weight-only GEMM (no sfa), ``global_scale`` its
-    float32 scalar. ``config`` (private, benchmarks): the sm_90a kernel's configuration
-    (cpp/src/sm90_block_scaled.cu), -1 its heuristic."""
+    order a, b, sfa, sfb, scale. ``lhs_scales=None``: the weight-only GEMM (no sfa). ``global_scale``: a
+    float32 scalar multiplying the product (NVFP4's global scales, lhs's times rhs's). ``config``
+    (private, benchmarks): the sm_90a kernel's configuration (cpp/src/sm90_block_scaled.cu), -1 its
+    heuristic."""
     b, m, k = lhs.shape
     n = rhs.shape[1]
     for platform in ("cpu", "cuda"):
@@ -147,13 +152,24 @@ def kernel_target(fa, fb, lhs_dtype=None, k=None) -> tuple[str, str]:
                         f"{np.dtype(lhs_dtype).name} x {fb.name}")
         if k is not None and k % 32:
             return "", f"the weight-only kernel needs K a multiple of 32 (K = {k})"
+    elif fa.name in FP4_FORMATS or fb.name in FP4_FORMATS:
+        if fa.name != fb.name:
+            return "", (f"the 4-bit block-scaled GEMM multiplies {' or '.join(FP4_FORMATS)} by the same format, not "
+                        f"{fa.name} x {fb.name}")
     elif fa.name not in KERNEL_FORMATS or fb.name not in KERNEL_FORMATS:
-        return "", f"the custom call takes {' and '.join(KERNEL_FORMATS)} operands, not {fa.name} x {fb.name}"
+        return "", (f"the custom call takes {' or '.join(KERNEL_FORMATS)} operands, or mxfp4 x mxfp4 and nvfp4 x nvfp4, "
+                    f"not {fa.name} x {fb.name}")
     if jax.default_backend() == "gpu":
         cc, why = _arch.device_cc()
         arch, why = _arch.arch_target(cc) if cc >= 0 else ("", why)
         if not arch:
             return "", why
+        if fa is not None and fa.name in FP4_FORMATS:
+            if not arch.startswith("sm_10"):
+                return "", (f"{fa.name} x {fb.name}: no {arch} kernel (Hopper's tensor cores take no 4-bit operands; "
+                            "the sm_100a/sm_103a kind::mxf4 kernels only); XLA's dequantize + bf16 GEMM runs it")
+            if k is not None and k % 32:
+                return "", f"the sm_100a 4-bit kernel needs K a multiple of 32 (16-byte TMA rows), K = {k}"
         ok, why = _ext.ensure_registered("cuda")
         return (f"cuda {arch}", "") if ok else ("", why)
     ok, why = _ext.ensure_registered("cpu")
@@ -189,6 +205,17 @@ def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, out_dtype, lhs_global_scale=
     elif path == "kernel" or (path == "auto" and blackwell and _arch.sm100_trusted()):
         _config.record(_config.Decision("scaled_matmul", problem, "kernel", f"{where}, jax_tmem_gemm with sfa/sfb",
                                         f'path "{path}"'))
+        if fa.name in FP4_FORMATS:  # MXFP4 / NVFP4 x the same: the global scales as one product (`scale`)
+            gs = None
+            for g in (lhs_global_scale, rhs_global_scale):
+                if g is not None:
+                    g = jnp.asarray(g, jnp.float32).reshape(())
+                    gs = g if gs is None else gs * g
+            sw = lambda given, plain: given if given.ndim == 5 else block_scale.swizzle_scales(plain)
+            if blackwell:  # the tcgen05 kernel reads the 128x4 layout (its 512-byte blocks are what tcgen05.cp copies)
+                return scaled_matmul_ffi(lhs, rhs, sw(lhs_scales, sa), sw(rhs_scales, sb), out_dtype, fa.block,
+                                         layout=1, global_scale=gs)
+            return scaled_matmul_ffi(lhs, rhs, sa, sb, out_dtype, fa.block, global_scale=gs)
         # Pre-swizzled scales go to the call as they are. The sm_100a kernel reads the 128x4 layout only (its
         # 512-byte blocks are what tcgen05.cp copies); the sm_90a kernel reads plain scales a word per 4
         # columns, so with K / 32 not a multiple of 4 it takes the 128x4 layout too (a small XLA op).

@@ -16,6 +16,7 @@ struct Args {
   const void* c;       // same dtype/shape as out, or null
   const float* bias;   // [n] or null
   float alpha;
+  const float* scale;  // null, or one float multiplying alpha: the `scale` operand (NVFP4's global scales)
   int32_t activation;  // Activation
   int32_t out_type;    // DType: kF32, kBF16, kF16
 };
@@ -24,7 +25,8 @@ struct Args {
 // reads is taken here, next to the code that reads it.
 inline Args make_args(const GemmProblem& p, void* out, const void* const (&in)[kNumRoles]) {
   return Args{out, in[static_cast<int>(Role::kC)], static_cast<const float*>(in[static_cast<int>(Role::kBias)]),
-              p.alpha, static_cast<int32_t>(p.activation), static_cast<int32_t>(p.out_type)};
+              p.alpha, static_cast<const float*>(in[static_cast<int>(Role::kScale)]), static_cast<int32_t>(p.activation),
+              static_cast<int32_t>(p.out_type)};
 }
 
 // What every GEMM kernel receives besides its two tensor maps (identical for sm_90a and sm_100a).
@@ -130,14 +132,16 @@ __device__ __forceinline__ void store_row_segment(const float (&v)[kCols], T* ou
   }
 }
 
-// The epilogue math for a row segment, in place: y = act(alpha * acc + bias) + c. `c` is read only
-// where the row is inside the output (`row_ok`) and the column < n.
+// The epilogue math for a row segment, in place: y = act(alpha * acc + bias) + c (alpha times the
+// `scale` operand when there is one). `c` is read only where the row is inside the output (`row_ok`)
+// and the column < n.
 template <int kCols>
 __device__ __forceinline__ void row_segment_math(float (&v)[kCols], const Args& e, int64_t row_index, int col0,
                                                  int n, bool row_ok) {
-  if (e.alpha != 1.0f) {
+  const float alpha = e.scale != nullptr ? e.alpha * *e.scale : e.alpha;
+  if (alpha != 1.0f) {
 #pragma unroll
-    for (int j = 0; j < kCols; ++j) v[j] *= e.alpha;
+    for (int j = 0; j < kCols; ++j) v[j] *= alpha;
   }
   if (e.bias != nullptr) {
 #pragma unroll

@@ -78,6 +78,10 @@ struct GemmProblem {
   DType sf_type() const { return sf_vec == 32 ? DType::kE8M0 : sf_vec == 16 ? DType::kE4M3 : DType::kInvalid; }
   // Block scales on b only: a high-precision lhs times 4-bit weights (the weight-only GEMM for decode).
   bool weight_only() const { return sf_vec != 0 && !has(Role::kSFA) && has(Role::kSFB); }
+  // Block scales on both operands, both float4_e2m1fn (MXFP4 or NVFP4 x the same format).
+  bool fp4_block_scaled() const {
+    return sf_vec != 0 && has(Role::kSFA) && has(Role::kSFB) && a_type == DType::kE2M1 && b_type == DType::kE2M1;
+  }
   // Scales per batch of an operand with `rows` rows: plain rows x (K / sf_vec), or the 128x4 layout's
   // rows padded to 128 and columns to 4.
   int64_t sf_per_batch(int64_t rows) const {
@@ -132,10 +136,14 @@ inline std::string validate(const GemmProblem& p, const InputShapes& in, int64_t
   const int64_t a_count = in.count[static_cast<int>(Role::kA)], b_count = in.count[static_cast<int>(Role::kB)];
   if (p.batch < 1 || p.m < 1 || p.n < 1 || p.k < 1)
     return "batch, m, n, k must be >= 1 (got " + s(p.batch) + ", " + s(p.m) + ", " + s(p.n) + ", " + s(p.k) + ")";
-  // float4_e2m1fn is an operand of the weight-only GEMM only (packed two per byte, XLA's E(4) layout).
+  // float4_e2m1fn (packed two per byte, XLA's E(4) layout) is an operand of the block-scaled GEMMs only:
+  // the weight-only one (b) and MXFP4 / NVFP4 x the same format (a and b).
   const bool w4 = p.weight_only() && p.b_type == DType::kE2M1;
-  if (!dtype_is_operand(p.a_type) || !(dtype_is_operand(p.b_type) || w4))
-    return std::string("unsupported operand dtype ") + dtype_name(p.a_type) + " x " + dtype_name(p.b_type);
+  const bool fp4 = p.fp4_block_scaled();
+  if (!(dtype_is_operand(p.a_type) || fp4) || !(dtype_is_operand(p.b_type) || w4 || fp4))
+    return std::string("unsupported operand dtype ") + dtype_name(p.a_type) + " x " + dtype_name(p.b_type) +
+           (p.a_type == DType::kE2M1 || p.b_type == DType::kE2M1
+                ? " (float4_e2m1fn: block-scaled b of a bfloat16 a, or block-scaled on both operands)" : "");
   if ((p.a_type == DType::kS8) != (p.b_type == DType::kS8))
     return "int8 operands multiply int8 operands only (int32 accumulation)";
   if (!dtype_is_output(p.out_type)) {
@@ -176,15 +184,20 @@ inline std::string validate(const GemmProblem& p, const InputShapes& in, int64_t
         return std::string("block scales on b only (no sfa) take a bfloat16 a and float4_e2m1fn b, got ") +
                dtype_name(p.a_type) + " x " + dtype_name(p.b_type);
     } else {
-      // The MX formats' element types: those kind::mxf8f6f4 takes (dtypes.def's f8f6f4 format column).
-      for (DType t : {p.a_type, p.b_type})
-        if (dtype_row(t).fmt[2] < 0)
-          return std::string("block scales take 8-, 6- or 4-bit float operands (kind::mxf8f6f4), got ") + dtype_name(t);
-      if (p.sf_vec != 32) return "sf_vec 16 (NVFP4 scales) is taken with block scales on b only (no sfa) today";
+      // MXFP8 (8-bit x 8-bit, any e4m3/e5m2 mix) or MXFP4 / NVFP4 (e2m1 x e2m1, K-major).
+      if (!fp4) {
+        for (DType t : {p.a_type, p.b_type})
+          if (dtype_bits(t) != 8 || dtype_row(t).fmt[2] < 0)
+            return std::string("block scales on both operands take 8-bit floats (MXFP8) or float4_e2m1fn on both "
+                               "(MXFP4 / NVFP4), got ") + dtype_name(p.a_type) + " x " + dtype_name(p.b_type);
+        if (p.sf_vec != 32) return "sf_vec 16 (NVFP4 scales) takes float4_e2m1fn operands";
+      } else if (p.a_mn_major || p.b_mn_major) {
+        return "float4_e2m1fn operands are K-major (two elements per byte along K)";
+      }
     }
   }
-  if (p.has(Role::kScale) && !p.weight_only())
-    return "the scale operand (a global scale) is taken by the weight-only 4-bit GEMM only (block scales on b)";
+  if (p.has(Role::kScale) && !(p.weight_only() || fp4))
+    return "the scale operand (NVFP4's global scale) is taken by the 4-bit block-scaled GEMMs only";
   for (int i = 0; i < kNumRoles; ++i) {  // the rules of operands.def
     const Role r = static_cast<Role>(i);
     if (!p.has(r)) continue;

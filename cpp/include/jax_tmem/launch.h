@@ -33,15 +33,19 @@ std::string sm100_gemm_launch(const GemmLaunch& launch);  // sm_100a / sm_103a (
 // The weight-only 4-bit GEMM (w4_gemm.cu, every built arch): bf16 a x e2m1 b with b's block scales.
 std::string w4_gemm_launch(const GemmLaunch& launch);
 
-// The fused MX quantize (mx_quantize.cu, every built arch): x (batch, rows, k) rowwise or (batch, k, rows)
-// colwise -> data of x's shape and UE8M0 scales per 32 along k, plain ((batch, rows, k / 32) rowwise,
-// (batch, k / 32, rows) colwise) or in the 128x4 tiles with `rows` as the tiles' rows (swizzled).
+// The fused block-scale quantize (mx_quantize.cu, every built arch): x (batch, rows, k) rowwise or
+// (batch, k, rows) colwise -> data of x's shape (e4m3 / e5m2, or packed e2m1) and scales per V along k
+// (UE8M0 per 32: MXFP8 / MXFP4; UE4M3 per 16: NVFP4, x divided by `gscale` first when given), plain
+// ((batch, rows, k / V) rowwise, (batch, k / V, rows) colwise) or in the 128x4 tiles with `rows` as the
+// tiles' rows (swizzled).
 struct QuantizeLaunch {
   const void* x;
   DType in;
   void* data;
   DType out;
   void* scales;
+  DType scale_type;
+  const float* gscale;  // null or one float (NVFP4)
   int64_t scale_count;
   int64_t batch, rows, k;
   bool colwise, swizzled;

@@ -41,12 +41,20 @@ inline CUtensorMapDataType tma_dtype(DType t) {
 }
 
 // A 3-D view {cols (contiguous), rows, batch} of an operand, loaded in boxes {box_cols, box_rows, 1}
-// with a 128-byte swizzle. `rows == 1` tolerates any row pitch (it is never stepped).
+// with a 128-byte swizzle. `rows == 1` tolerates any row pitch (it is never stepped). A 4-bit operand
+// (packed two per byte, element 2i in the low nibble: XLA's E(4) layout, what kind::mxf4/mxf4nvf4 read
+// from shared memory) is mapped as bytes: cols, pitches and box_cols in elements, halved here.
 inline std::string encode_operand(CUtensorMap* map, const void* base, DType t, int64_t cols, int64_t rows,
                                   int64_t batch, int64_t ld, int64_t batch_stride, uint32_t box_cols,
                                   uint32_t box_rows) {
   EncodeTiledFn fn = encode_fn();
   if (fn == nullptr) return "cuTensorMapEncodeTiled is not available from the CUDA driver";
+  if (dtype_bits(t) == 4) {
+    if (cols % 2 || ld % 2 || batch_stride % 2 || box_cols % 2)
+      return "a packed 4-bit operand needs even row lengths, pitches and batch strides (two elements per byte)";
+    cols /= 2, ld /= 2, batch_stride /= 2, box_cols /= 2;
+    t = DType::kU8;
+  }
   const int es = dtype_bytes(t);
   if (reinterpret_cast<uintptr_t>(base) % 16) return "operand base address is not 16-byte aligned (TMA)";
   auto round16 = [](int64_t v) { return (v + 15) / 16 * 16; };

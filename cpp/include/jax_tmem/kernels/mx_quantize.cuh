@@ -1,23 +1,33 @@
-// jax_tmem: the fused MX quantize kernels (issue 14): bf16 / f16 / f32 -> e4m3 or e5m2 data and UE8M0
-// scales per 32 elements along the quantized axis, in one read of x from memory. Plain CUDA (any arch).
-//   rowwise: x (batch, rows, K), blocks along K (the last axis): one thread per 32-element block (blocks
-//            are contiguous, 16-byte loads);
+// jax_tmem: the fused block-scale quantize kernels (issue 14): bf16 / f16 / f32 -> block-scaled data and
+// scales along the quantized axis, in one read of x from memory. Plain CUDA (any arch). Formats (QFmt):
+//   MXFP8: e4m3 or e5m2 data, UE8M0 scale per 32;   MXFP4: e2m1 data (packed two per byte, element 2i
+//   in the low nibble: XLA's E(4) layout), UE8M0 per 32;   NVFP4: e2m1 data, UE4M3 scale per 16, x first
+//   divided by the float32 global scale (when one is given).
+//   rowwise: x (batch, rows, K), blocks along K (the last axis): one thread per block (blocks are
+//            contiguous, 16-byte loads);
 //   colwise: x (batch, K, cols), blocks along K (the second-to-last axis: the backward pass's layout):
-//            one thread per 32 rows x kVec columns (16 bytes per row), amax in one pass over the 32
-//            rows and the conversion in a second (the re-read hits the caches);
-// scales plain (the quantized axis in place: (batch, rows, K / 32) or (batch, K / 32, cols)) or in the
+//            one thread per block-of-rows x kVec columns (16 bytes per row), amax in one pass over the
+//            block's rows and the conversion in a second (the re-read hits the caches);
+// scales plain (the quantized axis in place: (batch, rows, K / V) or (batch, K / V, cols)) or in the
 // 128x4 tiles of jax_tmem.swizzle_scales with the non-quantized axis as rows (GemmProblem::sf_index;
-// the launcher zeroes the padding first). The arithmetic follows JAX's quantizer step by
-// step, each result rounded to x's type as XLA rounds its elementwise ops (jax_tmem/ops/block_scale.py):
-//   q     = amax(|x|) * r, r = 1 / max(data type) rounded to x's type (NaN if the block holds a NaN):
+// the launcher zeroes the padding first). The arithmetic follows JAX's quantizer step by step
+// (jax._src.cudnn.scaled_matmul_stablehlo.quantize; jax_tmem/ops/block_scale.py), each result rounded
+// to the type XLA computes it in, as XLA's compiled program does:
+//   MX (x's type T):
+//   q     = amax(|x|) * r, r = 1 / max(data type) rounded to T (NaN if the block holds a NaN):
 //           XLA's algebraic simplifier turns the quantizer's division by the constant max into this
 //           multiplication (seen in the H200's compiled HLO, 2026-11-23: bf16 `multiply(amax, 0.002228)`),
 //           and for bf16 / f16 the two differ in a few hundred amax values (tests/test_block_scale.py
 //           plants them)
 //   e     = the UE8M0 byte of q rounded UP to a power of two (an all-ones exponent wraps to 0, as JAX's
 //           uint8 cast does)
-//   s     = 2^(e - 127) as x's type (0 read as the smallest positive: 2^-127, f16 2^-15)
-//   data  = convert(clip(x / s, -max, max)) with round-to-nearest-even; NaN stays NaN.
+//   s     = 2^(e - 127) as T (0 read as the smallest positive: 2^-127, f16 2^-15)
+//   data  = convert(clip(x / s, -max, max)) with round-to-nearest-even; NaN stays NaN (fp8).
+//   NVFP4 (float32: dividing by the float32 global scale promotes x):
+//   y     = x / g (IEEE division; no division without a global scale)
+//   s     = e4m3(clip(amax(|y|) * (1 / 6 rounded to f32), 0, 448)) (round to nearest even)
+//   data  = e2m1(clip(y / s, -6, 6)) (IEEE division: an all-zero block's 0 / 0 is NaN)
+//   e2m1 rounds to nearest even; a NaN becomes 0x8 (-0), as XLA's and ml_dtypes' conversions do.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -44,32 +54,61 @@ __device__ __forceinline__ float round_to(float v) {
   else return __half2float(__float2half_rn(v));
 }
 
-struct Block {   // one 32-element block's scale: its byte and 1 / its value
-  uint8_t e8;
-  float inv;
+// The output formats. V: elements per scale; kMax: the data type's largest finite value.
+enum class QFmt : int { kE4M3 = 0, kE5M2 = 1, kMXFP4 = 2, kNVFP4 = 3 };
+template <QFmt F>
+struct QTraits {
+  static constexpr bool kFp4 = F == QFmt::kMXFP4 || F == QFmt::kNVFP4;
+  static constexpr bool kNv = F == QFmt::kNVFP4;
+  static constexpr int V = kNv ? 16 : 32;
+  static constexpr float kMax = F == QFmt::kE5M2 ? 57344.0f : F == QFmt::kE4M3 ? 448.0f : 6.0f;
 };
 
-// The block's scale from amax (XLA's compiled quantizer, above) as x's type T.
-template <class T, bool kE5M2>
+struct Block {   // one block's scale: its byte and what the data is multiplied (MX) or divided (NVFP4) by
+  uint8_t byte;
+  float f;
+};
+
+// The block's scale from amax (JAX's compiled quantizer, above); T is x's type.
+template <class T, QFmt F>
 __device__ __forceinline__ Block block_scale(float amax, bool nan) {
-  constexpr float kMax = kE5M2 ? 57344.0f : 448.0f;
-  const float tiny = std::is_same_v<T, __half> ? 3.0517578125e-05f : 5.877471754111438e-39f;  // 2^-15, 2^-127
-  const float q = nan ? __uint_as_float(0x7fc00000u) : round_to<T>(amax * round_to<T>(1.0f / kMax));
-  const uint32_t bits = __float_as_uint(q), ex = bits >> 23, man = bits & 0x7fffffu;
-  const bool up = man > 0 && ex != 0xfeu && !(ex == 0 && man <= 0x400000u);
-  const uint8_t e8 = static_cast<uint8_t>(up ? ex + 1 : ex);
-  float sv = __uint_as_float(static_cast<uint32_t>(e8) << 23);
-  sv = round_to<T>(sv == 0.0f ? tiny : sv);
-  // sv is a power of two (or 0 / inf for f16): x * (1 / sv) rounds exactly as x / sv.
-  return {e8, __frcp_rn(sv)};
+  using Tr = QTraits<F>;
+  if constexpr (Tr::kNv) {
+    float q = nan ? __uint_as_float(0x7fc00000u) : amax * (1.0f / 6.0f);
+    q = q > 448.0f ? 448.0f : q;  // (clip at 0 is a no-op; NaN compares false and stays NaN)
+    const __nv_fp8_storage_t b = __nv_cvt_float_to_fp8(q, __NV_SATFINITE, __NV_E4M3);
+    return {static_cast<uint8_t>(b), __half2float(__half(__nv_cvt_fp8_to_halfraw(b, __NV_E4M3)))};
+  } else {
+    const float tiny = std::is_same_v<T, __half> ? 3.0517578125e-05f : 5.877471754111438e-39f;  // 2^-15, 2^-127
+    const float q = nan ? __uint_as_float(0x7fc00000u) : round_to<T>(amax * round_to<T>(1.0f / Tr::kMax));
+    const uint32_t bits = __float_as_uint(q), ex = bits >> 23, man = bits & 0x7fffffu;
+    const bool up = man > 0 && ex != 0xfeu && !(ex == 0 && man <= 0x400000u);
+    const uint8_t e8 = static_cast<uint8_t>(up ? ex + 1 : ex);
+    float sv = __uint_as_float(static_cast<uint32_t>(e8) << 23);
+    sv = round_to<T>(sv == 0.0f ? tiny : sv);
+    // sv is a power of two (or 0 / inf for f16): x * (1 / sv) rounds exactly as x / sv.
+    return {e8, __frcp_rn(sv)};
+  }
 }
 
-template <class T, bool kE5M2>
-__device__ __forceinline__ uint32_t to_fp8(float v, float inv) {
-  constexpr float kMax = kE5M2 ? 57344.0f : 448.0f;
-  float s = round_to<T>(v * inv);
-  s = s > kMax ? kMax : (s < -kMax ? -kMax : s);  // NaN compares false and stays NaN
-  return __nv_cvt_float_to_fp8(s, __NV_SATFINITE, kE5M2 ? __NV_E5M2 : __NV_E4M3);
+// e2m1 of v (|v| <= 6 or NaN), round to nearest even: the code of the magnitude counts the midpoints
+// below it (ties go to the even code: 0.25 -> 0, 0.75 -> 1.0, 1.25 -> 1.0, 1.75 -> 2, 2.5 -> 2, 3.5 -> 4,
+// 5 -> 4); the sign bit from v's sign (so -0 and small negatives are 0x8); NaN -> 0x8.
+__device__ __forceinline__ uint32_t to_e2m1(float v) {
+  if (v != v) return 0x8u;
+  const float a = fabsf(v);
+  const uint32_t code = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) + (a > 5.0f);
+  return code | ((__float_as_uint(v) >> 28) & 0x8u);
+}
+
+// One element's code (8 bits, or 4 for e2m1) from its value (already divided by the global scale).
+template <class T, QFmt F>
+__device__ __forceinline__ uint32_t encode(float v, const Block& blk) {
+  using Tr = QTraits<F>;
+  float s = Tr::kNv ? __fdiv_rn(v, blk.f) : round_to<T>(v * blk.f);
+  s = s > Tr::kMax ? Tr::kMax : (s < -Tr::kMax ? -Tr::kMax : s);  // NaN compares false and stays NaN
+  if constexpr (Tr::kFp4) return to_e2m1(s);
+  else return __nv_cvt_float_to_fp8(s, __NV_SATFINITE, F == QFmt::kE5M2 ? __NV_E5M2 : __NV_E4M3);
 }
 
 // Where the scale of (row r, block c) of one batch goes: plain row-major (rows, cols) when sw_cols == 0,
@@ -81,69 +120,89 @@ __device__ __forceinline__ int64_t scale_index(int64_t r, int64_t c, int64_t col
 
 struct QuantArgs {
   int64_t batch, rows, k;   // rowwise: x (batch, rows, k); colwise: x (batch, k, rows)
-  int64_t sf_batch;         // scales per batch (plain rows * k / 32, or the padded 128x4 tiles)
-  int64_t sw_cols;          // 0: plain scales; else ceil((k / 32) / 4): the 128x4 tiles
+  int64_t sf_batch;         // scales per batch (plain rows * k / V, or the padded 128x4 tiles)
+  int64_t sw_cols;          // 0: plain scales; else ceil((k / V) / 4): the 128x4 tiles
+  const float* gscale;      // NVFP4: null or the float32 global scale x is divided by
 };
 
-template <class T, bool kE5M2>
+// x / the global scale (NVFP4 with one), else x.
+template <QFmt F>
+__device__ __forceinline__ float pre(float v, const QuantArgs& a, float g) {
+  if constexpr (QTraits<F>::kNv) return a.gscale ? __fdiv_rn(v, g) : v;
+  else return v;
+}
+
+template <class T, QFmt F>
 __global__ void __launch_bounds__(256) mx_quantize_kernel(const T* __restrict__ x, uint8_t* __restrict__ data,
                                                           uint8_t* __restrict__ scales, QuantArgs a) {
-  constexpr int kVec = 16 / sizeof(T);  // elements per 16-byte load
-  const int64_t cols = a.k / 32, blocks = a.batch * a.rows * cols;
+  using Tr = QTraits<F>;
+  constexpr int V = Tr::V, kVec = 16 / sizeof(T);  // elements per 16-byte load
+  constexpr int kWords = Tr::kFp4 ? V / 8 : V / 4;  // 32-bit words of output per block
+  const float g = (Tr::kNv && a.gscale) ? *a.gscale : 1.0f;
+  const int64_t cols = a.k / V, blocks = a.batch * a.rows * cols;
   for (int64_t b = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; b < blocks; b += int64_t(gridDim.x) * blockDim.x) {
-    const uint4* src = reinterpret_cast<const uint4*>(x + b * 32);
-    float v[32];
+    const uint4* src = reinterpret_cast<const uint4*>(x + b * V);
+    float v[V];
 #pragma unroll
-    for (int i = 0; i < 32 / kVec; ++i) {
+    for (int i = 0; i < V / kVec; ++i) {
       const uint4 u = __ldg(src + i);
       const T* e = reinterpret_cast<const T*>(&u);
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) v[i * kVec + j] = to_float(e[j]);
+      for (int j = 0; j < kVec; ++j) v[i * kVec + j] = pre<F>(to_float(e[j]), a, g);
     }
     float amax = 0.0f;
     bool nan = false;
 #pragma unroll
-    for (int j = 0; j < 32; ++j) {
+    for (int j = 0; j < V; ++j) {
       amax = fmaxf(amax, fabsf(v[j]));
       nan |= v[j] != v[j];
     }
-    const Block blk = block_scale<T, kE5M2>(amax, nan);
-    uint32_t w[8];
+    const Block blk = block_scale<T, F>(amax, nan);
+    constexpr int kPer = Tr::kFp4 ? 8 : 4, kBits = 32 / kPer;  // codes per word, bits per code
+    uint32_t w[kWords];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
+    for (int i = 0; i < kWords; ++i) {
       uint32_t word = 0;
 #pragma unroll
-      for (int j = 0; j < 4; ++j) word |= to_fp8<T, kE5M2>(v[4 * i + j], blk.inv) << (8 * j);
+      for (int j = 0; j < kPer; ++j) word |= encode<T, F>(v[kPer * i + j], blk) << (kBits * j);
       w[i] = word;
     }
-    uint4* dst = reinterpret_cast<uint4*>(data + b * 32);
-    dst[0] = make_uint4(w[0], w[1], w[2], w[3]);
-    dst[1] = make_uint4(w[4], w[5], w[6], w[7]);
+    uint8_t* out = data + b * (kWords * 4);
+    if constexpr (kWords == 2) {
+      *reinterpret_cast<uint2*>(out) = make_uint2(w[0], w[1]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kWords / 4; ++i)
+        reinterpret_cast<uint4*>(out)[i] = make_uint4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
+    }
     const int64_t bi = b / (a.rows * cols), r = (b / cols) % a.rows, c = b % cols;
-    scales[bi * a.sf_batch + scale_index(r, c, cols, a.sw_cols)] = blk.e8;
+    scales[bi * a.sf_batch + scale_index(r, c, cols, a.sw_cols)] = blk.byte;
   }
 }
 
-// Colwise: x (batch, k, rows) with rows a multiple of kVec; thread = (batch, 32-row block, kVec columns).
-template <class T, bool kE5M2>
+// Colwise: x (batch, k, rows) with rows a multiple of kVec; thread = (batch, V-row block, kVec columns).
+// e2m1 data is packed along the rows axis (the last, contiguous one): kVec / 2 bytes per row.
+template <class T, QFmt F>
 __global__ void __launch_bounds__(256) mx_quantize_colwise_kernel(const T* __restrict__ x, uint8_t* __restrict__ data,
                                                                   uint8_t* __restrict__ scales, QuantArgs a) {
-  constexpr int kVec = 16 / sizeof(T);
-  const int64_t groups = a.rows / kVec, kb_count = a.k / 32, items = a.batch * kb_count * groups;
+  using Tr = QTraits<F>;
+  constexpr int V = Tr::V, kVec = 16 / sizeof(T);
+  const float g = (Tr::kNv && a.gscale) ? *a.gscale : 1.0f;
+  const int64_t groups = a.rows / kVec, kb_count = a.k / V, items = a.batch * kb_count * groups;
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < items; t += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t g = t % groups, kb = (t / groups) % kb_count, bi = t / (groups * kb_count);
-    const int64_t base = (bi * a.k + kb * 32) * a.rows + g * kVec;  // element (row kb*32, column g*kVec)
+    const int64_t gi = t % groups, kb = (t / groups) % kb_count, bi = t / (groups * kb_count);
+    const int64_t base = (bi * a.k + kb * V) * a.rows + gi * kVec;  // element (row kb*V, column gi*kVec)
     float amax[kVec];
     bool nan[kVec];
 #pragma unroll
     for (int j = 0; j < kVec; ++j) amax[j] = 0.0f, nan[j] = false;
 #pragma unroll 4
-    for (int i = 0; i < 32; ++i) {
+    for (int i = 0; i < V; ++i) {
       const uint4 u = __ldg(reinterpret_cast<const uint4*>(x + base + i * a.rows));
       const T* e = reinterpret_cast<const T*>(&u);
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
-        const float f = to_float(e[j]);
+        const float f = pre<F>(to_float(e[j]), a, g);
         amax[j] = fmaxf(amax[j], fabsf(f));
         nan[j] |= f != f;
       }
@@ -151,25 +210,32 @@ __global__ void __launch_bounds__(256) mx_quantize_colwise_kernel(const T* __res
     Block blk[kVec];
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
-      blk[j] = block_scale<T, kE5M2>(amax[j], nan[j]);
-      const int64_t col = g * kVec + j;
-      scales[bi * a.sf_batch + (a.sw_cols ? scale_index(col, kb, kb_count, a.sw_cols) : kb * a.rows + col)] = blk[j].e8;
+      blk[j] = block_scale<T, F>(amax[j], nan[j]);
+      const int64_t col = gi * kVec + j;
+      scales[bi * a.sf_batch + (a.sw_cols ? scale_index(col, kb, kb_count, a.sw_cols) : kb * a.rows + col)] = blk[j].byte;
     }
 #pragma unroll 4
-    for (int i = 0; i < 32; ++i) {
+    for (int i = 0; i < V; ++i) {
       const uint4 u = __ldg(reinterpret_cast<const uint4*>(x + base + i * a.rows));
       const T* e = reinterpret_cast<const T*>(&u);
-      uint32_t w[kVec / 4];
+      uint32_t c[kVec];
 #pragma unroll
-      for (int q = 0; q < kVec / 4; ++q) {
+      for (int j = 0; j < kVec; ++j) c[j] = encode<T, F>(pre<F>(to_float(e[j]), a, g), blk[j]);
+      if constexpr (Tr::kFp4) {  // kVec / 2 bytes: element 2i in the low nibble
         uint32_t word = 0;
 #pragma unroll
-        for (int j = 0; j < 4; ++j) word |= to_fp8<T, kE5M2>(to_float(e[4 * q + j]), blk[4 * q + j].inv) << (8 * j);
-        w[q] = word;
+        for (int j = 0; j < kVec; ++j) word |= c[j] << (4 * j);
+        uint8_t* dst = data + (base + i * a.rows) / 2;
+        if constexpr (kVec == 8) *reinterpret_cast<uint32_t*>(dst) = word;
+        else *reinterpret_cast<uint16_t*>(dst) = static_cast<uint16_t>(word);
+      } else {
+        uint32_t w[kVec / 4];
+#pragma unroll
+        for (int q = 0; q < kVec / 4; ++q) w[q] = c[4 * q] | c[4 * q + 1] << 8 | c[4 * q + 2] << 16 | c[4 * q + 3] << 24;
+        uint8_t* dst = data + base + i * a.rows;
+        if constexpr (kVec == 8) *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
+        else *reinterpret_cast<uint32_t*>(dst) = w[0];
       }
-      uint8_t* dst = data + base + i * a.rows;
-      if constexpr (kVec == 8) *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
-      else *reinterpret_cast<uint32_t*>(dst) = w[0];
     }
   }
 }

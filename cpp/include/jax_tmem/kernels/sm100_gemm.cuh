@@ -54,19 +54,29 @@ constexpr uint32_t kind_idesc(DType a, DType b, int m, int n, bool a_mn, bool b_
 // kPartialOut (1 split-K, 2 swap-AB with split-K; menu configs 11-14, as on sm_90a): work units are
 // (tile, K split) pairs and the epilogue writes each unit's f32 accumulator rows to the workspace
 // (epilogue_tile_partial); the reduce pass (splitk_reduce.cuh) adds the splits and runs the epilogue.
-// kSfVec = 32 (the block-scaled GEMM, MX formats): kind::mxf8f6f4 with UE8M0 scales per 32 K. Each stage
-// also holds the k-block's scale blocks (the 512-byte 128 rows x 4 scales blocks of the 128x4 global
-// layout: one for A's 128 rows, BLOCK_N / 128 for B), loaded by bulk copies with the tiles; the MMA thread
-// copies them into the stage's own TMEM scale columns (tcgen05.cp 32x128b.warpx4, so a stage's columns
-// are rewritten only after its previous MMAs retired: the producer refilled the slot) and issues the four
-// K = 32 MMAs of the k-block with SF ids 0..3 (the byte of each 32-bit scale cell).
+// kSfVec > 0 (the block-scaled GEMM): the kind follows from the operands and the scale vector:
+//   8-bit (e4m3/e5m2) x UE8M0 per 32  -> kind::mxf8f6f4 scale_vec::1X, K = 32 per MMA (MXFP8)
+//   e2m1 (packed)     x UE8M0 per 32  -> kind::mxf4     scale_vec::2X, K = 64 per MMA (MXFP4)
+//   e2m1 (packed)     x UE4M3 per 16  -> kind::mxf4nvf4 scale_vec::4X, K = 64 per MMA (NVFP4)
+// A k-block is one 128-byte swizzle row (128 8-bit or 256 4-bit elements) = 4 MMAs, and needs
+// SF_GROUPS = BLOCK_K / (4 * kSfVec) (1, 2, 4) of the 512-byte "128 rows x 4 scales" blocks of the 128x4
+// global layout per 128 rows; a k-block's groups are consecutive there, so each operand's 128-row block
+// is one bulk copy. The MMA thread copies them into the stage's own TMEM scale columns (tcgen05.cp
+// 32x128b.warpx4, so a stage's columns are rewritten only after its previous MMAs retired: the producer
+// refilled the slot) and issues the MMAs; MMA j reads scales [j * UMMA_K / kSfVec, +UMMA_K / kSfVec) of
+// the row: group g = that / 4, SF id = that % 4 (the byte: 0..3 for 1X, 0/2 for 2X, 0 for 4X). In the
+// last k-block only the MMAs (and scale groups) that reach K are issued (loaded), so neither stale TMEM
+// nor the 128x4 layout's padding enters a product.
 template <DType kA_, DType kB_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_, bool kTmaStore_ = false,
           int kPartialOut_ = 0, int kSfVec_ = 0>
 struct Config {
   static constexpr DType kA = kA_, kB = kB_;
   static constexpr int kSfVec = kSfVec_;
   static constexpr bool kBlockScaled = kSfVec_ != 0;
-  static constexpr desc::MmaKind kMma = kBlockScaled ? desc::MmaKind::kMXF8F6F4 : mma_kind(kA);
+  static constexpr int ELEM_BITS = dtype_bits(kA);  // 4: packed e2m1 (two per byte, XLA's E(4) layout)
+  static constexpr desc::MmaKind kMma = !kBlockScaled ? mma_kind(kA)
+                                      : ELEM_BITS == 8 ? desc::MmaKind::kMXF8F6F4
+                                      : kSfVec == 16   ? desc::MmaKind::kMXF4NVF4 : desc::MmaKind::kMXF4;
   static constexpr int BLOCK_M = 128;
   static constexpr int BLOCK_N = BLOCK_N_;
   static constexpr int BOX_M = BLOCK_M, BOX_N = BLOCK_N;  // rows of A / B one CTA loads per tile
@@ -79,17 +89,17 @@ struct Config {
   static constexpr int CTAS_PER_TILE = 1;
   static constexpr int kStages = kStages_;
   static constexpr bool kAMN = kAMN_, kBMN = kBMN_;
-  static constexpr int ELEM_BYTES = dtype_bytes(kA);
-  static constexpr int BLOCK_K = 128 / ELEM_BYTES;  // one 128-byte swizzle row along K
-  static constexpr int UMMA_K = 32 / ELEM_BYTES;    // K of one tcgen05.mma (always 32 bytes)
-  static constexpr int MN_CHUNK = 128 / ELEM_BYTES; // elements of one 128B swizzle atom along M/N (MN-major)
+  static constexpr int BLOCK_K = 1024 / ELEM_BITS;  // one 128-byte swizzle row along K
+  static constexpr int UMMA_K = 256 / ELEM_BITS;    // K of one tcgen05.mma (always 32 bytes)
+  static constexpr int MN_CHUNK = 1024 / ELEM_BITS; // elements of one 128B swizzle atom along M/N (MN-major)
   static constexpr int A_BYTES = BLOCK_M * 128;
   static constexpr int B_BYTES = BLOCK_N * 128;
   static constexpr int SF_BLOCK_BYTES = 512;  // 128 rows x 4 UE8M0 scales (reference §9.1, §10)
-  static constexpr int SFB_BLOCKS = kBlockScaled ? BLOCK_N / 128 : 0;
-  static constexpr int SF_BYTES = kBlockScaled ? ((1 + SFB_BLOCKS) * SF_BLOCK_BYTES + 1023) / 1024 * 1024 : 0;
+  static constexpr int SF_GROUPS = kBlockScaled ? BLOCK_K / (4 * kSfVec) : 0;  // scale blocks per 128 rows
+  static constexpr int SFB_BLOCKS = kBlockScaled ? BLOCK_N / 128 : 0;          // B's 128-row blocks
+  static constexpr int SF_BYTES = kBlockScaled ? ((1 + SFB_BLOCKS) * SF_GROUPS * SF_BLOCK_BYTES + 1023) / 1024 * 1024 : 0;
   static constexpr int STAGE_BYTES = A_BYTES + B_BYTES + SF_BYTES;
-  static constexpr int TX_BYTES = A_BYTES + B_BYTES + (kBlockScaled ? (1 + SFB_BLOCKS) * SF_BLOCK_BYTES : 0);
+  static constexpr int TX_BYTES = A_BYTES + B_BYTES;  // + the k-block's scale blocks (block-scaled)
   static constexpr int kAccStages = 2;
   // Block-scaled: scale columns per pipeline stage (sf_stages = kStages).
   static constexpr TmemPlan kTmem =
@@ -105,17 +115,21 @@ struct Config {
   static constexpr uint32_t IDESC =
       kBlockScaled ? desc::sm100_instr_desc_block_scaled(static_cast<uint32_t>(desc::format_code(kMma, kA)),
                                                          static_cast<uint32_t>(desc::format_code(kMma, kB)), 128,
-                                                         BLOCK_N, kAMN, kBMN, true, 0, 0)
+                                                         BLOCK_N, kAMN, kBMN, kSfVec == 32, 0, 0)
                    : kind_idesc(kA, kB, 128, BLOCK_N, kAMN, kBMN);
 
-  static_assert(desc::mma_shape_error(kMma, BLOCK_M, BLOCK_N, kAMN, kBMN, 8 * ELEM_BYTES) == nullptr,
+  static_assert(desc::mma_shape_error(kMma, BLOCK_M, BLOCK_N, kAMN, kBMN, ELEM_BITS) == nullptr,
                 "illegal tcgen05.mma shape/majorness (see desc::mma_shape_error)");
   static_assert(desc::format_code(kMma, kA) >= 0 && desc::format_code(kMma, kB) >= 0 &&
                     (kBlockScaled || mma_kind(kB) == kMma),
                 "operand type not taken by the kind");
-  static_assert(!kBlockScaled || (kSfVec == 32 && ELEM_BYTES == 1 && BLOCK_N % 128 == 0 && kPartialOut == 0 &&
-                                  !kAMN && !kBMN && BLOCK_K == 4 * kSfVec),
-                "block-scaled: MX (32) scales, 8-bit K-major operands, BLOCK_N a multiple of 128, no split-K");
+  static_assert(!kBlockScaled || ((kSfVec == 32 || (kSfVec == 16 && ELEM_BITS == 4)) &&
+                                  (ELEM_BITS == 8 || ELEM_BITS == 4) && dtype_bits(kB) == ELEM_BITS &&
+                                  BLOCK_N % 128 == 0 && kPartialOut == 0 && !kAMN && !kBMN &&
+                                  SF_GROUPS * 4 * kSfVec == BLOCK_K),
+                "block-scaled: MXFP8 / MXFP4 (32, UE8M0) or NVFP4 (16, UE4M3) K-major operands of one width, "
+                "BLOCK_N a multiple of 128, no split-K");
+  static_assert(ELEM_BITS != 4 || kBlockScaled, "4-bit operands: block-scaled kinds only");
   static_assert(kTmem.valid(), "TMEM plan invalid (see tmem_plan.h)");
   static_assert(!(kA == DType::kF32 && (kAMN || kBMN)), "tf32 MN-major needs the 128B/32B-atom layout (not built)");
   static_assert(SMEM_BYTES <= 232448, "shared memory per CTA exceeds 227 KB");
@@ -143,22 +157,42 @@ __device__ __forceinline__ uint64_t sf_desc(uint32_t base) {
   return desc::sm100_smem_desc(base, 0, 128, desc::Sm100Layout::kNone);
 }
 
-// One k-block of the block-scaled GEMM: its scale blocks SMEM -> the stage's TMEM columns, then the four
-// K = 32 MMAs, MMA ks reading byte ks of every scale cell (SF ids in the instruction descriptor).
+// The scale blocks per 128 rows k-block `kb` needs: SF_GROUPS, fewer in a last k-block that ends early.
+template <class C>
+__device__ __forceinline__ int kblock_sf_groups(const Params& p, int kb) {
+  return min(C::SF_GROUPS, p.sf_col_blocks - kb * C::SF_GROUPS);
+}
+
+// One k-block of the block-scaled GEMM: its `groups` scale blocks per 128 rows SMEM -> the stage's TMEM
+// columns (A group g at sfa + 4g; B row block j of group g at sfb + 4 * (g * SFB_BLOCKS + j): the MMA
+// reads a 128 * SFB_BLOCKS-row operand's scales from consecutive 4-column blocks), then the k-block's
+// first `mmas` MMAs (Config's comment: group and SF id per MMA).
 template <class C>
 __device__ __forceinline__ void issue_block_scaled_kblock(uint32_t d_tmem, uint32_t a_base, uint32_t b_base,
                                                           uint32_t sf_base, uint32_t sfa_tmem, uint32_t sfb_tmem,
-                                                          bool accumulate_first) {
+                                                          int groups, int mmas, bool accumulate_first) {
   using namespace jax_tmem::ptx;
-  tcgen05_cp_32x128b_warpx4_cg1(sfa_tmem, sf_desc(sf_base));
 #pragma unroll
-  for (int j = 0; j < C::SFB_BLOCKS; ++j)
-    tcgen05_cp_32x128b_warpx4_cg1(sfb_tmem + 4 * j, sf_desc(sf_base + (1 + j) * C::SF_BLOCK_BYTES));
+  for (int g = 0; g < C::SF_GROUPS; ++g) {
+    if (g >= groups) break;
+    tcgen05_cp_32x128b_warpx4_cg1(sfa_tmem + 4 * g, sf_desc(sf_base + g * C::SF_BLOCK_BYTES));
+#pragma unroll
+    for (int j = 0; j < C::SFB_BLOCKS; ++j)
+      tcgen05_cp_32x128b_warpx4_cg1(sfb_tmem + 4 * (g * C::SFB_BLOCKS + j),
+                                    sf_desc(sf_base + ((1 + j) * C::SF_GROUPS + g) * C::SF_BLOCK_BYTES));
+  }
 #pragma unroll
   for (int ks = 0; ks < C::BLOCK_K / C::UMMA_K; ++ks) {
-    const uint32_t idesc = C::IDESC | (static_cast<uint32_t>(ks) << 29) | (static_cast<uint32_t>(ks) << 4);
-    tcgen05_mma_mxf8f6f4_cg1(d_tmem, operand_desc<C, false>(a_base, ks), operand_desc<C, false>(b_base, ks), idesc,
-                             sfa_tmem, sfb_tmem, (accumulate_first || ks > 0) ? 1u : 0u);
+    if (ks >= mmas) break;
+    constexpr int kScalesPerMma = C::UMMA_K / C::kSfVec;  // 1 (mxf8f6f4), 2 (mxf4), 4 (mxf4nvf4)
+    const uint32_t g = (ks * kScalesPerMma) / 4, id = (ks * kScalesPerMma) % 4;
+    const uint32_t idesc = C::IDESC | (id << 29) | (id << 4);
+    const uint32_t sfa = sfa_tmem + 4 * g, sfb = sfb_tmem + 4 * g * C::SFB_BLOCKS;
+    const uint64_t da = operand_desc<C, false>(a_base, ks), db = operand_desc<C, false>(b_base, ks);
+    const uint32_t acc = (accumulate_first || ks > 0) ? 1u : 0u;
+    if constexpr (C::kMma == desc::MmaKind::kMXF8F6F4) tcgen05_mma_mxf8f6f4_cg1(d_tmem, da, db, idesc, sfa, sfb, acc);
+    else if constexpr (C::kMma == desc::MmaKind::kMXF4) tcgen05_mma_mxf4_cg1(d_tmem, da, db, idesc, sfa, sfb, acc);
+    else tcgen05_mma_mxf4nvf4_cg1(d_tmem, da, db, idesc, sfa, sfb, acc);
   }
 }
 
@@ -365,21 +399,27 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
           mbarrier_wait(&empty[st.stage], st.phase ^ 1u);
           uint8_t* sa = smem + st.stage * C::STAGE_BYTES;
           uint8_t* sb = sa + C::A_BYTES;
-          mbarrier_arrive_expect_tx(&full[st.stage], C::TX_BYTES);
-          load_stage<C>(tma_load_3d, sa, sb, &tma_a, &tma_b, &full[st.stage], m0, n0, kb * C::BLOCK_K, ab, bb);
           if constexpr (C::kBlockScaled) {
-            // The k-block's 512-byte scale blocks of the 128x4 layout: block (row block, kb) of each operand.
+            // The k-block's 512-byte scale blocks of the 128x4 layout: blocks (row block, kb * SF_GROUPS + g)
+            // of each operand, g < groups (those inside K), consecutive in memory: one bulk copy per row block.
+            const int groups = kblock_sf_groups<C>(p, kb);
+            const int bytes = groups * C::SF_BLOCK_BYTES;
+            mbarrier_arrive_expect_tx(&full[st.stage], C::TX_BYTES + (1 + C::SFB_BLOCKS) * bytes);
             uint8_t* sf = sb + C::B_BYTES;
             const uint8_t* ga = p.sfa + (p.a_batched ? tc.batch * p.sfa_batch : 0);
             const uint8_t* gb = p.sfb + (p.b_batched ? tc.batch * p.sfb_batch : 0);
-            bulk_load_g2s(sf, ga + (int64_t(tc.m_blk) * p.sf_col_blocks + kb) * C::SF_BLOCK_BYTES, C::SF_BLOCK_BYTES,
+            const int64_t col = int64_t(kb) * C::SF_GROUPS;
+            bulk_load_g2s(sf, ga + (int64_t(tc.m_blk) * p.sf_col_blocks + col) * C::SF_BLOCK_BYTES, bytes,
                           &full[st.stage]);
 #pragma unroll
             for (int j = 0; j < C::SFB_BLOCKS; ++j)
-              bulk_load_g2s(sf + (1 + j) * C::SF_BLOCK_BYTES,
-                            gb + (int64_t(n0 / 128 + j) * p.sf_col_blocks + kb) * C::SF_BLOCK_BYTES, C::SF_BLOCK_BYTES,
+              bulk_load_g2s(sf + (1 + j) * C::SF_GROUPS * C::SF_BLOCK_BYTES,
+                            gb + (int64_t(n0 / 128 + j) * p.sf_col_blocks + col) * C::SF_BLOCK_BYTES, bytes,
                             &full[st.stage]);
+          } else {
+            mbarrier_arrive_expect_tx(&full[st.stage], C::TX_BYTES);
           }
+          load_stage<C>(tma_load_3d, sa, sb, &tma_a, &tma_b, &full[st.stage], m0, n0, kb * C::BLOCK_K, ab, bb);
           st.advance();
         }
       }
@@ -403,9 +443,11 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
           const uint32_t a_base = smem_addr(smem + st.stage * C::STAGE_BYTES);
           const uint32_t b_base = a_base + C::A_BYTES;
           if constexpr (C::kBlockScaled) {
+            const int mmas = min(C::BLOCK_K / C::UMMA_K, (p.k - kb * C::BLOCK_K + C::UMMA_K - 1) / C::UMMA_K);
             issue_block_scaled_kblock<C>(d_tmem, a_base, b_base, b_base + C::B_BYTES,
                                          tmem_base + C::SFA_COL0 + st.stage * C::SFA_COLS,
-                                         tmem_base + C::SFB_COL0 + st.stage * C::SFB_COLS, kb > kb0);
+                                         tmem_base + C::SFB_COL0 + st.stage * C::SFB_COLS,
+                                         kblock_sf_groups<C>(p, kb), mmas, kb > kb0);
           } else {
 #pragma unroll
             for (int ks = 0; ks < C::BLOCK_K / C::UMMA_K; ++ks)

@@ -62,18 +62,25 @@ JAX_TMEM_TCGEN05_MMA(tcgen05_mma_tf32_cg2, tf32, 2)
 JAX_TMEM_TCGEN05_MMA(tcgen05_mma_f8f6f4_cg2, f8f6f4, 2)
 #undef JAX_TMEM_TCGEN05_MMA
 
-// Block-scaled MMA, kind::mxf8f6f4 with one UE8M0 scale per 32 K (scale_vec::1X == block32), cta_group::1:
-// D (+)= (A x SFA) (B x SFB)^T; SFA / SFB are the TMEM column bases of the scale groups (lane 0) and the
-// SF ids in idesc (bits 29-30 A, 4-5 B) pick the byte of each 32-bit cell (the K block). [PTX 9.7.16.10.9.1]
-__device__ __forceinline__ void tcgen05_mma_mxf8f6f4_cg1(uint32_t d_tmem, uint64_t a_desc, uint64_t b_desc, uint32_t idesc,
-                                                         uint32_t sfa_tmem, uint32_t sfb_tmem, uint32_t accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
-      "tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.scale_vec::1X [%0], %1, %2, %3, [%4], [%5], p;\n}\n" ::"r"(
-          d_tmem),
-      "l"(a_desc), "l"(b_desc), "r"(idesc), "r"(sfa_tmem), "r"(sfb_tmem), "r"(accumulate)
-      : "memory");
-}
+// Block-scaled MMA, cta_group::1: D (+)= (A x SFA) (B x SFB)^T; SFA / SFB are the TMEM column bases of
+// the scale groups (lane 0) and the SF ids in idesc (bits 29-30 A, 4-5 B) pick the part of each 32-bit
+// cell the MMA reads [PTX 9.7.16.10.9.1, 9.7.16.10.7]:
+//   kind::mxf8f6f4 scale_vec::1X (block32, K = 32): one UE8M0 scale per row, SF id = the byte (0..3);
+//   kind::mxf4     scale_vec::2X (block32, K = 64, packed e2m1): two UE8M0 scales, SF id 0 or 2 (half);
+//   kind::mxf4nvf4 scale_vec::4X (block16, K = 64, packed e2m1): four UE4M3 scales (NVFP4), SF id 0.
+#define JAX_TMEM_TCGEN05_MMA_BS(fn, kind, vec)                                                             \
+  __device__ __forceinline__ void fn(uint32_t d_tmem, uint64_t a_desc, uint64_t b_desc, uint32_t idesc,     \
+                                     uint32_t sfa_tmem, uint32_t sfb_tmem, uint32_t accumulate) {          \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"                                               \
+                 "tcgen05.mma.cta_group::1.kind::" #kind ".block_scale.scale_vec::" #vec                   \
+                 " [%0], %1, %2, %3, [%4], [%5], p;\n}\n" ::"r"(d_tmem),                                   \
+                 "l"(a_desc), "l"(b_desc), "r"(idesc), "r"(sfa_tmem), "r"(sfb_tmem), "r"(accumulate)       \
+                 : "memory");                                                                              \
+  }
+JAX_TMEM_TCGEN05_MMA_BS(tcgen05_mma_mxf8f6f4_cg1, mxf8f6f4, 1X)
+JAX_TMEM_TCGEN05_MMA_BS(tcgen05_mma_mxf4_cg1, mxf4, 2X)
+JAX_TMEM_TCGEN05_MMA_BS(tcgen05_mma_mxf4nvf4_cg1, mxf4nvf4, 4X)
+#undef JAX_TMEM_TCGEN05_MMA_BS
 
 // ---- SMEM -> TMEM copy (9.7.16.9.2): one thread; asynchronous, ordered before the same thread's later
 // tcgen05.mma. 32x128b.warpx4: 32 rows of 16 bytes (the 512-byte scale block of 128 rows x 4 scales)
