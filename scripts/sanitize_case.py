@@ -81,4 +81,18 @@ if scaled_gemm.kernel_target(None, fw, jnp.bfloat16, 64)[0].startswith("cuda"):
         err = float(np.abs(np.asarray(out, np.float64) - ref).max() / np.abs(ref).max())
         print("weight-only", fmt, (bt, m, n, k), "rel err", err, flush=True)
         assert err < 1e-4
+# The fused quantize kernel's 4-bit forms (packed e2m1 stores): rowwise with swizzled scales, colwise, a
+# global scale, f32 and bf16 x; against the XLA path bit for bit.
+if jax.default_backend() == "gpu":
+    for fmt in ("mxfp4", "nvfp4"):
+        for dt, shape, axis, layout in (("bfloat16", (3, 96, 264), 1, "plain"), ("float32", (2, 40, 160), -1, "swizzled")):
+            x = jnp.asarray(rng.standard_normal(shape), dt)
+            g = jnp.float32(0.37) if fmt == "nvfp4" else None
+            q = lambda path: jax.jit(lambda v, gg: jax_tmem.quantize(v, fmt, axis=axis, path=path, global_scale=gg,
+                                                                     scale_layout=layout))(x, g)
+            (d1, s1), (d2, s2) = q("kernel"), q("xla")
+            same = all(np.array_equal(np.asarray(u).view(np.uint8), np.asarray(w).view(np.uint8))
+                       for u, w in ((d1, d2), (s1, s2)))
+            print("quantize", fmt, dt, shape, axis, layout, "bit-identical", same, flush=True)
+            assert same
 print("sanitize sweep done")

@@ -27,8 +27,8 @@ def _rand(seed, shape, dtype=jnp.bfloat16, scale=1.0):
 
 
 def _bytes(a):
-    return np.asarray(jax.lax.bitcast_convert_type(a, jnp.uint8)) if np.dtype(a.dtype).itemsize == 1 else \
-        np.asarray(a)
+    # (numpy holds one 4-bit float per byte, so a view; XLA cannot bitcast a packed 4-bit array to bytes)
+    return np.asarray(a).view(np.uint8) if np.dtype(a.dtype).itemsize == 1 else np.asarray(a)
 
 
 def _jax_quantizer():
