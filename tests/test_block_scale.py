@@ -397,7 +397,8 @@ def _scale_rounding_witnesses(dtype, dmax):
 def test_quantize_kernel_is_bit_identical_to_jax(fmt, gs, dtype, shape, axis, layout):
     """The fused kernel's data and scales equal JAX's quantizer (the XLA path) bit for bit, for MXFP8
     (e4m3, e5m2), MXFP4 and NVFP4 (packed e2m1; NVFP4 without and with a global scale, a traced value as
-    a computed one is): magnitudes spread over 2^-20..2^20 per block, an all-zero block, MX blocks whose
+    a computed one is; XLA divides float32 with div.full.f32 and computes x / (g * s): so does the
+    kernel, else ~1 code in 10^6 differs at the e2m1 ties): magnitudes spread over 2^-20..2^20 per block, an all-zero block, MX blocks whose
     maximum is where dividing by the format's max and XLA's multiplication by its rounded reciprocal
     round to different scales, tails, rowwise (last axis) and colwise (second-to-last, in place) and any
     other axis (moved last by XLA), plain scales and the 128x4 tiles (rows and K / block not multiples
@@ -423,32 +424,4 @@ def test_quantize_kernel_is_bit_identical_to_jax(fmt, gs, dtype, shape, axis, la
     want, got = q("xla"), q("kernel")
     for g, w in zip(got, want):
         assert g.shape == w.shape and g.dtype == w.dtype
-    np.testing.assert_array_equal(_bytes(got[1]), _bytes(want[1]))  # scales
-    gd, wd = _bytes(got[0]), _bytes(want[0])
-    bad = gd != wd
-    if bad.any() and fmt in ("mxfp4", "nvfp4"):
-        _check_e2m1_ties(x, fmt, axis, gs, gd, wd, bad)
-    else:
-        np.testing.assert_array_equal(gd, wd)
-
-
-E2M1_TIES = np.array([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0])
-
-
-def _check_e2m1_ties(x, fmt, axis, gs, got, want, bad):
-    """The only e2m1 codes the kernel may differ from XLA's GPU program in: exact ties between two e2m1
-    values, which the kernel rounds to even (the OCP rule; ml_dtypes and XLA's CPU conversion agree) and
-    XLA's GPU conversion of float32 to float4_e2m1fn rounds away from zero (seen on the H200, 2026-11-23:
-    1-2 elements in 2.4M bf16 values, quotients 2.5 -> 3 and -1.25 -> -1.5)."""
-    _, s = jax_tmem.quantize(x, fmt, axis=axis, path="xla", global_scale=None if gs is None else jnp.float32(gs))
-    f = block_scale.FORMATS[fmt]
-    sv = np.repeat(np.moveaxis(np.asarray(s.astype(jnp.float32)), axis, -1), f.block, axis=-1)
-    y = np.moveaxis(np.asarray(x.astype(jnp.float32)), axis, -1)
-    if gs is not None:
-        y = y / np.float32(gs)  # float32 arithmetic, as both programs
-    quot = np.moveaxis(y / sv, -1, axis)[bad]
-    assert np.isin(np.abs(quot), E2M1_TIES).all(), f"non-tie mismatches: quotients {quot[:8]}"
-    rne = quot.astype(ml_dtypes.float4_e2m1fn).view(np.uint8)
-    away = (quot + np.sign(quot) * 1e-6).astype(ml_dtypes.float4_e2m1fn).view(np.uint8)
-    np.testing.assert_array_equal(got[bad], rne)  # ours: to even
-    np.testing.assert_array_equal(want[bad], away)  # XLA's GPU conversion: away from zero
+        np.testing.assert_array_equal(_bytes(g), _bytes(w))

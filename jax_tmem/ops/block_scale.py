@@ -141,9 +141,9 @@ def quantize(x, fmt, *, axis: int = -1, global_scale=None, path=None, scale_layo
     path: "auto" / None (the fused CUDA kernel where it runs, else XLA: on the H200 it is bit-identical to
     JAX's jitted quantizer and 2.1-2.3x faster for mxfp8, docs/PERF.md), "xla", or "kernel": the fused
     CUDA kernel (every format, bf16/f16/f32 x, one read of x; GPU only; bit-identical to JAX's quantizer
-    as XLA compiles it on the GPU, NVFP4's division by the global scale included when that scale is a
-    traced value: a constant one XLA may fold into a multiplication by its reciprocal). The decision is
-    logged. The kernel quantizes the last axis (rowwise)
+    as XLA compiles it on the GPU, including its float32 division (div.full.f32) and its rewrite of
+    NVFP4's (x / g) / s into x / (g * s), for a traced global scale g: a constant one XLA may fold into a
+    multiplication by its reciprocal). The decision is logged. The kernel quantizes the last axis (rowwise)
     and the second-to-last (colwise: a (K, N) weight, the backward pass's layout) in place; any other
     axis is moved last by XLA first.
     scale_layout: "plain" (above) or "swizzled": the scales in the 128x4 tiles the GEMM kernels read,

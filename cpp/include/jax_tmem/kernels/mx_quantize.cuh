@@ -23,10 +23,12 @@
 //           uint8 cast does)
 //   s     = 2^(e - 127) as T (0 read as the smallest positive: 2^-127, f16 2^-15)
 //   data  = convert(clip(x / s, -max, max)) with round-to-nearest-even; NaN stays NaN (fp8).
-//   NVFP4 (float32: dividing by the float32 global scale promotes x):
-//   y     = x / g (IEEE division; no division without a global scale)
+//   NVFP4 (float32: dividing by the float32 global scale promotes x). XLA's GPU programs divide float32
+//   with div.full.f32 (<= 2 ulp, not IEEE: ptx::div_full_f32) and its simplifier rewrites (x / g) / s
+//   into x / (g * s) (seen in the H200's optimized HLO, 2026-11-23); so does this kernel:
+//   y     = x / g (no division without a global scale)
 //   s     = e4m3(clip(amax(|y|) * (1 / 6 rounded to f32), 0, 448)) (round to nearest even)
-//   data  = e2m1(clip(y / s, -6, 6)) (IEEE division: an all-zero block's 0 / 0 is NaN)
+//   data  = e2m1(clip(x / (g * s), -6, 6)) (an all-zero block's 0 / 0 is NaN)
 //   e2m1 rounds to nearest even; a NaN becomes 0x8 (-0), as XLA's and ml_dtypes' conversions do.
 #pragma once
 
@@ -36,6 +38,8 @@
 
 #include <cstdint>
 #include <type_traits>
+
+#include "jax_tmem/ptx/common.cuh"
 
 namespace jax_tmem::quant {
 
@@ -64,20 +68,22 @@ struct QTraits {
   static constexpr float kMax = F == QFmt::kE5M2 ? 57344.0f : F == QFmt::kE4M3 ? 448.0f : 6.0f;
 };
 
-struct Block {   // one block's scale: its byte and what the data is multiplied (MX) or divided (NVFP4) by
+struct Block {   // one block's scale: its byte and what x is multiplied (MX) or divided (NVFP4: g * s) by
   uint8_t byte;
   float f;
 };
 
-// The block's scale from amax (JAX's compiled quantizer, above); T is x's type.
+// The block's scale from amax (JAX's compiled quantizer, above); T is x's type, g NVFP4's global scale
+// (1 and unused without one).
 template <class T, QFmt F>
-__device__ __forceinline__ Block block_scale(float amax, bool nan) {
+__device__ __forceinline__ Block block_scale(float amax, bool nan, bool has_g = false, float g = 1.0f) {
   using Tr = QTraits<F>;
   if constexpr (Tr::kNv) {
     float q = nan ? __uint_as_float(0x7fc00000u) : amax * (1.0f / 6.0f);
     q = q > 448.0f ? 448.0f : q;  // (clip at 0 is a no-op; NaN compares false and stays NaN)
     const __nv_fp8_storage_t b = __nv_cvt_float_to_fp8(q, __NV_SATFINITE, __NV_E4M3);
-    return {static_cast<uint8_t>(b), __half2float(__half(__nv_cvt_fp8_to_halfraw(b, __NV_E4M3)))};
+    const float sv = __half2float(__half(__nv_cvt_fp8_to_halfraw(b, __NV_E4M3)));
+    return {static_cast<uint8_t>(b), has_g ? __fmul_rn(g, sv) : sv};
   } else {
     const float tiny = std::is_same_v<T, __half> ? 3.0517578125e-05f : 5.877471754111438e-39f;  // 2^-15, 2^-127
     const float q = nan ? __uint_as_float(0x7fc00000u) : round_to<T>(amax * round_to<T>(1.0f / Tr::kMax));
@@ -106,11 +112,11 @@ __device__ __forceinline__ uint32_t to_e2m1(float v) {
   return code | ((__float_as_uint(v) >> 28) & 0x8u);
 }
 
-// One element's code (8 bits, or 4 for e2m1) from its value (already divided by the global scale).
+// One element's code (8 bits, or 4 for e2m1) from its value x.
 template <class T, QFmt F>
 __device__ __forceinline__ uint32_t encode(float v, const Block& blk) {
   using Tr = QTraits<F>;
-  float s = Tr::kNv ? __fdiv_rn(v, blk.f) : round_to<T>(v * blk.f);
+  float s = Tr::kNv ? ptx::div_full_f32(v, blk.f) : round_to<T>(v * blk.f);
   s = s > Tr::kMax ? Tr::kMax : (s < -Tr::kMax ? -Tr::kMax : s);  // NaN compares false and stays NaN
   if constexpr (Tr::kFp4) return to_e2m1(s);
   else return __nv_cvt_float_to_fp8(s, __NV_SATFINITE, F == QFmt::kE5M2 ? __NV_E5M2 : __NV_E4M3);
@@ -130,10 +136,10 @@ struct QuantArgs {
   const float* gscale;      // NVFP4: null or the float32 global scale x is divided by
 };
 
-// x / the global scale (NVFP4 with one), else x.
+// x / the global scale (NVFP4 with one), else x: what the block's amax is taken of.
 template <QFmt F>
 __device__ __forceinline__ float pre(float v, const QuantArgs& a, float g) {
-  if constexpr (QTraits<F>::kNv) return a.gscale ? __fdiv_rn(v, g) : v;
+  if constexpr (QTraits<F>::kNv) return a.gscale ? ptx::div_full_f32(v, g) : v;
   else return v;
 }
 
@@ -153,16 +159,17 @@ __global__ void __launch_bounds__(256) mx_quantize_kernel(const T* __restrict__ 
       const uint4 u = __ldg(src + i);
       const T* e = reinterpret_cast<const T*>(&u);
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) v[i * kVec + j] = pre<F>(to_float(e[j]), a, g);
+      for (int j = 0; j < kVec; ++j) v[i * kVec + j] = to_float(e[j]);
     }
     float amax = 0.0f;
     bool nan = false;
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      amax = fmaxf(amax, fabsf(v[j]));
-      nan |= v[j] != v[j];
+      const float y = pre<F>(v[j], a, g);
+      amax = fmaxf(amax, fabsf(y));
+      nan |= y != y;
     }
-    const Block blk = block_scale<T, F>(amax, nan);
+    const Block blk = block_scale<T, F>(amax, nan, a.gscale != nullptr, g);
     constexpr int kPer = Tr::kFp4 ? 8 : 4, kBits = 32 / kPer;  // codes per word, bits per code
     uint32_t w[kWords];
 #pragma unroll
@@ -215,7 +222,7 @@ __global__ void __launch_bounds__(256) mx_quantize_colwise_kernel(const T* __res
     Block blk[kVec];
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
-      blk[j] = block_scale<T, F>(amax[j], nan[j]);
+      blk[j] = block_scale<T, F>(amax[j], nan[j], a.gscale != nullptr, g);
       const int64_t col = gi * kVec + j;
       scales[bi * a.sf_batch + (a.sw_cols ? scale_index(col, kb, kb_count, a.sw_cols) : kb * a.rows + col)] = blk[j].byte;
     }
@@ -225,7 +232,7 @@ __global__ void __launch_bounds__(256) mx_quantize_colwise_kernel(const T* __res
       const T* e = reinterpret_cast<const T*>(&u);
       uint32_t c[kVec];
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) c[j] = encode<T, F>(pre<F>(to_float(e[j]), a, g), blk[j]);
+      for (int j = 0; j < kVec; ++j) c[j] = encode<T, F>(to_float(e[j]), blk[j]);
       if constexpr (Tr::kFp4) {  // kVec / 2 bytes: element 2i in the low nibble
         uint32_t word = 0;
 #pragma unroll
