@@ -862,10 +862,22 @@ def test_sm90_swap_ab_needs_k_major_lhs():
 ])
 def test_sm90_split_plan(m, n, k, dtype, splits):
     """The split count and the workspace Python allocates for the launcher: splits x M x N rounded up
-    to 4, f32, in the output's orientation."""
+    to 4, f32, in the output's orientation; none for one split (the kernel finishes the output itself)."""
     plan = isa.kernel_plan("sm_90a", m, n, k, a_dtype=dtype, num_sms=132)
     assert plan["splits"] == splits, plan
-    assert plan["workspace_floats"] == splits * m * ((n + 3) // 4 * 4)
+    assert plan["workspace_floats"] == (splits * m * ((n + 3) // 4 * 4) if splits > 1 else 0)
+
+
+def test_one_split_plans_need_no_workspace():
+    """Issue 15: a swap-AB / split-K plan with one K split asked XLA for a workspace of M x N floats (64 MiB
+    for 16 x 1048584 x 2056) and ran a reduce pass; with one split the kernel finishes the output."""
+    plan = isa.kernel_plan("sm_90a", 16, 1048584, 2056, a_dtype="bfloat16", num_sms=132)
+    assert plan["config"] in (11, 12, 13) and plan["splits"] == 1 and plan["workspace_floats"] == 0, plan
+    for arch, sms in (("sm_90a", 132), ("sm_100a", 148)):
+        plan = isa.kernel_plan(arch, 16, 4096, 4096, config=11, splits=1, num_sms=sms)
+        assert (plan["splits"], plan["workspace_floats"]) == (1, 0), plan
+        plan = isa.kernel_plan(arch, 16, 4096, 4096, config=11, splits=2, num_sms=sms)
+        assert plan["workspace_floats"] == 2 * 16 * 4096, plan
 
 
 def test_sm90_forced_splits_clamped_to_k_blocks():
@@ -910,7 +922,7 @@ def test_sm100_heuristic(m, n, dtype, expect):
 def test_sm100_decode_and_split_plan(m, n, k, dtype, expect, splits):
     plan = isa.kernel_plan("sm_100a", m, n, k, a_dtype=dtype, num_sms=148)
     assert (plan["config"], plan["splits"]) == (expect, splits), plan
-    assert plan["workspace_floats"] == (splits * m * ((n + 3) // 4 * 4) if splits > 1 or expect >= 11 else 0)
+    assert plan["workspace_floats"] == (splits * m * ((n + 3) // 4 * 4) if splits > 1 else 0)
 
 
 @pytest.mark.parametrize("config", [0, 1, 4, 8, 9, 11, 12, 13, 14])

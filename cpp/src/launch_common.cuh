@@ -167,12 +167,13 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
     const int64_t k_blocks = (p.k + C::BLOCK_K - 1) / C::BLOCK_K;
     if (p.splits < 1 || p.splits > k_blocks)
       return "split-K: splits " + std::to_string(p.splits) + " outside [1, " + std::to_string(k_blocks) + "] K blocks";
-    const int64_t ld = menu::workspace_ld(out_cols);
-    if (L.ws == nullptr || L.ws_count < p.splits * out_rows * ld)
+    // One split: the kernel finishes the output itself (epilogue::finish_element), no workspace or reduce.
+    const int64_t ld = p.splits > 1 ? menu::workspace_ld(out_cols) : 0;
+    if (p.splits > 1 && (L.ws == nullptr || L.ws_count < p.splits * out_rows * ld))
       return "split-K: the workspace has " + std::to_string(L.ws_count) + " floats, the plan needs " +
              std::to_string(p.splits * out_rows * ld);
     if (tiles * p.splits >= (int64_t(1) << 31)) return "split-K: too many work units";
-    prm.ws = L.ws;
+    prm.ws = p.splits > 1 ? L.ws : nullptr;
     prm.ws_ld = static_cast<int>(ld);
     prm.splits = p.splits;
     units = tiles * p.splits;
@@ -190,7 +191,7 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
   if (e == cudaSuccess) e = cudaGetLastError();
   if (e != cudaSuccess) return std::string("kernel launch failed: ") + cudaGetErrorString(e);
   if constexpr (C::kPartialOut != 0)
-    return launch_splitk_reduce(L, p.splits, out_rows, static_cast<int>(out_cols), prm.ws_ld);
+    if (p.splits > 1) return launch_splitk_reduce(L, p.splits, out_rows, static_cast<int>(out_cols), prm.ws_ld);
   return "";
 }
 

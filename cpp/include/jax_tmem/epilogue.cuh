@@ -156,6 +156,18 @@ __device__ __forceinline__ void row_segment_math(float (&v)[kCols], const Args& 
   }
 }
 
+// One output element (row_index, col), finished and stored alone: the split-K / swap-AB kernels with a
+// single split, whose accumulator layout runs across output rows (swap-AB: a thread holds an output
+// column), finish the output themselves instead of writing partial sums for a reduce pass.
+__device__ __forceinline__ void finish_element(float v, const Args& e, int64_t row_index, int col, int n) {
+  float a[1] = {v};
+  row_segment_math<1>(a, e, row_index, col, n, true);
+  const int64_t o = row_index * n + col;
+  if (e.out_type == static_cast<int32_t>(DType::kF32)) static_cast<float*>(e.out)[o] = a[0];
+  else if (e.out_type == static_cast<int32_t>(DType::kBF16)) static_cast<__nv_bfloat16*>(e.out)[o] = __float2bfloat16_rn(a[0]);
+  else static_cast<__half*>(e.out)[o] = __float2half_rn(a[0]);
+}
+
 // The whole epilogue for a row segment inside the output: row_segment_math, cast, store.
 template <int kCols>
 __device__ __forceinline__ void finish_row_segment(float (&v)[kCols], const Args& e, int64_t row_index, int col0,

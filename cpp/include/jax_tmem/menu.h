@@ -113,7 +113,8 @@ inline Plan make_plan(const ConfigTable& table, const GemmProblem& p, int num_sm
     int64_t s = p.splits > 0 ? p.splits : split_count(partial_tiles(p, *t), kb, num_sms);
     if (s > kb) s = kb;
     plan.splits = static_cast<int>(s < 1 ? 1 : s);
-    plan.ws_floats = workspace_floats(p, plan.splits);
+    // One split: the kernel finishes the output itself (no partials, no workspace, no reduce pass).
+    plan.ws_floats = plan.splits > 1 ? workspace_floats(p, plan.splits) : 0;
     if (p.config < 0 && ws_available >= 0 && plan.ws_floats > ws_available)
       return make_plan(table, p, num_sms, 0, partial_ok, dense);
   }

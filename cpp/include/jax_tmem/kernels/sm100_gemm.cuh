@@ -54,19 +54,15 @@ constexpr uint32_t kind_idesc(DType a, DType b, int m, int n, bool a_mn, bool b_
 // kPartialOut (1 split-K, 2 swap-AB with split-K; menu configs 11-14, as on sm_90a): work units are
 // (tile, K split) pairs and the epilogue writes each unit's f32 accumulator rows to the workspace
 // (epilogue_tile_partial); the reduce pass (splitk_reduce.cuh) adds the splits and runs the epilogue.
-// kSfVec > 0 (the block-scaled GEMM): the kind follows from the operands and the scale vector:
-//   8-bit (e4m3/e5m2) x UE8M0 per 32  -> kind::mxf8f6f4 scale_vec::1X, K = 32 per MMA (MXFP8)
-//   e2m1 (packed)     x UE8M0 per 32  -> kind::mxf4     scale_vec::2X, K = 64 per MMA (MXFP4)
-//   e2m1 (packed)     x UE4M3 per 16  -> kind::mxf4nvf4 scale_vec::4X, K = 64 per MMA (NVFP4)
-// A k-block is one 128-byte swizzle row (128 8-bit or 256 4-bit elements) = 4 MMAs, and needs
-// SF_GROUPS = BLOCK_K / (4 * kSfVec) (1, 2, 4) of the 512-byte "128 rows x 4 scales" blocks of the 128x4
-// global layout per 128 rows; a k-block's groups are consecutive there, so each operand's 128-row block
-// is one bulk copy. The MMA thread copies them into the stage's own TMEM scale columns (tcgen05.cp
-// 32x128b.warpx4, so a stage's columns are rewritten only after its previous MMAs retired: the producer
-// refilled the slot) and issues the MMAs; MMA j reads scales [j * UMMA_K / kSfVec, +UMMA_K / kSfVec) of
-// the row: group g = that / 4, SF id = that % 4 (the byte: 0..3 for 1X, 0/2 for 2X, 0 for 4X). In the
-// last k-block only the MMAs (and scale groups) that reach K are issued (loaded), so neither stale TMEM
-// nor the 128x4 layout's padding enters a product.
+// kSfVec > 0 (the block-scaled GEMM): 8-bit x UE8M0/32 -> kind::mxf8f6f4 1X (K = 32 per MMA, MXFP8);
+// packed e2m1 x UE8M0/32 -> kind::mxf4 2X (K = 64, MXFP4); packed e2m1 x UE4M3/16 -> kind::mxf4nvf4 4X
+// (K = 64, NVFP4). A k-block (one 128-byte row: 4 MMAs) needs SF_GROUPS = BLOCK_K / (4 * kSfVec) (1, 2,
+// 4) of the 128x4 layout's 512-byte "128 rows x 4 scales" blocks per 128 rows, consecutive there: one
+// bulk copy per operand row block. The MMA thread copies them into the stage's own TMEM scale columns
+// (tcgen05.cp 32x128b.warpx4: rewritten only after the stage's previous MMAs retired) and issues the
+// MMAs; MMA j reads the row's scales from j * UMMA_K / kSfVec: group that / 4, SF id that % 4. In the
+// last k-block only the MMAs (and scale groups) inside K are issued (loaded): neither stale TMEM nor
+// the layout's padding enters a product.
 template <DType kA_, DType kB_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_, bool kTmaStore_ = false,
           int kPartialOut_ = 0, int kSfVec_ = 0>
 struct Config {
@@ -303,6 +299,9 @@ __device__ __forceinline__ void epilogue_tile_partial(uint32_t taddr, int row, i
   using namespace jax_tmem::ptx;
   constexpr int W = C::BLOCK_N < 32 ? C::BLOCK_N : 32;  // columns per tcgen05.ld
   const int64_t slab = static_cast<int64_t>(split) * p.batch + batch;
+  if constexpr (C::kPartialOut == 1) {  // one split: the plain epilogue finishes the output
+    if (p.splits == 1) return epilogue_tile<C>(taddr, row, static_cast<int64_t>(batch) * p.m + row, n_blk, p);
+  }
 #pragma unroll 1
   for (int c = 0; c < C::BLOCK_N / W; ++c) {
     uint32_t r[W];
@@ -312,6 +311,11 @@ __device__ __forceinline__ void epilogue_tile_partial(uint32_t taddr, int row, i
     const int col0 = n_blk * C::BLOCK_N + c * W;
     if (row >= p.m || col0 >= p.n) {
       // nothing of this chunk is inside the output (the warp stays converged for the next tcgen05.ld)
+    } else if (C::kPartialOut == 2 && p.splits == 1) {  // swap-AB, one split: output (col, row), finished here
+#pragma unroll
+      for (int j = 0; j < W; ++j)
+        if (col0 + j < p.n)
+          epilogue::finish_element(__uint_as_float(r[j]), p.epi, static_cast<int64_t>(batch) * p.n + col0 + j, row, p.m);
     } else if constexpr (C::kPartialOut == 1) {
       float* w = p.ws + (slab * p.m + row) * p.ws_ld + col0;  // ws_ld % 4 == 0, col0 % 16 == 0: aligned
       if (col0 + W <= p.ws_ld) {

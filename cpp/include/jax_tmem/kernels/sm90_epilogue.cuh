@@ -47,7 +47,15 @@ __device__ __forceinline__ void partial_store(const float (&acc)[C::ACC_REGS], c
                                               int split, int row0, int col0) {
   const int64_t slab = static_cast<int64_t>(split) * p.batch + batch;
   for_each_fragment_pair<C>(acc, row0, col0, p.m, p.n, [&](int row, int col, float v0, float v1) {
-    if constexpr (C::kPartialOut == 1) {
+    if (p.splits == 1) {  // one split: finish the output here (no workspace, no reduce pass)
+      if constexpr (C::kPartialOut == 1) {
+        epilogue::finish_element(v0, p.epi, int64_t(batch) * p.m + row, col, p.n);
+        if (col + 1 < p.n) epilogue::finish_element(v1, p.epi, int64_t(batch) * p.m + row, col + 1, p.n);
+      } else {  // swap-AB: kernel row = output column, kernel column = output row
+        epilogue::finish_element(v0, p.epi, int64_t(batch) * p.n + col, row, p.m);
+        if (col + 1 < p.n) epilogue::finish_element(v1, p.epi, int64_t(batch) * p.n + col + 1, row, p.m);
+      }
+    } else if constexpr (C::kPartialOut == 1) {
       float* w = p.ws + (slab * p.m + row) * p.ws_ld + col;  // ws_ld is even: pairs are aligned
       if (col + 1 < p.n) *reinterpret_cast<float2*>(w) = make_float2(v0, v1);
       else w[0] = v0;
