@@ -70,11 +70,15 @@ inline int64_t workspace_floats(const GemmProblem& p, int splits) {
 }
 
 // Splits so that the work units (tiles x splits) fill the SMs once: at most 8, and at least 4 K blocks
-// per split. 1 when the tiles alone fill the GPU.
+// per split. 1 when the tiles alone fill the GPU. At most 2 once the tiles alone occupy a quarter of the
+// SMs: a decode GEMM streams its weight at full speed from ~64 busy SMs, and every extra split adds
+// partial sums to write and reduce (H200 sweep of forced splits, 2026-11-23 23:32, docs/PERF.md: 32
+// tiles, M = 16: 2 splits 0.83 x XLA, 4 splits 0.76; M = 64: 0.99 against 0.87).
 inline int split_count(int64_t tiles, int64_t k_blocks, int num_sms) {
   if (tiles >= num_sms) return 1;
   int64_t s = num_sms / tiles;
   if (s > 8) s = 8;
+  if (tiles * 4 >= num_sms && s > 2) s = 2;
   if (s > k_blocks / 4) s = k_blocks / 4;
   return s < 1 ? 1 : static_cast<int>(s);
 }
