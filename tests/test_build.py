@@ -185,17 +185,22 @@ def test_block_scaled_kernels(sass, arch):
 
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_100a", "sm_103a"])
 def test_fused_quantize_kernel_built(sass, arch):
-    """The fused MX quantize kernel (kernels/mx_quantize.cuh) is in every built arch: bf16 / f16 / f32 in,
-    e4m3 / e5m2 out, 16-byte vector loads and stores."""
+    """The fused quantize kernel (kernels/mx_quantize.cuh) is in every built arch: bf16 / f16 / f32 in,
+    MXFP8 (e4m3, e5m2), MXFP4 and NVFP4 out (QFmt 0-3), 16-byte vector loads, 16-byte stores of a 32-block
+    (32 fp8 or 32 packed e2m1 codes: 16 bytes) and 8-byte stores of NVFP4's 16-block; NVFP4 divides with
+    div.full.f32 (MUFU.RCP, no IEEE division subroutine) as XLA does."""
     if arch not in _ext.build_info()["cuda_archs"]:
         pytest.skip(f"{arch} not built")
     all_funcs = _functions(_kernels_by_arch(sass)[arch])
     funcs = {f: t for f, t in all_funcs.items() if "mx_quantize_kernel" in f}
-    assert len(funcs) == 6, f"{arch}: expected 6 quantize kernels, got {sorted(funcs)}"
+    assert len(funcs) == 12, f"{arch}: expected 12 quantize kernels (3 input types x 4 formats), got {sorted(funcs)}"
     for f, t in funcs.items():
-        assert "LDG.E.128" in t and "STG.E.128" in t, f"{f}: no 16-byte loads / stores"
+        nv = "QFmtE3E" in f
+        assert "LDG.E.128" in t and ("STG.E.64" if nv else "STG.E.128") in t, f"{f}: no 16-byte loads / block stores"
+        if nv:
+            assert "MUFU.RCP" in t, f"{f}: no div.full.f32 (MUFU.RCP)"
     colwise = {f: t for f, t in all_funcs.items() if "mx_quantize_colwise_kernel" in f}  # along the second-to-last axis
-    assert len(colwise) == 6, f"{arch}: expected 6 colwise quantize kernels, got {sorted(colwise)}"
+    assert len(colwise) == 12, f"{arch}: expected 12 colwise quantize kernels, got {sorted(colwise)}"
     for f, t in colwise.items():
         assert "LDG.E.128" in t, f"{f}: no 16-byte row loads"
 
