@@ -205,25 +205,20 @@ def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, out_dtype, lhs_global_scale=
     elif path == "kernel" or (path == "auto" and blackwell and _arch.sm100_trusted()):
         _config.record(_config.Decision("scaled_matmul", problem, "kernel", f"{where}, jax_tmem_gemm with sfa/sfb",
                                         f'path "{path}"'))
-        if fa.name in FP4_FORMATS:  # MXFP4 / NVFP4 x the same: the global scales as one product (`scale`)
-            gs = None
-            for g in (lhs_global_scale, rhs_global_scale):
-                if g is not None:
-                    g = jnp.asarray(g, jnp.float32).reshape(())
-                    gs = g if gs is None else gs * g
-            sw = lambda given, plain: given if given.ndim == 5 else block_scale.swizzle_scales(plain)
-            if blackwell:  # the tcgen05 kernel reads the 128x4 layout (its 512-byte blocks are what tcgen05.cp copies)
-                return scaled_matmul_ffi(lhs, rhs, sw(lhs_scales, sa), sw(rhs_scales, sb), out_dtype, fa.block,
-                                         layout=1, global_scale=gs)
-            return scaled_matmul_ffi(lhs, rhs, sa, sb, out_dtype, fa.block, global_scale=gs)
+        gs = None  # NVFP4's global scales (plan() admits them for nvfp4 only) as one product: the `scale` role
+        for g in (lhs_global_scale, rhs_global_scale):
+            if g is not None:
+                g = jnp.asarray(g, jnp.float32).reshape(())
+                gs = g if gs is None else gs * g
         # Pre-swizzled scales go to the call as they are. The sm_100a kernel reads the 128x4 layout only (its
         # 512-byte blocks are what tcgen05.cp copies); the sm_90a kernel reads plain scales a word per 4
         # columns, so with K / 32 not a multiple of 4 it takes the 128x4 layout too (a small XLA op).
         if (lhs_scales.ndim == 5 or rhs_scales.ndim == 5 or blackwell
                 or (where.startswith("cuda") and (lhs.shape[2] // fa.block) % 4)):
             sw = lambda given, plain: given if given.ndim == 5 else block_scale.swizzle_scales(plain)
-            return scaled_matmul_ffi(lhs, rhs, sw(lhs_scales, sa), sw(rhs_scales, sb), out_dtype, fa.block, layout=1)
-        return scaled_matmul_ffi(lhs, rhs, sa, sb, out_dtype, fa.block)
+            return scaled_matmul_ffi(lhs, rhs, sw(lhs_scales, sa), sw(rhs_scales, sb), out_dtype, fa.block, layout=1,
+                                     global_scale=gs)
+        return scaled_matmul_ffi(lhs, rhs, sa, sb, out_dtype, fa.block, global_scale=gs)
     reason = 'path "xla"'
     if path == "auto":
         reason = why or AUTO_PREFERS_XLA
