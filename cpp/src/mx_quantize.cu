@@ -25,7 +25,7 @@ std::string mx_quantize_launch(const QuantizeLaunch& q, cudaStream_t stream) {
   const int64_t v = fmt == quant::QFmt::kNVFP4 ? 16 : 32;
   if (q.k % v) return "the quantized axis (" + std::to_string(q.k) + ") must be a multiple of " + std::to_string(v);
   if (q.gscale && fmt != quant::QFmt::kNVFP4) return "a global scale is for NVFP4 only";
-  const int64_t vec = q.colwise ? quant::kColwiseBytes / (q.in == DType::kF32 ? 4 : 2) : 1;  // columns per thread
+  const int64_t vec = q.in == DType::kF32 ? 4 : 8;
   if (q.colwise && q.rows % vec)
     return "colwise quantization needs the last axis (" + std::to_string(q.rows) + ") a multiple of " + std::to_string(vec);
   quant::QuantArgs a{q.batch, q.rows, q.k, 0, 0, q.gscale};

@@ -6,8 +6,8 @@
 //   rowwise: x (batch, rows, K), blocks along K (the last axis): one thread per block (blocks are
 //            contiguous, 16-byte loads);
 //   colwise: x (batch, K, cols), blocks along K (the second-to-last axis: the backward pass's layout):
-//            one thread per block-of-rows x kVec columns (16 bytes per row), the block's rows held in
-//            registers between the amax and the conversion;
+//            one thread per block-of-rows x kVec columns (16 bytes per row), amax in one pass over the
+//            block's rows and the conversion in a second (the re-read hits the caches);
 // scales plain (the quantized axis in place: (batch, rows, K / V) or (batch, K / V, cols)) or in the
 // 128x4 tiles of jax_tmem.swizzle_scales with the non-quantized axis as rows (GemmProblem::sf_index;
 // the launcher zeroes the padding first). The arithmetic follows JAX's quantizer step by step
@@ -129,8 +129,6 @@ __device__ __forceinline__ int64_t scale_index(int64_t r, int64_t c, int64_t col
   return ((r / 128) * sw_cols + c / 4) * 512 + (r % 32) * 16 + (r % 128) / 32 * 4 + c % 4;
 }
 
-constexpr int kColwiseBytes = 8;  // bytes of x per row a colwise thread reads (its kVec columns)
-
 struct QuantArgs {
   int64_t batch, rows, k;   // rowwise: x (batch, rows, k); colwise: x (batch, k, rows)
   int64_t sf_batch;         // scales per batch (plain rows * k / V, or the padded 128x4 tiles)
@@ -194,14 +192,13 @@ __global__ void __launch_bounds__(256) mx_quantize_kernel(const T* __restrict__ 
   }
 }
 
-// Colwise: x (batch, k, rows) with rows a multiple of kVec; thread = (batch, V-row block, kVec columns:
-// 8 bytes per row, so that the block's V rows fit in registers between the amax and the conversion).
+// Colwise: x (batch, k, rows) with rows a multiple of kVec; thread = (batch, V-row block, kVec columns).
 // e2m1 data is packed along the rows axis (the last, contiguous one): kVec / 2 bytes per row.
 template <class T, QFmt F>
 __global__ void __launch_bounds__(256) mx_quantize_colwise_kernel(const T* __restrict__ x, uint8_t* __restrict__ data,
                                                                   uint8_t* __restrict__ scales, QuantArgs a) {
   using Tr = QTraits<F>;
-  constexpr int V = Tr::V, kVec = kColwiseBytes / sizeof(T);
+  constexpr int V = Tr::V, kVec = 16 / sizeof(T);
   const float g = (Tr::kNv && a.gscale) ? *a.gscale : 1.0f;
   const int64_t groups = a.rows / kVec, kb_count = a.k / V, items = a.batch * kb_count * groups;
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < items; t += int64_t(gridDim.x) * blockDim.x) {
@@ -211,14 +208,10 @@ __global__ void __launch_bounds__(256) mx_quantize_colwise_kernel(const T* __res
     bool nan[kVec];
 #pragma unroll
     for (int j = 0; j < kVec; ++j) amax[j] = 0.0f, nan[j] = false;
-    // The block's V rows stay in registers (V x 16 bytes) between the amax and the conversion: one read
-    // of x from memory, V loads in flight per thread.
-    uint2 rows[V];
-#pragma unroll
-    for (int i = 0; i < V; ++i) rows[i] = __ldg(reinterpret_cast<const uint2*>(x + base + i * a.rows));
-#pragma unroll
+#pragma unroll 4
     for (int i = 0; i < V; ++i) {
-      const T* e = reinterpret_cast<const T*>(&rows[i]);
+      const uint4 u = __ldg(reinterpret_cast<const uint4*>(x + base + i * a.rows));
+      const T* e = reinterpret_cast<const T*>(&u);
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
         const float f = pre<F>(to_float(e[j]), a, g);
@@ -233,9 +226,10 @@ __global__ void __launch_bounds__(256) mx_quantize_colwise_kernel(const T* __res
       const int64_t col = gi * kVec + j;
       scales[bi * a.sf_batch + (a.sw_cols ? scale_index(col, kb, kb_count, a.sw_cols) : kb * a.rows + col)] = blk[j].byte;
     }
-#pragma unroll
+#pragma unroll 4
     for (int i = 0; i < V; ++i) {
-      const T* e = reinterpret_cast<const T*>(&rows[i]);
+      const uint4 u = __ldg(reinterpret_cast<const uint4*>(x + base + i * a.rows));
+      const T* e = reinterpret_cast<const T*>(&u);
       uint32_t c[kVec];
 #pragma unroll
       for (int j = 0; j < kVec; ++j) c[j] = encode<T, F>(to_float(e[j]), blk[j]);
@@ -244,15 +238,15 @@ __global__ void __launch_bounds__(256) mx_quantize_colwise_kernel(const T* __res
 #pragma unroll
         for (int j = 0; j < kVec; ++j) word |= c[j] << (4 * j);
         uint8_t* dst = data + (base + i * a.rows) / 2;
-        if constexpr (kVec == 4) *reinterpret_cast<uint16_t*>(dst) = static_cast<uint16_t>(word);
-        else *dst = static_cast<uint8_t>(word);
-      } else {
-        uint32_t word = 0;
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) word |= c[j] << (8 * j);
-        uint8_t* dst = data + base + i * a.rows;
-        if constexpr (kVec == 4) *reinterpret_cast<uint32_t*>(dst) = word;
+        if constexpr (kVec == 8) *reinterpret_cast<uint32_t*>(dst) = word;
         else *reinterpret_cast<uint16_t*>(dst) = static_cast<uint16_t>(word);
+      } else {
+        uint32_t w[kVec / 4];
+#pragma unroll
+        for (int q = 0; q < kVec / 4; ++q) w[q] = c[4 * q] | c[4 * q + 1] << 8 | c[4 * q + 2] << 16 | c[4 * q + 3] << 24;
+        uint8_t* dst = data + base + i * a.rows;
+        if constexpr (kVec == 8) *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
+        else *reinterpret_cast<uint32_t*>(dst) = w[0];
       }
     }
   }
