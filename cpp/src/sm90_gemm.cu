@@ -16,8 +16,6 @@ std::string sm90_block_scaled_launch(const GemmLaunch& L);  // sm90_block_scaled
 std::string sm90_gemm_launch(const GemmLaunch& L) {
   using namespace sm90;
   const GemmProblem& p = L.p;
-  if (p.has(Role::kScale))  // (the sm_90a epilogue applies alpha only; validate admits it for 4-bit operands)
-    return "no sm_90a kernel takes the scale operand (the 4-bit x 4-bit block-scaled GEMM is sm_100a/sm_103a only)";
   if (p.sf_vec != 0) return sm90_block_scaled_launch(L);
   if (p.config >= 0 && !menu::kSm90Table.find(p.config))
     return "sm_90a config must be -1 (heuristic) or one of " + menu::kSm90Table.list();

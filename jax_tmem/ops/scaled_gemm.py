@@ -37,7 +37,7 @@ from jax_tmem.ops import block_scale
 
 KERNEL_FORMATS = ("mxfp8", "mxfp8_e5m2")  # whole-byte elements: every kernel path (CPU, sm_90a, sm_100a)
 FP4_FORMATS = ("mxfp4", "nvfp4")  # x the same format: the CPU handler and the sm_100a/sm_103a kernel
-W4_FORMATS = ("mxfp4", "nvfp4")  # weight-only (lhs_scales=None) with a bfloat16 lhs: kernels/w4_gemm.cuh
+W4_FORMATS = FP4_FORMATS  # weight-only (lhs_scales=None) with a bfloat16 lhs: kernels/w4_gemm.cuh
 # "auto" takes the weight-only kernel up to this many lhs rows: H200, 2026-11-23 (docs/PERF.md): 1.85-6.5x
 # XLA's dequantize + bf16 GEMM at M <= 64, 0.55-0.59x at M = 256 (the kernel re-reads the weights per 32 tokens)
 W4_AUTO_MAX_M = 64

@@ -132,13 +132,15 @@ __device__ __forceinline__ void store_row_segment(const float (&v)[kCols], T* ou
   }
 }
 
-// The epilogue math for a row segment, in place: y = act(alpha * acc + bias) + c (alpha times the
-// `scale` operand when there is one). `c` is read only where the row is inside the output (`row_ok`)
+// alpha times the `scale` operand when there is one: what every epilogue multiplies the accumulators by.
+__device__ __forceinline__ float effective_alpha(const Args& e) { return e.scale != nullptr ? e.alpha * *e.scale : e.alpha; }
+
+// The epilogue math for a row segment, in place: y = act(effective_alpha * acc + bias) + c. `c` is read only where the row is inside the output (`row_ok`)
 // and the column < n.
 template <int kCols>
 __device__ __forceinline__ void row_segment_math(float (&v)[kCols], const Args& e, int64_t row_index, int col0,
                                                  int n, bool row_ok) {
-  const float alpha = e.scale != nullptr ? e.alpha * *e.scale : e.alpha;
+  const float alpha = effective_alpha(e);
   if (alpha != 1.0f) {
 #pragma unroll
     for (int j = 0; j < kCols; ++j) v[j] *= alpha;

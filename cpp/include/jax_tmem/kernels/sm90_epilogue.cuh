@@ -74,9 +74,10 @@ __device__ __forceinline__ void epilogue_math(float (&acc)[C::ACC_REGS], const P
                                               int col0) {
   const epilogue::Args& e = p.epi;
   constexpr int J = C::BLOCK_N / 8;  // 8-column groups; acc[4j + 2h + {0,1}] is (row0 + 8h, col0 + 8j + {0,1})
-  if (e.alpha != 1.0f) {
+  const float alpha = epilogue::effective_alpha(e);
+  if (alpha != 1.0f) {
 #pragma unroll
-    for (int i = 0; i < C::ACC_REGS; ++i) acc[i] *= e.alpha;
+    for (int i = 0; i < C::ACC_REGS; ++i) acc[i] *= alpha;
   }
   if (e.bias != nullptr) {
 #pragma unroll
