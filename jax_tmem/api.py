@@ -8,6 +8,7 @@ through the same path.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Optional
 
 import jax
@@ -16,7 +17,7 @@ import numpy as np
 from jax import lax
 
 from jax_tmem._core import arch as _arch, canon as _canon, config as _config, dtypes as _dtypes
-from jax_tmem.ops import scaled_dot, scaled_gemm
+from jax_tmem.ops import recipes as _recipes, scaled_dot, scaled_gemm
 from jax_tmem.ops.gemm import ACTIVATIONS, Epilogue, apply_activation, common_dtype, gemm
 
 SUPPORTED_DTYPES = _dtypes.OPERAND_DTYPES  # the operand column of dtypes.def
@@ -82,7 +83,7 @@ def _quantize_configs(quantize, fn: str):
 # ---- public API -------------------------------------------------------------------------------
 
 def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None, *,
-                path: Optional[str] = None, quantize=None, **kwargs: Any):
+                path: Optional[str] = None, quantize=None, recipe=None, **kwargs: Any):
     """A drop-in for :func:`jax.lax.dot_general` that runs jax_tmem's kernels where they apply.
 
     Contracting and batch dims may sit anywhere: they become operand majorness (K-major or MN-major)
@@ -95,6 +96,13 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     ``jax.nn.BlockScaleConfig``, or ``[lhs, rhs(, grad)]``): both operands are quantized on the fly along
     the contraction and multiplied by :func:`scaled_dot_general` (its backward recipe too; ``precision``
     does not apply).
+
+    ``recipe``: a training recipe (``jax_tmem.RECIPES``: "bf16" (default, no quantization), "fp8"
+    (per-tensor current scaling, e4m3 forward, e5m2 gradients), "mxfp8", "nvfp4"; or a
+    ``jax_tmem.Recipe``): how the forward GEMM and the two backward GEMMs quantize their operands
+    (``jax_tmem.ops.recipes`` documents each). Stateless (scales come from the tensors), so it works
+    under scan, remat and gradient accumulation. The Flax drop-ins (``jax_tmem.flax``) take it as
+    ``recipe=``.
 
     Example::
 
@@ -117,6 +125,21 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
         return lax.dot_general(lhs, rhs, dimension_numbers, precision=precision,
                                preferred_element_type=preferred_element_type)
     _check_dims(lhs, rhs, lc, rc, lb, rb)
+    rcp = _recipes.get_recipe(recipe)
+    if rcp.quantized:
+        if quantize is not None:
+            raise ValueError("jax_tmem.dot_general: pass quantize= or recipe=, not both")
+        for x, name in ((lhs, "lhs"), (rhs, "rhs")):
+            if not jnp.issubdtype(x.dtype, jnp.floating):
+                raise TypeError(f"jax_tmem.dot_general: recipe {rcp.name!r} quantizes floating-point operands; "
+                                f"{name} is {x.dtype}")
+        if preferred_element_type is None:
+            dt = common_dtype(lhs.dtype, rhs.dtype)
+            out_dtype = dt if dt in _arch.OUT_TYPES else np.dtype("bfloat16")
+        else:
+            out_dtype = _check_out_dtype(preferred_element_type, "preferred_element_type")
+        return _recipes.recipe_dot_general(lhs, rhs, ((lc, rc), (lb, rb)), out_dtype, rcp,
+                                           path or _config.current_path())
     if quantize is not None:
         if preferred_element_type is None:
             dt = common_dtype(lhs.dtype, rhs.dtype)
@@ -142,6 +165,48 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     requested = path or _config.current_path()
     return gemm(lhs, rhs, None, None, ((lc, rc), (lb, rb)), out_dtype, Epilogue(), requested,
                  _allow_tf32(precision), -1)
+
+
+def einsum(subscripts, *operands, precision=None, preferred_element_type=None, out_sharding=None,
+           recipe=None, path: Optional[str] = None, **kwargs):
+    """:func:`jax.numpy.einsum` whose contractions run through :func:`jax_tmem.dot_general` (with its
+    ``recipe`` and ``path``): a drop-in for ``nnx.Einsum(einsum_op=...)`` (see :func:`einsum_op`).
+    ``out_sharding`` must be None (use ``jax.shard_map`` for sharded GEMMs)."""
+    if out_sharding is not None:
+        raise ValueError("jax_tmem.einsum: out_sharding is not supported; run it under jax.shard_map")
+    return jnp.einsum(subscripts, *operands, precision=precision, preferred_element_type=preferred_element_type,
+                      _dot_general=dot_general_op(recipe, path), **kwargs)
+
+
+@functools.lru_cache(maxsize=None)
+def _dot_general_op(recipe, path):
+    def op(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None, **kwargs):
+        return dot_general(lhs, rhs, dimension_numbers, precision, preferred_element_type, recipe=recipe,
+                           path=path, **kwargs)
+    op.__name__ = op.__qualname__ = f"jax_tmem_dot_general_{recipe.name}"
+    return op
+
+
+def dot_general_op(recipe=None, path: Optional[str] = None):
+    """:func:`dot_general` with ``recipe`` and ``path`` bound: what Flax's ``dot_general=`` hook takes
+    (``nn.Dense(..., dot_general=jax_tmem.dot_general_op("fp8"))``). One function per (recipe, path), so
+    jit caches see the same object."""
+    _check_path(path)
+    return _dot_general_op(_recipes.get_recipe(recipe), path)
+
+
+@functools.lru_cache(maxsize=None)
+def _einsum_op(recipe, path):
+    def op(subscripts, *operands, **kwargs):
+        return einsum(subscripts, *operands, recipe=recipe, path=path, **kwargs)
+    op.__name__ = op.__qualname__ = f"jax_tmem_einsum_{recipe.name}"
+    return op
+
+
+def einsum_op(recipe=None, path: Optional[str] = None):
+    """:func:`einsum` with ``recipe`` and ``path`` bound: what ``nnx.Einsum(einsum_op=...)`` takes."""
+    _check_path(path)
+    return _einsum_op(_recipes.get_recipe(recipe), path)
 
 
 def _check_dims(lhs, rhs, lc, rc, lb, rb):

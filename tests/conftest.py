@@ -223,3 +223,16 @@ def _clean_decisions():
     jax_tmem.clear_decisions()
     yield
     jax_tmem.clear_decisions()
+
+
+def recipe_kernel_path(recipe: str) -> str:
+    """The path that runs a training recipe's GEMMs on jax_tmem's kernels here: "kernel" (the C++ CPU
+    handler without a GPU, the CUDA kernels on one), or "auto" for a 4-bit recipe on a GPU without 4-bit
+    tensor cores (Hopper: the forced kernel path would raise; XLA runs it, logged)."""
+    if recipe == "nvfp4":
+        from jax_tmem.ops import block_scale, scaled_gemm
+        f = block_scale.get_format("nvfp4")
+        where, _ = scaled_gemm.kernel_target(f, f, None, 64)
+        if not where:
+            return "auto"
+    return "kernel"

@@ -12,7 +12,7 @@ import pytest
 import jax_tmem
 from jax_tmem.ops import block_scale, scaled_gemm
 
-from conftest import seed_of
+from conftest import rand, seed_of
 
 
 def _operands(s, b, m, n, k, fmt, global_scale=None):
@@ -120,8 +120,8 @@ def test_weight_only_bad_input_raises_with_the_fix():
 
 
 def test_weight_only_roles_are_validated_by_the_handler():
-    """The custom call's own checks (a consistent Python side never trips them): a scale operand outside
-    the weight-only GEMM, fp8 weights with block scales on b only, e4m3 scales for a block of 32."""
+    """The custom call's own checks (a consistent Python side never trips them): fp8 weights with block
+    scales on b only, e4m3 scales for a block of 32; and a scale operand on an MXFP8 GEMM, which it takes."""
     if not _kernel_where()[0]:
         pytest.skip("no jax_tmem extension")
     x, wq, ws = _operands(6, 1, 8, 16, 64, "nvfp4")
@@ -131,10 +131,11 @@ def test_weight_only_roles_are_validated_by_the_handler():
     with pytest.raises(RuntimeError, match="block scales on b only .no sfa. take a bfloat16 a and float4_e2m1fn b"):
         w8, s8 = jax_tmem.quantize(jnp.ones((1, 16, 64)), "mxfp8")
         run(x, w8, None, s8, block=32)
-    with pytest.raises(RuntimeError, match="the scale operand .* is taken by the 4-bit block-scaled GEMMs only"):
-        xq, xs = jax_tmem.quantize(jnp.ones((1, 8, 64)), "mxfp8")
-        w8, s8 = jax_tmem.quantize(jnp.ones((1, 16, 64)), "mxfp8")
-        run(xq, w8, xs, s8, block=32, global_scale=2.0)
+    # the scale operand multiplies any GEMM's accumulator (here MXFP8's; the fp8 training recipe's too)
+    xq, xs = jax_tmem.quantize(rand(61, (1, 8, 128), jnp.float32), "mxfp8")
+    w8, s8 = jax_tmem.quantize(rand(62, (1, 16, 128), jnp.float32), "mxfp8")
+    np.testing.assert_array_equal(np.asarray(run(xq, w8, xs, s8, block=32, global_scale=2.0)),
+                                  2 * np.asarray(run(xq, w8, xs, s8, block=32)))
     y = run(x, wq, None, ws, block=16)  # and the process is fine afterwards
     assert np.isfinite(np.asarray(y)).all()
 

@@ -127,7 +127,7 @@ ffi::Error cpu_gemm_handler(ffi::RemainingArgs args, ffi::Result<ffi::AnyBuffer>
   const float* gs = static_cast<const float*>(in[static_cast<int>(Role::kScale)]);
   const BlockScales sf{in[static_cast<int>(Role::kSFA)], in[static_cast<int>(Role::kSFB)], gs ? *gs : 1.0f};
   if (p.a_type == DType::kS8)
-    cpu_gemm<int32_t>(p, a, b, bias, c, out->untyped_data());  // int8 takes no block scales (validate)
+    cpu_gemm<int32_t>(p, a, b, bias, c, out->untyped_data(), BlockScales{nullptr, nullptr, sf.global});  // no block scales (validate)
   else
     cpu_gemm<float>(p, a, b, bias, c, out->untyped_data(), sf);
   return ffi::Error::Success();

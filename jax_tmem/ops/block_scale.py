@@ -117,10 +117,11 @@ def _quantize_ffi(x, f: Format, axis: int, swizzled: bool, global_scale=None):
         sshape = xin.shape[:-2] + (k // f.block, rows)
     else:
         sshape = xin.shape[:-1] + (k // f.block,)
-    # vmap: a batch axis in front is more rows (the kernel takes any leading shape).
+    # vmap: a batch axis in front is more rows (the kernel takes any leading shape); with a global scale,
+    # which may differ per example, one call per example.
     call = jax.ffi.ffi_call("jax_tmem_quantize", (jax.ShapeDtypeStruct(xin.shape, f.data),
                                                    jax.ShapeDtypeStruct(sshape, f.scale)),
-                            vmap_method="broadcast_all")
+                            vmap_method="broadcast_all" if global_scale is None else "sequential")
     gs = () if global_scale is None else (jnp.asarray(global_scale, jnp.float32).reshape(1),)
     data, scales = call(xin, *gs, colwise=colwise, swizzled=swizzled)
     if form == "moved":

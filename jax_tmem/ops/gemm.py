@@ -1,6 +1,8 @@
 """The GEMM op: one dot_general with a fused epilogue.
 
-    out = act(alpha * dot_general(lhs, rhs, dn) + bias) + c
+    out = act(alpha * scale * dot_general(lhs, rhs, dn) + bias) + c
+
+(``scale``: an optional traced float32 of shape (1,), e.g. the product of per-tensor FP8 scales.)
 
 Here, in order: the ``jax_tmem_gemm`` primitive and its abstract evaluation; its lowerings, chosen per
 platform from the ``path`` decided at trace time: the XLA FFI custom call ``jax_tmem_gemm`` (CUDA
@@ -38,6 +40,7 @@ class Epilogue:
     alpha: float = 1.0
     has_bias: bool = False
     has_c: bool = False
+    has_scale: bool = False  # a traced float32 (1,) operand multiplying the accumulator with alpha
 
 
 def apply_activation(x, activation: Optional[str]):
@@ -88,9 +91,13 @@ def xla_reference(lhs, rhs, *rest, dimension_numbers, out_dtype, epilogue: Epilo
     both_l = tuple(l for l, r in zip(lb, rb) if l is not None and r is not None)
     both_r = tuple(r for l, r in zip(lb, rb) if l is not None and r is not None)
     acc_t = jnp.float32
+    fp8 = (np.dtype("float8_e4m3fn"), np.dtype("float8_e5m2"))
+    if np.dtype(lhs.dtype) in fp8 or np.dtype(rhs.dtype) in fp8:
+        # The fp8 values must be what is multiplied: when they are quantized in the same program (the "fp8"
+        # recipe), XLA's excess-precision simplification may fold x -> f8 -> bf16 into x -> bf16.
+        lhs, rhs = lax.optimization_barrier((lhs, rhs))
     lhs_c, rhs_c = lhs, rhs
     if lhs.dtype != rhs.dtype:
-        fp8 = (np.dtype("float8_e4m3fn"), np.dtype("float8_e5m2"))
         if np.dtype(lhs.dtype) in fp8 or np.dtype(rhs.dtype) in fp8:
             common = jnp.bfloat16 if (np.dtype(lhs.dtype) in fp8 and np.dtype(rhs.dtype) in fp8) else \
                 (rhs.dtype if np.dtype(lhs.dtype) in fp8 else lhs.dtype)
@@ -122,14 +129,17 @@ def xla_reference(lhs, rhs, *rest, dimension_numbers, out_dtype, epilogue: Epilo
     if perm != list(range(len(perm))):
         y = jnp.transpose(y, perm)
     y = y * jnp.float32(epilogue.alpha) if epilogue.alpha != 1.0 else y
-    rest = list(rest)
-    if epilogue.has_bias:
-        bias = rest.pop(0)
+    rest = list(rest)  # in role order: bias, c, scale
+    bias = rest.pop(0) if epilogue.has_bias else None
+    c = rest.pop(0) if epilogue.has_c else None
+    if epilogue.has_scale:
+        y = y * rest.pop(0).astype(acc_t).reshape(())
+    if bias is not None:
         nshape = tuple(rhs.shape[d] for d in rfree if d not in rhs_only)
         y = y + bias.astype(acc_t).reshape(nshape)
     y = apply_activation(y, epilogue.activation)
-    if epilogue.has_c:
-        y = y + rest.pop(0).astype(acc_t)
+    if c is not None:
+        y = y + c.astype(acc_t)
     return y.astype(out_dtype)
 
 
@@ -152,7 +162,7 @@ def _ffi_call(*args, dimension_numbers, out_dtype, epilogue: Epilogue, config, c
         (cfg, splits), ws = _arch.split_config(config), 0
     out_types = (jax.ShapeDtypeStruct(canon.out_shape, np.dtype(out_dtype)),
                  jax.ShapeDtypeStruct((max(ws, 1),), np.float32))
-    roles = ["a", "b"] + ["bias"] * epilogue.has_bias + ["c"] * epilogue.has_c  # the args, by role
+    roles = ["a", "b"] + ["bias"] * epilogue.has_bias + ["c"] * epilogue.has_c + ["scale"] * epilogue.has_scale
     aliases = {roles.index("c"): 0} if epilogue.has_c else None
     call = jax.ffi.ffi_call("jax_tmem_gemm", out_types, input_output_aliases=aliases)
     attrs = _ext.gemm_attrs(roles, **canon.attrs(), activation=ACTIVATIONS[epilogue.activation],
@@ -213,22 +223,34 @@ def _batch_rule(args, bdims, *, dimension_numbers, out_dtype, epilogue, requeste
         rc, rb, nr = _shift(rc, rbd), _shift(rb, rbd), rbd
     new_dn = ((lc, rc), ((nl,) + tuple(lb), (nr,) + tuple(rb)))
     kw = dict(dimension_numbers=new_dn, requested=requested, allow_tf32=allow_tf32, config=config)
-    bias_bd = rest_bd[0] if epilogue.has_bias else None
-    if bias_bd is None:
-        rest = list(rest)
-        if epilogue.has_c:
-            rest[-1] = _at_front(rest[-1], rest_bd[-1], size)
-        return bind_gemm(lhs, rhs, *rest, out_dtype=out_dtype, epilogue=epilogue, **kw), 0
-    # A batched bias cannot be fused (the kernels take one bias row per call): the GEMM runs with
-    # alpha only and bias, activation and c are applied by XLA.
-    y = bind_gemm(lhs, rhs, out_dtype=jnp.float32, epilogue=Epilogue(alpha=epilogue.alpha), **kw)
-    bias = jnp.moveaxis(rest[0], bias_bd, 0).astype(jnp.float32)
-    n_free = rhs.ndim - len(rc) - sum(d is not None for d in new_dn[1][1])
-    nshape = y.shape[y.ndim - n_free:]
-    y = y + bias.reshape((size,) + (1,) * (y.ndim - 1 - n_free) + nshape)
+    rest, rest_bd = list(rest), list(rest_bd)  # role order: bias, c, scale
+    bias, bias_bd = (rest.pop(0), rest_bd.pop(0)) if epilogue.has_bias else (None, None)
+    c, c_bd = (rest.pop(0), rest_bd.pop(0)) if epilogue.has_c else (None, None)
+    scale, scale_bd = (rest.pop(0), rest_bd.pop(0)) if epilogue.has_scale else (None, None)
+    if lbd is None and rbd is None:
+        # Only epilogue operands are batched: one GEMM, broadcast; the epilogue per example in XLA.
+        y = bind_gemm(lhs, rhs, out_dtype=jnp.float32, epilogue=Epilogue(alpha=epilogue.alpha),
+                      **dict(kw, dimension_numbers=dimension_numbers))
+        y = jnp.broadcast_to(y, (size,) + y.shape)
+    elif bias_bd is None and scale_bd is None:
+        if c is not None:
+            c = _at_front(c, c_bd, size)
+        args = [x for x in (bias, c, scale) if x is not None]
+        return bind_gemm(lhs, rhs, *args, out_dtype=out_dtype, epilogue=epilogue, **kw), 0
+    else:
+        # A batched bias or scale cannot be fused (the kernels take one of each per call): the GEMM runs
+        # with alpha only and scale, bias, activation and c are applied by XLA.
+        y = bind_gemm(lhs, rhs, out_dtype=jnp.float32, epilogue=Epilogue(alpha=epilogue.alpha), **kw)
+    if scale is not None:
+        scale = _at_front(scale, scale_bd, size).astype(jnp.float32)
+        y = y * scale.reshape((size,) + (1,) * (y.ndim - 1))
+    if bias is not None:
+        n_free = rhs.ndim - (rbd is not None) - len(rc) - sum(d is not None for d in rb)
+        nshape = y.shape[y.ndim - n_free:]
+        y = y + _at_front(bias, bias_bd, size).astype(jnp.float32).reshape((size,) + (1,) * (y.ndim - 1 - n_free) + nshape)
     y = apply_activation(y, epilogue.activation)
-    if epilogue.has_c:
-        y = y + _at_front(rest[1], rest_bd[1], size).astype(jnp.float32)
+    if c is not None:
+        y = y + _at_front(c, c_bd, size).astype(jnp.float32)
     return y.astype(out_dtype), 0
 
 

@@ -68,27 +68,39 @@ def _pad_k(x, block):
     return jnp.pad(x, ((0, 0), (0, 0), (0, pad))) if pad else x
 
 
-def _qmm(x, w, fx, fw, out_dtype, path):
-    """scaled_matmul of x (B, M, K) and w (B, N, K), both quantized along K (NVFP4 with global scale 1)."""
+def global_scale(x, f):
+    """NVFP4's per-tensor float32 scale from x itself: amax / (6 * 448), so that the largest block's
+    UE4M3 scale is 448 (1 for an all-zero x); None for formats without one."""
+    if not f.global_scale:
+        return None
+    amax = jnp.max(jnp.abs(x.astype(jnp.float32)))
+    return jnp.where(amax > 0, amax / np.float32(6.0 * 448.0), jnp.float32(1.0))
+
+
+def _qmm(x, w, fx, fw, out_dtype, path, per_tensor=False):
+    """scaled_matmul of x (B, M, K) and w (B, N, K), both quantized along K (NVFP4 with global scale 1,
+    or with per-tensor global scales computed from x and w when ``per_tensor``)."""
     block = max(fx.block, fw.block)
-    xq, xs = block_scale.quantize(_pad_k(x, block), fx)
-    wq, ws = block_scale.quantize(_pad_k(w, block), fw)
-    return scaled_gemm.scaled_matmul(xq, wq, xs, ws, out_dtype, path=path)
+    x, w = _pad_k(x, block), _pad_k(w, block)
+    gx, gw = (global_scale(x, fx), global_scale(w, fw)) if per_tensor else (None, None)
+    xq, xs = block_scale.quantize(x, fx, global_scale=gx)
+    wq, ws = block_scale.quantize(w, fw, global_scale=gw)
+    return scaled_gemm.scaled_matmul(xq, wq, xs, ws, out_dtype, lhs_global_scale=gx, rhs_global_scale=gw, path=path)
 
 
-@partial(jax.custom_vjp, nondiff_argnums=(2, 3, 4, 5, 6))
-def _sdg(a, b, fa, fb, fg, out_dtype, path):
-    return _qmm(a, b, fa, fb, out_dtype, path)
+@partial(jax.custom_vjp, nondiff_argnums=(2, 3, 4, 5, 6, 7))
+def _sdg(a, b, fa, fb, fg, out_dtype, path, per_tensor):
+    return _qmm(a, b, fa, fb, out_dtype, path, per_tensor)
 
 
-def _sdg_fwd(a, b, fa, fb, fg, out_dtype, path):
-    return _qmm(a, b, fa, fb, out_dtype, path), (a, b)
+def _sdg_fwd(a, b, fa, fb, fg, out_dtype, path, per_tensor):
+    return _qmm(a, b, fa, fb, out_dtype, path, per_tensor), (a, b)
 
 
-def _sdg_bwd(fa, fb, fg, out_dtype, path, res, g):
+def _sdg_bwd(fa, fb, fg, out_dtype, path, per_tensor, res, g):
     a, b = res  # (B, M, K), (B, N, K), high precision
     g = g.astype(jnp.float32)
-    if fa.global_scale or fb.global_scale:  # NVFP4, as JAX: an unquantized backward
+    if (fa.global_scale or fb.global_scale) and not per_tensor:  # NVFP4, as JAX: an unquantized backward
         da = jnp.einsum("bmn,bnk->bmk", g, b.astype(jnp.float32), precision=lax.Precision.HIGHEST)
         db = jnp.einsum("bmn,bmk->bnk", g, a.astype(jnp.float32), precision=lax.Precision.HIGHEST)
         return da.astype(a.dtype), db.astype(b.dtype)
@@ -98,15 +110,17 @@ def _sdg_bwd(fa, fb, fg, out_dtype, path, res, g):
     gp = path
     if path == "kernel" and not all(scaled_gemm.kernel_target(fg, f)[0] for f in (fa, fb)):
         gp = "auto"
-    da = _qmm(g, bt, fg, fb, jnp.float32, gp)   # (B, M, N) x (B, K, N) -> (B, M, K), contracting N
-    db = _qmm(gt, at, fg, fa, jnp.float32, gp)  # (B, N, M) x (B, K, M) -> (B, N, K), contracting M
+    da = _qmm(g, bt, fg, fb, jnp.float32, gp, per_tensor)   # (B, M, N) x (B, K, N) -> (B, M, K), contracting N
+    db = _qmm(gt, at, fg, fa, jnp.float32, gp, per_tensor)  # (B, N, M) x (B, K, M) -> (B, N, K), contracting M
     return da.astype(a.dtype), db.astype(b.dtype)
 
 
 _sdg.defvjp(_sdg_fwd, _sdg_bwd)
 
 
-def scaled_dot_general(lhs, rhs, dimension_numbers, preferred_element_type, configs, path="auto"):
+def scaled_dot_general(lhs, rhs, dimension_numbers, preferred_element_type, configs, path="auto", per_tensor=False):
+    """``per_tensor`` (the training recipes): NVFP4 operands get per-tensor global scales computed from
+    themselves and a quantized backward; a contracting size off the block size is zero-padded."""
     (lc, rc), (lb, rb) = dimension_numbers
     lc, rc, lb, rb = (tuple(int(d) for d in x) for x in (lc, rc, lb, rb))
     if configs is None or len(configs) not in (2, 3):
@@ -123,9 +137,9 @@ def scaled_dot_general(lhs, rhs, dimension_numbers, preferred_element_type, conf
                          f"or contracting sizes of {dimension_numbers}")
     k = a.shape[2]
     for f, name in ((fa, "lhs"), (fb, "rhs")):
-        if k % f.block:
+        if k % f.block and not per_tensor:
             raise ValueError(f"jax_tmem.scaled_dot_general: the contracting size {k} is not a multiple of {name}'s "
                              f"{f.name} block size {f.block}; pad K")
-    y = _sdg(a, b, fa, fb, fg, out_dtype, path)
+    y = _sdg(a, b, fa, fb, fg, out_dtype, path, bool(per_tensor))
     batch = [lhs.shape[d] for d in lb]
     return y.reshape(tuple(batch) + tuple(a_free) + tuple(b_free))

@@ -196,8 +196,6 @@ inline std::string validate(const GemmProblem& p, const InputShapes& in, int64_t
       }
     }
   }
-  if (p.has(Role::kScale) && !(p.weight_only() || fp4))
-    return "the scale operand (NVFP4's global scale) is taken by the 4-bit block-scaled GEMMs only";
   for (int i = 0; i < kNumRoles; ++i) {  // the rules of operands.def
     const Role r = static_cast<Role>(i);
     if (!p.has(r)) continue;

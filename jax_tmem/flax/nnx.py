@@ -1,0 +1,47 @@
+"""Flax nnx drop-ins: ``Linear``, ``LinearGeneral`` and ``Einsum`` taking ``recipe=`` (see ``jax_tmem.flax``)."""
+
+from __future__ import annotations
+
+from flax import nnx as _nnx
+
+from jax_tmem.api import dot_general_op, einsum_op as _einsum_op_for
+from jax_tmem.ops.recipes import get_recipe
+
+
+def _op(cls_name, recipe, given, make):
+    r = get_recipe(recipe)
+    if given is None:
+        return r, make(r)
+    if r.quantized:
+        raise ValueError(f"jax_tmem.flax.nnx.{cls_name}: recipe={r.name!r} sets the GEMM op; pass one of them, not both")
+    return r, given
+
+
+class Linear(_nnx.Linear):
+    """``flax.nnx.Linear`` running on jax_tmem; ``recipe``: "bf16" (default), "fp8", "mxfp8", "nvfp4"."""
+
+    def __init__(self, in_features, out_features, *, recipe="bf16", dot_general=None, **kwargs):
+        r, op = _op("Linear", recipe, dot_general, dot_general_op)
+        super().__init__(in_features, out_features, dot_general=op, **kwargs)
+        self.recipe = r.name
+
+
+class LinearGeneral(_nnx.LinearGeneral):
+    """``flax.nnx.LinearGeneral`` running on jax_tmem; ``recipe`` as for :class:`Linear`."""
+
+    def __init__(self, in_features, out_features, *, recipe="bf16", dot_general=None, **kwargs):
+        if kwargs.get("dot_general_cls") is not None:
+            raise ValueError("jax_tmem.flax.nnx.LinearGeneral: dot_general_cls replaces jax_tmem's op; use nnx.LinearGeneral")
+        r, op = _op("LinearGeneral", recipe, dot_general, dot_general_op)
+        super().__init__(in_features, out_features, dot_general=op, **kwargs)
+        self.recipe = r.name
+
+
+class Einsum(_nnx.Einsum):
+    """``flax.nnx.Einsum`` whose contraction runs on jax_tmem (``jax_tmem.einsum``); ``recipe`` as for
+    :class:`Linear`."""
+
+    def __init__(self, einsum_str, kernel_shape, bias_shape=None, *, recipe="bf16", einsum_op=None, **kwargs):
+        r, op = _op("Einsum", recipe, einsum_op, _einsum_op_for)
+        super().__init__(einsum_str, kernel_shape, bias_shape, einsum_op=op, **kwargs)
+        self.recipe = r.name
