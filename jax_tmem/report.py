@@ -4,6 +4,7 @@ against ``jnp.dot`` in the same run. Exit status 1 if any correctness check fail
 
 from __future__ import annotations
 
+import importlib
 import statistics
 import sys
 import time
@@ -72,7 +73,7 @@ def _bench(m, n, k, dtype, reps=10):
     return res
 
 
-def _check_paths(label, ref, call, tol_for) -> int:
+def _check_paths(label, ref, call, tol_for, op="scaled_matmul") -> int:
     """One block-scaled problem on every path: the path "auto" takes and why, and each path's max error
     against ``ref`` (float64). ``call(path)`` runs it; ``tol_for(target)`` the tolerance. Returns the
     number of failed checks."""
@@ -85,7 +86,7 @@ def _check_paths(label, ref, call, tol_for) -> int:
         except ValueError as e:
             _line(f"  {path:6}: n/a ({str(e).split(': ', 2)[-1]})")
             continue
-        d = [x for x in _config.decisions() if x.op == "scaled_matmul"][-1]
+        d = [x for x in _config.decisions() if x.op == op][-1]
         err = float(np.abs(out - ref).max() / np.abs(ref).max())
         tol = tol_for(d.target)
         ok = err < tol
@@ -127,6 +128,37 @@ def _check_block_scaled() -> int:
     jax_tmem.quantize(x, "mxfp8")
     d = [x for x in _config.decisions() if x.op == "quantize"][-1]
     _line(f"quantize (mxfp8, auto): {d.path} [{d.target}] {d.reason}")
+    return failures
+
+
+def _check_recipes() -> int:
+    """The "fp8" training recipe (jax_tmem.dot_general(recipe="fp8")): forward and dgrad on every path
+    against float64 of its quantized operands; and whether the Flax drop-ins import."""
+    from jax_tmem.ops import recipes as _recipes
+    _line("")
+    m, k, n = 128, 256, 192
+    rng = np.random.default_rng(16)
+    x = jnp.asarray(rng.standard_normal((m, k)), jnp.bfloat16)
+    w = jnp.asarray(rng.standard_normal((k, n)) * 0.05, jnp.bfloat16)
+    g = jnp.asarray(rng.standard_normal((m, n)), jnp.float32)
+    q64 = lambda t, dt: (lambda q, s: np.asarray(q.astype(jnp.float32), np.float64) * float(s))(
+        *jax.jit(_recipes.fp8_quantize, static_argnums=1)(t, dt))
+    xa, wa, ga = q64(x, jnp.float8_e4m3fn), q64(w, jnp.float8_e4m3fn), q64(g, jnp.float8_e5m2)
+    dn = (((1,), (0,)), ((), ()))
+
+    def fwd_bwd(path):
+        f = lambda x, w: jax_tmem.dot_general(x, w, dn, preferred_element_type=jnp.float32, recipe="fp8", path=path)
+        y, vjp = jax.vjp(jax.jit(f), x, w)
+        return np.concatenate([np.asarray(y).ravel(), np.asarray(vjp(g)[0], np.float32).ravel()])[None]
+    ref = np.concatenate([(xa @ wa).ravel(), (ga @ wa.T).ravel()])
+    failures = _check_paths(f'training recipe "fp8" (y and dx of {m}x{n}x{k}, per-tensor scales) vs float64:', ref,
+                            fwd_bwd, lambda target: 1e-2, op="gemm")  # dx is bf16
+    try:
+        importlib.import_module("jax_tmem.flax")
+        _line("Flax drop-ins: jax_tmem.flax.linen.Dense / DenseGeneral, jax_tmem.flax.nnx.Linear / LinearGeneral / "
+              f"Einsum, recipes {sorted(jax_tmem.RECIPES)}")
+    except ImportError as e:
+        _line(f"Flax drop-ins: not available ({e})")
     return failures
 
 
@@ -174,6 +206,7 @@ def main() -> int:
             _line(f"  {at:>14} x {bt:<14} {path:6}: max rel err {err:.2e} (tol {tol:.0e}) "
                   f"{'OK' if ok else 'FAIL'}  [{target}]")
     failures += _check_block_scaled()
+    failures += _check_recipes()
     _line("")
     _line("benchmark vs jnp.dot (same run; TFLOP/s, median of 5 x 10 calls):")
     # A decode shape too (M = 16: memory-bound, swap-AB + split-K on Hopper): also in TB/s of operands.

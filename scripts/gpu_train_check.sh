@@ -30,7 +30,7 @@ run() { echo "\$ python3 -P examples/train.py $*"; timeout 200 python3 -P exampl
       --time-rounds ${JT_ROUNDS:-7} --quant-fraction --recipes bf16,fp8,mxfp8 --out /tmp/jt_train/big
   fi
   if [ "${JT_CURVES:-1}" = 1 ]; then
-    for model in mlp transformer; do
+    for model in ${JT_CURVE_MODELS:-mlp transformer}; do
       run --model $model --d 1024 --hidden 4096 --heads 8 --seq 512 --tokens 4096 --steps ${JT_STEPS:-300} \
         --log-every 50 --time-rounds 5 --recipes bf16,fp8,mxfp8,nvfp4 --out /tmp/jt_train
       cp /tmp/jt_train/train_$model.png "$OUT_DIR/" 2>/dev/null
