@@ -184,6 +184,7 @@ def _dot_general_op(recipe, path):
         return dot_general(lhs, rhs, dimension_numbers, precision, preferred_element_type, recipe=recipe,
                            path=path, **kwargs)
     op.__name__ = op.__qualname__ = f"jax_tmem_dot_general_{recipe.name}"
+    op.jax_tmem_recipe = recipe
     return op
 
 

@@ -184,6 +184,16 @@ def test_nnx_scan_over_layers():
     np.testing.assert_allclose(np.asarray(y), np.asarray(h), rtol=1e-5, atol=1e-5)
 
 
+def test_linen_clone_takes_the_new_recipe():
+    """clone(recipe=...) of a drop-in swaps its GEMM op (the op the first recipe set is ours, not the user's)."""
+    x = rand(seed_of("clone"), (4, 64), jnp.float32)
+    m = jl.Dense(16, recipe="fp8")
+    p = m.init(jax.random.key(0), x)
+    m2 = m.clone(recipe="bf16")
+    assert m2.dot_general is jax_tmem.dot_general_op("bf16")
+    np.testing.assert_allclose(np.asarray(m2.apply(p, x)), np.asarray(nn.Dense(16).apply(p, x)), rtol=1e-5, atol=1e-5)
+
+
 def test_dropin_errors():
     with pytest.raises(ValueError, match="recipe='int4' is not a training recipe"):
         jl.Dense(4, recipe="int4").init(jax.random.key(0), jnp.ones((2, 8)))

@@ -14,9 +14,10 @@ def _resolve(module):
     """Validates ``recipe`` and fills ``dot_general`` with the recipe's op unless the user set one
     (linen modules are frozen dataclasses; this runs in __post_init__, before Flax binds the module)."""
     recipe = get_recipe(module.recipe)
-    if module.dot_general is None and module.dot_general_cls is None:
+    ours = module.dot_general is None or getattr(module.dot_general, "jax_tmem_recipe", None) is not None
+    if ours and module.dot_general_cls is None:  # unset, or a recipe's op (a clone, maybe with another recipe)
         object.__setattr__(module, "dot_general", dot_general_op(recipe))
-    elif recipe.quantized and module.dot_general is not dot_general_op(recipe):
+    elif recipe.quantized:
         raise ValueError(f"jax_tmem.flax.linen.{type(module).__name__}: recipe={recipe.name!r} sets dot_general; "
                          "pass one of them, not both")
 
