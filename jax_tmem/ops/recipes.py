@@ -98,26 +98,26 @@ def _scaled_gemm(a, b, scale, dn, out_dtype, requested):
                            allow_tf32=True)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3, 4, 5))
-def fp8_dot_general(lhs, rhs, dn, out_dtype, requested, recipe):
-    return _fp8_fwd(lhs, rhs, dn, out_dtype, requested, recipe)[0]
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3, 4, 5, 6))
+def fp8_dot_general(lhs, rhs, dn, out_dtype, requested, recipe, in_dtypes):
+    """``in_dtypes``: (lhs, rhs) dtypes, the gradients' dtypes (the residuals are fp8)."""
+    return _fp8_fwd(lhs, rhs, dn, out_dtype, requested, recipe, in_dtypes)[0]
 
 
-def _fp8_fwd(lhs, rhs, dn, out_dtype, requested, recipe):
+def _fp8_fwd(lhs, rhs, dn, out_dtype, requested, recipe, in_dtypes):
     aq, sa = fp8_quantize(lhs, recipe.fwd_dtype)
     bq, sb = fp8_quantize(rhs, recipe.fwd_dtype)
-    y = _scaled_gemm(aq, bq, sa * sb, dn, out_dtype, requested)
-    return y, (aq, bq, sa, sb, np.zeros((), lhs.dtype), np.zeros((), rhs.dtype))
+    return _scaled_gemm(aq, bq, sa * sb, dn, out_dtype, requested), (aq, bq, sa, sb)
 
 
-def _fp8_bwd(dn, out_dtype, requested, recipe, res, g):
-    aq, bq, sa, sb, a0, b0 = res
+def _fp8_bwd(dn, out_dtype, requested, recipe, in_dtypes, res, g):
+    aq, bq, sa, sb = res
     requested = "prefer" if requested == "kernel" else requested
     gq, sg = fp8_quantize(g, recipe.bwd_dtype)
     dn_l, perm_l, dn_r, perm_r = _gemm._grad_dims(aq.ndim, bq.ndim, dn)
-    da = _scaled_gemm(gq, bq, sg * sb, dn_l, _gemm._grad_out_dtype(a0.dtype), requested)
-    db = _scaled_gemm(aq, gq, sa * sg, dn_r, _gemm._grad_out_dtype(b0.dtype), requested)
-    return jnp.transpose(da, perm_l).astype(a0.dtype), jnp.transpose(db, perm_r).astype(b0.dtype)
+    da = _scaled_gemm(gq, bq, sg * sb, dn_l, _gemm._grad_out_dtype(in_dtypes[0]), requested)
+    db = _scaled_gemm(aq, gq, sa * sg, dn_r, _gemm._grad_out_dtype(in_dtypes[1]), requested)
+    return jnp.transpose(da, perm_l).astype(in_dtypes[0]), jnp.transpose(db, perm_r).astype(in_dtypes[1])
 
 
 fp8_dot_general.defvjp(_fp8_fwd, _fp8_bwd)
@@ -130,7 +130,8 @@ def recipe_dot_general(lhs, rhs, dn, out_dtype, recipe: Recipe, requested: str):
     output ``out_dtype``, differentiable with the recipe's backward pass."""
     from jax_tmem.ops import scaled_dot
     if recipe.kind == "fp8":
-        return fp8_dot_general(lhs, rhs, dn, np.dtype(out_dtype), requested, recipe)
+        return fp8_dot_general(lhs, rhs, dn, np.dtype(out_dtype), requested, recipe,
+                               (np.dtype(lhs.dtype), np.dtype(rhs.dtype)))
     if out_dtype not in _arch.OUT_TYPES:
         out_dtype = np.dtype("bfloat16")
     return scaled_dot.scaled_dot_general(lhs, rhs, dn, out_dtype, [recipe.kind] * 3, path=requested,
