@@ -28,6 +28,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import batching, mlir
 
 from jax_tmem._core import arch as _arch, canon as _canon, config as _config, ext as _ext
+from jax_tmem.ops import partition as _partition
 
 ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2, "gelu_tanh": 3, "silu": 4}
 
@@ -172,12 +173,17 @@ def _ffi_call(*args, dimension_numbers, out_dtype, epilogue: Epilogue, config, c
 
 
 def _make_lowering(platform: str):
-    def rule(ctx, *args, dimension_numbers, out_dtype, epilogue, path, requested, problem, allow_tf32, config):
+    def rule(ctx, *args, dimension_numbers, out_dtype, epilogue, path, requested, problem, allow_tf32, config,
+             local=False):
         if path == "kernel":
             ok, why = _ext.ensure_registered(platform)
             if not ok:  # decided at trace time for another platform; never silent
                 _config.record(_config.Decision("gemm", problem, "xla", "lax.dot_general",
                                                 f"lowering for {platform}: {why}"))
+            elif not local and _partition.wanted(ctx):  # several devices: partition like lax.dot_general
+                fn = _partition.wrapped(dimension_numbers, np.dtype(out_dtype), epilogue, allow_tf32, config,
+                                        tuple(tuple(a.shape) for a in ctx.avals_in[:2]), _local_gemm, apply_activation)
+                return mlir.lower_fun(lambda *a: fn(*a), multiple_results=False)(ctx, *args)
             else:
                 lhs_aval, rhs_aval = ctx.avals_in[0], ctx.avals_in[1]
                 canon = _canon.canonicalize(lhs_aval.shape, rhs_aval.shape, dimension_numbers)
@@ -189,6 +195,20 @@ def _make_lowering(platform: str):
                              epilogue=epilogue, allow_tf32=allow_tf32)
     return rule
 
+
+def _local_gemm(*args, dn, out_dtype, epilogue, allow_tf32, config):
+    """One device's GEMM inside a partitioned program: the path decided again for the local shapes."""
+    a, b = args[0], args[1]
+    path, problem = _decide(a.shape, b.shape, a.dtype, b.dtype, dn, out_dtype, "prefer", allow_tf32, config)
+    return gemm_p.bind(*args, dimension_numbers=dn, out_dtype=np.dtype(out_dtype), epilogue=epilogue, path=path,
+                       requested="prefer", problem=problem, allow_tf32=allow_tf32, config=config, local=True)
+
+
+# The kernel-path lowering of a multi-device program goes through custom_partitioning (ops/partition.py),
+# whose lowering needs the program's devices: JAX passes them to lowering rules only for the primitives of
+# this registry.
+from jax._src import dispatch as _dispatch  # noqa: E402
+_dispatch.prim_requires_devices_during_lowering.add(gemm_p)
 
 mlir.register_lowering(gemm_p, _make_lowering("cpu"), platform="cpu")
 mlir.register_lowering(gemm_p, _make_lowering("cuda"), platform="cuda")
