@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax._src import dispatch as _dispatch
 from jax.extend.core import Primitive
 from jax.interpreters import batching, mlir
 
@@ -207,7 +208,6 @@ def _local_gemm(*args, dn, out_dtype, epilogue, allow_tf32, config):
 # The kernel-path lowering of a multi-device program goes through custom_partitioning (ops/partition.py),
 # whose lowering needs the program's devices: JAX passes them to lowering rules only for the primitives of
 # this registry.
-from jax._src import dispatch as _dispatch  # noqa: E402
 _dispatch.prim_requires_devices_during_lowering.add(gemm_p)
 
 mlir.register_lowering(gemm_p, _make_lowering("cpu"), platform="cpu")

@@ -73,7 +73,6 @@ def wrapped(dn, out_dtype, epilogue, allow_tf32, config, shapes, local_gemm, app
     ops, out, replicate = labels(nd_l, nd_r, dn, epilogue.has_bias, epilogue.has_c, epilogue.has_scale)
     rule = ", ".join(" ".join(o) if o else "" for o in ops) + " -> " + " ".join(out)
     reduction = tuple(f"k{i}" for i in range(len(dn[0][0])))
-    (lc, rc), (lb, rb) = dn
 
     def local(*args, epi=epilogue, odt=out_dtype):
         return local_gemm(*args, dn=dn, out_dtype=odt, epilogue=epi, allow_tf32=allow_tf32, config=config)

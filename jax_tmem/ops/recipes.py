@@ -38,7 +38,7 @@ import ml_dtypes
 import numpy as np
 
 from jax_tmem._core import arch as _arch
-from jax_tmem.ops import gemm as _gemm
+from jax_tmem.ops import gemm as _gemm, scaled_dot
 
 E4M3, E5M2 = np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2)
 
@@ -128,7 +128,6 @@ fp8_dot_general.defvjp(_fp8_fwd, _fp8_bwd)
 def recipe_dot_general(lhs, rhs, dn, out_dtype, recipe: Recipe, requested: str):
     """``dot_general(lhs, rhs, dn)`` under a quantized ``recipe`` (validated operands, float dtypes),
     output ``out_dtype``, differentiable with the recipe's backward pass."""
-    from jax_tmem.ops import scaled_dot
     if recipe.kind == "fp8":
         return fp8_dot_general(lhs, rhs, dn, np.dtype(out_dtype), requested, recipe,
                                (np.dtype(lhs.dtype), np.dtype(rhs.dtype)))
