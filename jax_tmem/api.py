@@ -88,8 +88,11 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
 
     Contracting and batch dims may sit anywhere: they become operand majorness (K-major or MN-major)
     and strides for the kernels, never a transpose in memory; layouts the kernels cannot read go to
-    ``lax.dot_general`` (``JAX_TMEM_LOG=1`` says so). Extra keywords that Flax passes (``out_sharding``,
-    ...) are accepted; ``out_sharding`` must be None (use ``jax.shard_map`` for sharded GEMMs).
+    ``lax.dot_general`` (``JAX_TMEM_LOG=1`` says so). ``out_sharding`` (a ``NamedSharding``, or a
+    ``PartitionSpec`` of the mesh in context) is the result's sharding, as for ``lax.dot_general``: under
+    an explicit-axis mesh the result is resharded to it, otherwise it is a sharding constraint; under
+    ``jit`` the GEMM partitions to produce it (a sharded contraction summed by a reduce-scatter when the
+    output is wanted split over the contracting mesh axes; ops/partition.py).
     Operands of other dtypes (integers, float64, complex) go to ``lax.dot_general`` unchanged.
 
     ``quantize``: None, or a block-scaled format ("mxfp8", "mxfp8_e5m2", "mxfp4", "nvfp4", a
@@ -110,9 +113,13 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
         nn.Dense(128, dot_general=jax_tmem.dot_general)
         y8 = jax_tmem.dot_general(x, w, (((1,), (0,)), ((), ())), quantize="mxfp8")
     """
-    if kwargs.get("out_sharding") is not None:
-        raise ValueError("jax_tmem.dot_general: out_sharding is not supported; run it under jax.shard_map")
-    unknown = set(kwargs) - {"out_sharding"}
+    out_sharding = kwargs.pop("out_sharding", None)
+    if out_sharding is not None:
+        _out_sharding_mesh(out_sharding, "dot_general")
+        y = dot_general(lhs, rhs, dimension_numbers, precision, preferred_element_type, path=path, quantize=quantize,
+                        recipe=recipe, **kwargs)
+        return constrain(y, out_sharding, "dot_general")
+    unknown = set(kwargs)
     if unknown:
         raise TypeError(f"jax_tmem.dot_general: unexpected keyword(s) {sorted(unknown)}")
     _check_path(path)
@@ -171,11 +178,33 @@ def einsum(subscripts, *operands, precision=None, preferred_element_type=None, o
            recipe=None, path: Optional[str] = None, **kwargs):
     """:func:`jax.numpy.einsum` whose contractions run through :func:`jax_tmem.dot_general` (with its
     ``recipe`` and ``path``): a drop-in for ``nnx.Einsum(einsum_op=...)`` (see :func:`einsum_op`).
-    ``out_sharding`` must be None (use ``jax.shard_map`` for sharded GEMMs)."""
+    ``out_sharding``: the result's sharding, as for :func:`dot_general`."""
     if out_sharding is not None:
-        raise ValueError("jax_tmem.einsum: out_sharding is not supported; run it under jax.shard_map")
-    return jnp.einsum(subscripts, *operands, precision=precision, preferred_element_type=preferred_element_type,
-                      _dot_general=dot_general_op(recipe, path), **kwargs)
+        _out_sharding_mesh(out_sharding, "einsum")
+    y = jnp.einsum(subscripts, *operands, precision=precision, preferred_element_type=preferred_element_type,
+                   _dot_general=dot_general_op(recipe, path), **kwargs)
+    return y if out_sharding is None else constrain(y, out_sharding, "einsum")
+
+
+def _out_sharding_mesh(out_sharding, fn: str):
+    """The mesh of a dot_general/einsum ``out_sharding``, or a clear error naming the argument."""
+    if not isinstance(out_sharding, (jax.sharding.NamedSharding, jax.sharding.PartitionSpec)):
+        raise TypeError(f"jax_tmem.{fn}: out_sharding must be a jax.sharding.NamedSharding or PartitionSpec, got "
+                        f"{type(out_sharding).__name__}")
+    mesh = (out_sharding.mesh if isinstance(out_sharding, jax.sharding.NamedSharding)
+            else jax.sharding.get_abstract_mesh())
+    if isinstance(out_sharding, jax.sharding.PartitionSpec) and (mesh is None or mesh.empty):
+        raise ValueError(f"jax_tmem.{fn}: out_sharding={out_sharding} is a PartitionSpec but no mesh is set; "
+                         "pass a NamedSharding or call it under jax.set_mesh(mesh)")
+    return mesh
+
+
+def constrain(y, out_sharding, fn: str):
+    """``y`` with the sharding ``out_sharding`` (a NamedSharding, or a PartitionSpec of the mesh in context):
+    ``jax.sharding.reshard`` where the mesh's axes are explicit, else ``lax.with_sharding_constraint``."""
+    mesh = _out_sharding_mesh(out_sharding, fn)
+    explicit = any(t == jax.sharding.AxisType.Explicit for t in getattr(mesh, "axis_types", ()))
+    return jax.sharding.reshard(y, out_sharding) if explicit else lax.with_sharding_constraint(y, out_sharding)
 
 
 @functools.lru_cache(maxsize=None)

@@ -162,6 +162,56 @@ def _check_recipes() -> int:
     return failures
 
 
+COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+
+
+def collectives(compiled_text: str) -> dict:
+    """How many of each collective a compiled program's HLO holds."""
+    import re
+    return {k: len(re.findall(re.escape(k) + r"(-start)?\(", compiled_text)) for k in COLLECTIVES}
+
+
+def _sharding_section() -> None:
+    """How a GEMM of each common sharding is partitioned on this process's devices: the collectives of
+    the compiled jax_tmem program next to lax.dot_general's, and the partition decision."""
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    devs = jax.devices()
+    _line("")
+    flag = jax.config.jax_remove_custom_partitioning_ptr_from_cache_key
+    _line(f"sharding ({len(devs)} device(s); jax_remove_custom_partitioning_ptr_from_cache_key={flag}, which the "
+          "persistent compilation cache needs to reuse partitioned programs):")
+    if len(devs) < 2:
+        _line("  one device: nothing to partition. Under jit over several devices each jax_tmem GEMM partitions like "
+              "lax.dot_general (batch/M/N pass through, a split K is summed by an all-reduce or a reduce-scatter)")
+        return
+    mesh = Mesh(np.array(devs), ("d",))
+    n = len(devs)
+    m, k, nn = 128 * n, 128 * n, 128 * n
+    x = jax.ShapeDtypeStruct((m, k), jnp.bfloat16)
+    w = jax.ShapeDtypeStruct((k, nn), jnp.bfloat16)
+    layouts = [("data parallel", P("d", None), P(), None), ("column (N split)", P(), P(None, "d"), None),
+               ("row (K split)", P(None, "d"), P("d", None), None),
+               ("row, output split (reduce-scatter)", P(None, "d"), P("d", None), P("d", None))]
+    ours = "auto" if jax.default_backend() == "gpu" else "kernel"  # no GPU: the C++ CPU handler per device
+    _line(f"  jax_tmem path {ours!r} against lax.dot_general, {m}x{k} @ {k}x{nn} bf16 on a 1-D mesh 'd':")
+    for name, sx, sw, so in layouts:
+        row = []
+        for path in (ours, "xla"):
+            _config.clear_decisions()
+            kw = {} if so is None else {"out_shardings": NamedSharding(mesh, so)}
+            f = jax.jit(lambda a, b: jax_tmem.matmul(a, b, path=path), in_shardings=(NamedSharding(mesh, sx),
+                        NamedSharding(mesh, sw)), **kw)
+            try:
+                c = collectives(f.lower(x, w).compile().as_text())
+            except Exception as e:  # noqa: BLE001 (the report says what failed, and goes on)
+                row.append(f"{path}: FAILED ({type(e).__name__}: {str(e)[:120]})")
+                continue
+            txt = ", ".join(f"{v} {k}" for k, v in c.items() if v) or "no collectives"
+            how = [d.target for d in _config.decisions() if d.op == "partition"]
+            row.append(f"{'lax' if path == 'xla' else 'jax_tmem'}: {txt}" + (f" [{how[-1]}]" if how else ""))
+        _line(f"    {name:36} x {str(sx):16} w {str(sw):16} -> " + " | ".join(row))
+
+
 def main() -> int:
     _line(f"jax_tmem {jax_tmem.__version__}  |  jax {jax.__version__}  |  backend {jax.default_backend()}")
     dev = jax.devices()[0]
@@ -207,6 +257,7 @@ def main() -> int:
                   f"{'OK' if ok else 'FAIL'}  [{target}]")
     failures += _check_block_scaled()
     failures += _check_recipes()
+    _sharding_section()
     _line("")
     _line("benchmark vs jnp.dot (same run; TFLOP/s, median of 5 x 10 calls):")
     # A decode shape too (M = 16: memory-bound, swap-AB + split-K on Hopper): also in TB/s of operands.

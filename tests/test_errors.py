@@ -205,9 +205,12 @@ def test_dot_general_bad_dimension_numbers(ab, seed):
 
 def test_dot_general_out_sharding_and_unknown_kwargs(ab):
     a, b = ab
-    mesh_like = object()
-    with pytest.raises(ValueError, match="out_sharding is not supported"):
-        jax_tmem.dot_general(a, b, DN, out_sharding=mesh_like)
+    with pytest.raises(TypeError, match="out_sharding must be a jax.sharding.NamedSharding or PartitionSpec, got object"):
+        jax_tmem.dot_general(a, b, DN, out_sharding=object())
+    with pytest.raises(ValueError, match="is a PartitionSpec but no mesh is set"):
+        jax_tmem.dot_general(a, b, DN, out_sharding=jax.sharding.PartitionSpec("x"))
+    with pytest.raises(TypeError, match="jax_tmem.einsum: out_sharding must be"):
+        jax_tmem.einsum("mk,kn->mn", a, b, out_sharding="x")
     with pytest.raises(TypeError, match=r"unexpected keyword\(s\) \['foo'\]"):
         jax_tmem.dot_general(a, b, DN, foo=1)
 

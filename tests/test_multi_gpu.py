@@ -199,3 +199,91 @@ def test_error_on_one_device_names_it():
     good = jax.jit(lambda x, y: jax_tmem.matmul(x, y, out_dtype=jnp.float32, path="kernel"))
     for g in gpus:
         assert _rel_err(good(jax.device_put(a, g), jax.device_put(b, g)), _ref64(a, b)) < 1e-4
+
+
+def _collectives(f, *args):
+    from jax_tmem.report import collectives
+    return collectives(f.lower(*args).compile().as_text())
+
+
+@pytest.mark.parametrize("fmt", ["mxfp8", "nvfp4"])
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_fused_quantize_kernel_partitions(fmt, axis):
+    """The CUDA quantize kernel under jit with x split by rows and along the quantized axis (whole blocks):
+    no communication, bit-identical to the one-GPU call, data and scales sharded like x."""
+    gpus = _require_two_gpus()
+    mesh = _mesh(gpus)
+    x = rand(seed_of(f"q-{fmt}-{axis}"), (512, 1024), BF16, 1.0)
+    gs = jnp.float32(0.5) if fmt == "nvfp4" else None
+    q = jax.jit(lambda v: jax_tmem.quantize(v, fmt, axis=axis, global_scale=gs, path="kernel"))
+    want = q(jax.device_put(x, gpus[0]))
+    for spec in (P("d", None), P(None, "d")):
+        xs = jax.device_put(x, NamedSharding(mesh, spec))
+        got = q(xs)
+        assert not any(_collectives(q, xs).values()), _collectives(q, xs)
+        for g, w in zip(got, want):
+            assert np.array_equal(np.asarray(g).view(np.uint8), np.asarray(w).view(np.uint8)), spec
+        assert got[0].sharding.spec == spec, got[0].sharding
+
+
+@pytest.mark.parametrize("split", ["m", "k"])
+def test_block_scaled_kernel_partitions(split):
+    """The sm_90a block-scaled GEMM (path='kernel') with its scales following the data: M split: no
+    communication, bitwise the one-GPU result; K split: one all-reduce of the partial products."""
+    gpus = _require_two_gpus()
+    mesh = _mesh(gpus)
+    a = rand(seed_of("sm-a"), (1, 512, 1024), BF16, 1.0)
+    b = rand(seed_of("sm-b"), (1, 256, 1024), BF16, 1.0)
+    aq, sa = jax_tmem.quantize(a, "mxfp8", path="xla")
+    bq, sb = jax_tmem.quantize(b, "mxfp8", path="xla")
+    f = jax.jit(lambda *v: jax_tmem.scaled_matmul(*v, jnp.float32, path="kernel"))
+    want = np.asarray(f(*(jax.device_put(v, gpus[0]) for v in (aq, bq, sa, sb))))
+    sp = (P(None, "d", None), P()) if split == "m" else (P(None, None, "d"), P(None, None, "d"))
+    args = [jax.device_put(v, NamedSharding(mesh, s)) for v, s in zip((aq, bq, sa, sb), sp + sp)]
+    got = np.asarray(f(*args))
+    c = _collectives(f, *args)
+    assert c["all-gather"] == 0 and c["all-reduce"] == (split == "k"), c
+    err = np.abs(got - want).max() / np.abs(want).max()
+    assert err == 0.0 if split == "m" else err < 1e-6, err
+
+
+def test_output_split_over_the_contraction_is_a_reduce_scatter_on_gpus():
+    """Row-parallel GEMM with the output wanted split over the same mesh axis: our program holds one
+    reduce-scatter and no all-reduce (XLA's GPU pipeline gives lax.dot_general's the same), the values of
+    the one-GPU product."""
+    gpus = _require_two_gpus()
+    mesh = _mesh(gpus)
+    x = rand(seed_of("rs-x"), (512, 1024), BF16, 1.0)
+    w = rand(seed_of("rs-w"), (1024, 768), BF16, 0.05)
+    xs, ws = jax.device_put(x, NamedSharding(mesh, P(None, "d"))), jax.device_put(w, NamedSharding(mesh, P("d", None)))
+    out = NamedSharding(mesh, P("d", None))
+    ours = jax.jit(lambda a, b: jax_tmem.matmul(a, b, out_dtype=jnp.float32, path="kernel"), out_shardings=out)
+    lax_ = jax.jit(lambda a, b: jnp.dot(a, b, preferred_element_type=jnp.float32), out_shardings=out)
+    c, cx = _collectives(ours, xs, ws), _collectives(lax_, xs, ws)
+    assert c["reduce-scatter"] == 1 and c["all-reduce"] == 0 and c["all-gather"] == 0, (c, cx)
+    assert sum(c.values()) <= sum(cx.values()), (c, cx)
+    assert _rel_err(ours(xs, ws), _ref64(x, w)) < 1e-2
+
+
+@pytest.mark.parametrize("recipe", ["fp8", "mxfp8"])
+def test_recipe_gradients_partition(recipe):
+    """A column- then row-parallel MLP's gradients through a quantized recipe on two GPUs: no all-gather,
+    the weights' gradients sharded like the weights, the one-GPU gradients."""
+    gpus = _require_two_gpus()
+    mesh = _mesh(gpus)
+    x = rand(seed_of("rg-x"), (256, 512), BF16, 1.0)
+    w1 = rand(seed_of("rg-w1"), (512, 1024), BF16, 0.05)
+    w2 = rand(seed_of("rg-w2"), (1024, 512), BF16, 0.05)
+    dg = lambda a, b: jax_tmem.dot_general(a, b, (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32,
+                                           recipe=recipe)
+    loss = lambda u, v, a: jnp.sum(dg(jnp.tanh(dg(a, u)).astype(jnp.bfloat16), v) ** 2)
+    g = jax.jit(jax.grad(loss, argnums=(0, 1)))
+    want = g(*(jax.device_put(v, gpus[0]) for v in (w1, w2, x)))
+    args = (jax.device_put(w1, NamedSharding(mesh, P(None, "d"))), jax.device_put(w2, NamedSharding(mesh, P("d", None))),
+            jax.device_put(x, NamedSharding(mesh, P())))
+    got = g(*args)
+    assert _collectives(g, *args)["all-gather"] == 0, _collectives(g, *args)
+    assert got[0].sharding.spec == P(None, "d") and got[1].sharding.spec == P("d", None)
+    for u, v in zip(got, want):
+        u, v = np.asarray(u, np.float64), np.asarray(v, np.float64)
+        assert np.abs(u - v).max() / np.abs(v).max() < 2e-2

@@ -27,6 +27,8 @@ import ml_dtypes
 import numpy as np
 from jax import lax
 
+from jax_tmem.ops import partition as _partition
+
 
 @dataclass(frozen=True)
 class Format:
@@ -101,35 +103,87 @@ def _quantize_kernel_form(x, axis: int) -> str:
     return "moved"
 
 
-def _quantize_ffi(x, f: Format, axis: int, swizzled: bool, global_scale=None):
+def _quantize_ffi(x, f: Format, axis: int, swizzled: bool, global_scale=None, impl: str = "ffi"):
     """The fused CUDA quantize kernel along ``axis``: the last axis (rowwise) or the second-to-last
     (colwise) in place; any other axis is moved last and back by XLA. Swizzled scales come out in the
     128x4 tiles with the axis next to the quantized one as rows (see :func:`quantize`). NVFP4's
-    ``global_scale`` (a float32 scalar) is the call's second input: x is divided by it in the kernel."""
+    ``global_scale`` (a float32 scalar) is the call's second input: x is divided by it in the kernel.
+    Under jit with sharded operands the call partitions (:class:`QuantizeCall`'s rule). ``impl="xla"``
+    (tests only) runs the same partitionable call with XLA's quantizer as each device's local code."""
     form = _quantize_kernel_form(x, axis)
     xin = jnp.moveaxis(x, axis, -1) if form == "moved" else x
-    colwise = form == "colwise"
-    k = xin.shape[-2] if colwise else xin.shape[-1]
-    rows = xin.shape[-1] if colwise else (xin.shape[-2] if xin.ndim >= 2 else 1)
-    if swizzled:
-        sshape = xin.shape[:-2] + (-(-rows // 128), -(-(k // f.block) // 4), 32, 16)
-    elif colwise:
-        sshape = xin.shape[:-2] + (k // f.block, rows)
-    else:
-        sshape = xin.shape[:-1] + (k // f.block,)
-    # vmap: a batch axis in front is more rows (the kernel takes any leading shape); with a global scale,
-    # which may differ per example, one call per example.
-    call = jax.ffi.ffi_call("jax_tmem_quantize", (jax.ShapeDtypeStruct(xin.shape, f.data),
-                                                   jax.ShapeDtypeStruct(sshape, f.scale)),
-                            vmap_method="broadcast_all" if global_scale is None else "sequential")
     gs = () if global_scale is None else (jnp.asarray(global_scale, jnp.float32).reshape(1),)
-    data, scales = call(xin, *gs, colwise=colwise, swizzled=swizzled)
+    spec = QuantizeCall(f.name, form == "colwise", bool(swizzled), bool(gs), impl)
+    data, scales = _partition.bind(spec, xin, *gs)
     if form == "moved":
         data = jnp.moveaxis(data, -1, axis)
         scales = scales if swizzled else jnp.moveaxis(scales, -1, axis)
     return data, scales
 
 
+@dataclass(frozen=True)
+class QuantizeCall:
+    """The fused quantize custom call as a partitionable call (ops/partition.py). Every dim of x passes
+    through; the quantized axis splits in whole blocks (``(kb q)``, the scales' ``kb``); swizzled scales
+    split in whole 128x4 tiles (rows ``(rt 128)``, K ``(kt 4*block)``), and a dim whose tiles are padded
+    stays whole. The global scale is replicated. No communication."""
+    fmt: str
+    colwise: bool
+    swizzled: bool
+    has_global_scale: bool
+    impl: str = "ffi"  # "xla": tests of the partitioning on machines without the CUDA kernel
+    name = "quantize"
+
+    def _shapes(self, xshape):
+        f = FORMATS[self.fmt]
+        k = xshape[-2] if self.colwise else xshape[-1]
+        rows = xshape[-1] if self.colwise else (xshape[-2] if len(xshape) >= 2 else 1)
+        if self.swizzled:
+            return xshape[:-2] + (-(-rows // 128), -(-(k // f.block) // 4), 32, 16)
+        if self.colwise:
+            return xshape[:-2] + (k // f.block, rows)
+        return xshape[:-1] + (k // f.block,)
+
+    def out_avals(self, x, *_):
+        f = FORMATS[self.fmt]
+        return [jax.core.ShapedArray(x.shape, f.data), jax.core.ShapedArray(self._shapes(x.shape), f.scale)]
+
+    def local(self, x, *gs, partial=False):
+        del partial  # nothing to sum
+        f = FORMATS[self.fmt]
+        if self.impl == "xla":
+            axis = x.ndim - 2 if self.colwise else x.ndim - 1
+            return list(quantize(x, f, axis=axis, global_scale=gs[0] if gs else None, path="xla",
+                                 scale_layout="swizzled" if self.swizzled else "plain"))
+        call = jax.ffi.ffi_call("jax_tmem_quantize", (jax.ShapeDtypeStruct(x.shape, f.data),
+                                                       jax.ShapeDtypeStruct(self._shapes(x.shape), f.scale)))
+        return list(call(x, *gs, colwise=self.colwise, swizzled=self.swizzled))
+
+    def rule(self, shapes):
+        f, split = FORMATS[self.fmt], _partition.split_dim
+        xs = shapes[0]
+        lead = [f"d{i}" for i in range(len(xs) - (2 if (self.colwise or self.swizzled) else 1))]
+        sizes, replicate = {}, ["g", "u", "v"]
+        k = xs[-2] if self.colwise else xs[-1]
+        if not self.swizzled:
+            kd = split("kb", "q", k, f.block, sizes, replicate, "kx")
+            x = lead + ([kd, "n"] if self.colwise else [kd])
+            sc = lead + (["kb", "n"] if self.colwise else ["kb"])
+        else:
+            rows = xs[-1] if self.colwise else xs[-2]
+            kd = split("kt", "q4", k, 4 * f.block, sizes, replicate, "kx")
+            rd = split("rt", "r", rows, 128, sizes, replicate, "rx")
+            x = lead + ([kd, rd] if self.colwise else [rd, kd])
+            sc = lead + ["rt", "kt", "u", "v"]
+        dims = (tuple(x),) + ((("g",),) if self.has_global_scale else ())
+        return _partition.Rule(dims=dims, out=(tuple(x), tuple(sc)), sizes=tuple(sorted(sizes.items())),
+                               replicate=tuple(replicate), priority="d")
+
+    def batch(self, args, dims):
+        if len(args) == 1 or dims[1] is None:  # leading dims are more rows: one call
+            x = jnp.moveaxis(args[0], dims[0], 0)
+            return _partition.bind(self, x, *args[1:]), [0, 0]
+        return _partition.map_batch(self, args, dims)  # a global scale per example: one call each
 
 
 def quantize(x, fmt, *, axis: int = -1, global_scale=None, path=None, scale_layout: str = "plain"):

@@ -107,12 +107,12 @@ def xla_reference(lhs, rhs, *rest, dimension_numbers, out_dtype, epilogue: Epilo
             common = jnp.promote_types(lhs.dtype, rhs.dtype)
         lhs_c, rhs_c = lhs.astype(common), rhs.astype(common)
     precision = lax.Precision.DEFAULT if allow_tf32 else lax.Precision.HIGHEST
+    lax_dn = ((tuple(lc), tuple(rc)), (both_l, both_r))
+    osh = _partition.explicit_contraction_sharding(lhs, rhs, lax_dn)
     if jnp.issubdtype(lhs_c.dtype, jnp.integer):  # int8 x int8: exact int32 accumulation, then f32
-        y = lax.dot_general(lhs_c, rhs_c, ((tuple(lc), tuple(rc)), (both_l, both_r)),
-                            preferred_element_type=jnp.int32).astype(acc_t)
+        y = lax.dot_general(lhs_c, rhs_c, lax_dn, preferred_element_type=jnp.int32, out_sharding=osh).astype(acc_t)
     else:
-        y = lax.dot_general(lhs_c, rhs_c, ((tuple(lc), tuple(rc)), (both_l, both_r)),
-                            precision=precision, preferred_element_type=acc_t)
+        y = lax.dot_general(lhs_c, rhs_c, lax_dn, precision=precision, preferred_element_type=acc_t, out_sharding=osh)
     # lax order: [both batch] [lhs free incl. lhs-only batch] [rhs free incl. rhs-only batch];
     # ours: batch dims in dimension-number order, then lhs free, then rhs free.
     lfree = [d for d in range(lhs.ndim) if d not in lc and d not in both_l]

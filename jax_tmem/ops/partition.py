@@ -1,32 +1,259 @@
-"""How a jax_tmem GEMM custom call partitions under ``jit`` with sharded operands (issue 17).
+"""How jax_tmem's custom calls partition under ``jit`` with sharded operands (issue 17).
 
-The FFI custom call is opaque to XLA's partitioner, which would gather every operand onto every device.
-The kernel-path lowering of the GEMM primitive therefore goes through ``jax.experimental.
-custom_partitioning`` with a Shardy sharding rule built from the dimension numbers: batch, M and N
-factors pass through with no communication; the contracting factors are reduction factors: when they
-are sharded, each device multiplies its K slice (alpha and the scale operand are linear and stay in the
-kernel) and the partial products are summed with ``psum`` over those mesh axes (the all-reduce XLA emits
-for ``lax.dot_general``), after which bias, activation and ``c`` are applied by XLA. A bias over several
-flattened N dims needs those dims replicated. Each device's local GEMM is checked again: a local shape
-no kernel takes (e.g. a K slice breaking the 16-byte row rule) runs the XLA semantics on that device,
-logged. The XLA path needs none of this (its lax ops partition natively).
+An FFI custom call is opaque to XLA's partitioner, which would gather every operand onto every device.
+Every jax_tmem custom call of a program partitioned over several devices therefore lowers through
+``jax.experimental.custom_partitioning`` with a Shardy sharding rule (:class:`Rule`):
+
+* the GEMM (``gemm.py``'s primitive, rule from the dimension numbers): batch, M and N factors pass
+  through with no communication; the contracting factors are reduction factors: each device multiplies
+  its K slice (alpha and the scale operand are linear and stay in the kernel) and the partial products
+  are summed over those mesh axes, as XLA does for ``lax.dot_general``: an all-reduce (``psum``), or a
+  reduce-scatter (``psum_scatter``) onto an output dimension when the output is wanted sharded over a
+  contracting mesh axis (sequence parallelism, the FSDP/ZeRO gradient); bias, activation and ``c`` are
+  applied after the sum by XLA. A bias over several flattened N dims needs those dims replicated.
+* the block-scaled GEMM and the fused quantize (:data:`part_p`, one primitive for both, their specs in
+  ``scaled_gemm.py`` and ``block_scale.py``): the scale tensors follow their data through compound
+  factors (the data's K dim is ``(kb q)`` with ``q`` the block, the scales' ``kb``), so K splits in
+  whole blocks; scales in the 128x4 tiles follow in whole tiles (``(mt 128)``, ``(kt 4*block)``) and,
+  where the tiles are padded (rows not a multiple of 128, K / block not of 4), those dims stay whole.
+
+Each device's local call decides its path again (a local shape no kernel takes runs XLA's semantics
+there, logged). Decisions that communicate are logged (``JAX_TMEM_LOG=1``, ``jax_tmem.decisions()``).
+Single-device programs and ``shard_map`` bodies lower the plain custom call.
+
+The persistent compilation cache: JAX keys a custom_partitioning call by a Python object id, so every
+process misses the cache (jax-ml/jax#21159); JAX's flag ``jax_remove_custom_partitioning_ptr_from_cache_key``
+drops that id. With it, two programs differing only in parameters held by the Python callback (an
+activation, alpha) would share a key; each of our calls therefore carries a small constant operand, a
+digest of its static parameters (``tag``), so the key tells them apart.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import hashlib
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax._src import dispatch as _dispatch
 from jax.experimental.custom_partitioning import custom_partitioning
+from jax.extend.core import Primitive
+from jax.interpreters import batching, mlir
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from jax_tmem._core import config as _config
 
 
-def labels(lhs_ndim, rhs_ndim, dn, has_bias, has_c, has_scale):
-    """Factor names per operand and for the output: (operand labels list, output labels, replicate)."""
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """A Shardy sharding rule and what the partition callback needs of it.
+
+    ``dims``: per operand, then ``out``: per output, one entry per dimension: a factor name, or a tuple of
+    factor names for a compound dimension (major first; the major factor takes the dimension's mesh axes).
+    ``sizes``: the sizes of factors that appear only inside compound dimensions. ``reduction``: the
+    contracting factors. ``replicate``: factors that must stay whole. ``priority``: factor-name prefixes
+    in the order that keeps a mesh axis when two factors of one call want the same axis."""
+    dims: tuple
+    out: tuple
+    sizes: tuple = ()
+    reduction: tuple = ()
+    replicate: tuple = ()
+    priority: str = "bmkn"
+
+    @staticmethod
+    def _text(d):
+        return " ".join(f"({' '.join(f)})" if isinstance(f, tuple) else f for f in d)
+
+    @property
+    def text(self) -> str:
+        return ", ".join(self._text(d) for d in self.dims) + " -> " + ", ".join(self._text(d) for d in self.out)
+
+    @staticmethod
+    def major(d):
+        return [f[0] if isinstance(f, tuple) else f for f in d]
+
+    @property
+    def factors(self) -> list:
+        """The factors in the order they first appear in the rule (Shardy's factor indices)."""
+        seen = [x for d in self.dims + self.out for f in d for x in (f if isinstance(f, tuple) else (f,))]
+        return list(dict.fromkeys(seen))
+
+    def kwargs(self) -> dict:
+        """def_partition's keyword arguments (factors not in this rule left out; special factors in
+        index order, as Shardy wants them)."""
+        fs = self.factors
+        pick = lambda names: tuple(f for f in fs if f in set(names))
+        return dict(sharding_rule=self.text, reduction_factors=pick(self.reduction),
+                    need_replication_factors=pick(self.replicate), **dict(self.sizes))
+
+    def rank(self, factor: str) -> int:
+        return self.priority.index(factor[0]) if factor[0] in self.priority else len(self.priority)
+
+
+def _spec(sharding, ndim):
+    spec = tuple(sharding.spec) if isinstance(sharding, NamedSharding) else ()
+    return spec + (None,) * (ndim - len(spec))
+
+
+def _names(ax):
+    return [ax] if isinstance(ax, str) else list(ax or ())
+
+
+def _entry(names):
+    return None if not names else (names[0] if len(names) == 1 else tuple(names))
+
+
+def split_dim(major: str, minor: str, size: int, unit: int, sizes: dict, replicate: list, whole: str):
+    """A dimension of ``size`` that may split only in whole ``unit``s: the compound ``(major minor)`` with
+    ``minor`` of size ``unit``; a dimension of one unit, or not a multiple of it, is the factor ``whole``,
+    kept whole (with ``major``, which the other operands then keep whole too)."""
+    if size % unit == 0 and size // unit > 1:
+        sizes[minor] = unit
+        return (major, minor)
+    replicate += [whole, major]
+    return whole
+
+
+def assign_axes(rule: Rule, arg_shapes) -> dict:
+    """The mesh axes each factor takes, from the operands' shardings (what Shardy propagated)."""
+    axes = {}
+    for d, a in zip(rule.dims, arg_shapes):
+        for lab, s in zip(Rule.major(d), _spec(a.sharding, len(d))):
+            if lab not in axes:
+                axes[lab] = s
+            elif s != axes[lab]:  # the operands disagree (Shardy normally aligns them): keep it whole
+                axes[lab] = None
+    for lab in rule.replicate:
+        axes[lab] = None
+    used = set()  # a mesh axis can split one factor only (e.g. x rows and w columns both on "d"):
+    for lab in sorted(axes, key=rule.rank):  # the later ones are gathered
+        names = _names(axes[lab])
+        if used.intersection(names):
+            axes[lab] = None
+        used.update(names)
+    return axes
+
+
+def adopt_output_axes(rule: Rule, axes: dict, result_shape) -> None:
+    """Where the wanted output splits a dim over more mesh axes than its factor has, and those axes are
+    free (no factor of this call uses them), the factor takes them: each device then computes only its
+    part (its operands are sliced, not communicated, as they are replicated over those axes)."""
+    if result_shape is None:
+        return
+    out = Rule.major(rule.out[0])
+    want = _spec(getattr(result_shape, "sharding", None), len(out))
+    used = {a for v in axes.values() for a in _names(v)}
+    for lab, w in zip(out, want):
+        if lab in rule.replicate:
+            continue
+        cur, w = _names(axes.get(lab)), _names(w)
+        if w[:len(cur)] != cur:
+            continue
+        extra = []
+        for a in w[len(cur):]:
+            if a in used:
+                break
+            extra.append(a)
+        if extra:
+            axes[lab] = _entry(cur + extra)
+            used.update(extra)
+
+
+def reduction_plan(rule: Rule, axes: dict, mesh, result_shape, no_scatter=()):
+    """For a call with sharded contracting factors: ``(k_axes, scatter, out_spec)``: the mesh axes the
+    partial products are summed over, ``{output dim: mesh axes}`` of those summed by a reduce-scatter
+    onto that dim (where the wanted output sharding splits it over contracting axes after the axes it
+    already has, evenly), and the output's PartitionSpec."""
+    k_axes = [a for x in rule.reduction for a in _names(axes.get(x))]
+    out = Rule.major(rule.out[0])
+    cur = [_names(axes.get(lab)) for lab in out]
+    scatter = {}
+    if k_axes and result_shape is not None:
+        want = _spec(getattr(result_shape, "sharding", None), len(out))
+        left = list(k_axes)
+        for d, (lab, w) in enumerate(zip(out, want)):
+            w = _names(w)
+            extra = w[len(cur[d]):]
+            if lab in no_scatter or w[:len(cur[d])] != cur[d] or not extra or any(a not in left for a in extra):
+                continue
+            if result_shape.shape[d] % int(np.prod([mesh.shape[a] for a in w])):
+                continue
+            scatter[d] = tuple(extra)
+            left = [a for a in left if a not in extra]
+    spec = P(*[_entry(cur[d] + list(scatter.get(d, ()))) for d in range(len(out))])
+    return k_axes, scatter, spec
+
+
+def reduce_partials(y, k_axes, scatter):
+    """Sums the per-device partial products: reduce-scatter onto the dims of ``scatter``, all-reduce over
+    the remaining contracting mesh axes."""
+    done = set()
+    for d, names in scatter.items():
+        y = jax.lax.psum_scatter(y, names if len(names) > 1 else names[0], scatter_dimension=d, tiled=True)
+        done.update(names)
+    rest = tuple(a for a in k_axes if a not in done)
+    return jax.lax.psum(y, rest) if rest else y
+
+
+def _log_reduction(what, problem, k_axes, scatter):
+    how = (f"reduce-scatter over {sorted({a for v in scatter.values() for a in v})} onto output dims "
+           f"{sorted(scatter)}" if scatter else "")
+    rest = [a for a in k_axes if a not in {x for v in scatter.values() for x in v}]
+    how += ("; " if how and rest else "") + (f"psum over {rest}" if rest else "")
+    _config.record(_config.Decision("partition", f"{what} {problem}", "kernel", how,
+                                    "the contracting dims are sharded: partial products per device, summed as "
+                                    "lax.dot_general's partitioning sums them"))
+
+
+def digest(*static) -> int:
+    """A process-independent int32 digest of a call's static parameters (the ``tag`` operand)."""
+    from jax_tmem import __version__  # a cached program partitioned by another version is not reused
+    h = hashlib.sha256(repr((__version__,) + static).encode()).digest()
+    return int.from_bytes(h[:4], "little", signed=True)
+
+
+def tag_operand(static):
+    return jnp.full((1,), digest(*static), jnp.int32)
+
+
+def _with_tag(rule: Rule) -> Rule:
+    return dataclasses.replace(rule, dims=rule.dims + (("tag",),), replicate=rule.replicate + ("tag",))
+
+
+def explicit_contraction_sharding(lhs, rhs, lax_dn):
+    """Under an explicit-axis mesh with a sharded contraction, lax.dot_general asks for the result's
+    sharding: the one the kernel path gives (the operands' batch and free dims keep their axes, the sum is
+    replicated over the contracting axes); the caller's ``out_sharding`` reshards it after. Else None."""
+    try:
+        sl, sr = jax.typeof(lhs).sharding, jax.typeof(rhs).sharding
+    except Exception:  # noqa: BLE001 (no sharding in the type: nothing to say)
+        return None
+    mesh = getattr(sl, "mesh", None)
+    if mesh is None or not any(t == jax.sharding.AxisType.Explicit for t in getattr(mesh, "axis_types", ())):
+        return None
+    pl = tuple(sl.spec) + (None,) * (lhs.ndim - len(sl.spec))
+    pr = tuple(sr.spec) + (None,) * (rhs.ndim - len(sr.spec))
+    (lc, rc), (lb, rb) = lax_dn
+    if all(pl[d] is None for d in lc) and all(pr[d] is None for d in rc):
+        return None
+    out, used = [], set()
+    dims = ([pl[d] for d in lb] + [pl[d] for d in range(lhs.ndim) if d not in lc and d not in lb]
+            + [pr[d] for d in range(rhs.ndim) if d not in rc and d not in rb])
+    k_axes = {a for d in lc for a in ((pl[d],) if isinstance(pl[d], str) else (pl[d] or ()))}
+    for e in dims:
+        names = (e,) if isinstance(e, str) else tuple(e or ())
+        ok = not (used | k_axes).intersection(names)
+        used.update(names)
+        out.append(e if ok else None)
+    return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*out))
+
+
+# ---- the GEMM ------------------------------------------------------------------------------------
+
+def labels(lhs_ndim, rhs_ndim, dn, has_bias, has_c, has_scale) -> Rule:
+    """The GEMM's rule from its dimension numbers (operands a, b[, bias][, c][, scale])."""
     (lc, rc), (lb, rb) = dn
     lab_l, lab_r = [None] * lhs_ndim, [None] * rhs_ndim
     for i, (l, r) in enumerate(zip(lc, rc)):
@@ -55,71 +282,48 @@ def labels(lhs_ndim, rhs_ndim, dn, has_bias, has_c, has_scale):
     if has_scale:
         ops.append(["s"])
         replicate.append("s")
-    return ops, out, replicate
-
-
-def _spec(sharding, ndim):
-    spec = tuple(sharding.spec) if isinstance(sharding, NamedSharding) else ()
-    return spec + (None,) * (ndim - len(spec))
+    return Rule(dims=tuple(tuple(o) for o in ops), out=(tuple(out),),
+                reduction=tuple(f"k{i}" for i in range(len(lc))), replicate=tuple(replicate))
 
 
 @functools.lru_cache(maxsize=512)
 def wrapped(dn, out_dtype, epilogue, allow_tf32, config, shapes, local_gemm, apply_activation):
-    """The GEMM of these static parameters as a custom_partitioning function of its operands.
-    ``shapes``: the global operand shapes (the cache key; the rule depends on ranks only).
-    ``local_gemm(*args, dn, out_dtype, epilogue, allow_tf32, config)``: one device's GEMM (gemm.py binds
-    the primitive with the path decided for the local shapes); ``apply_activation(x, name)`` its epilogue's."""
-    nd_l, nd_r = len(shapes[0]), len(shapes[1])
-    ops, out, replicate = labels(nd_l, nd_r, dn, epilogue.has_bias, epilogue.has_c, epilogue.has_scale)
-    rule = ", ".join(" ".join(o) if o else "" for o in ops) + " -> " + " ".join(out)
-    reduction = tuple(f"k{i}" for i in range(len(dn[0][0])))
+    """The GEMM of these static parameters as a custom_partitioning function of its operands and a tag.
+    ``shapes``: the global operand shapes (the cache key). ``local_gemm(*args, dn, out_dtype, epilogue,
+    allow_tf32, config)``: one device's GEMM (gemm.py binds the primitive with the path decided for the
+    local shapes); ``apply_activation(x, name)`` its epilogue's."""
+    rule = _with_tag(labels(len(shapes[0]), len(shapes[1]), dn, epilogue.has_bias, epilogue.has_c,
+                            epilogue.has_scale))
+    problem = f"{list(shapes[0])} x {list(shapes[1])}"
+    bias_n = [lab for lab in rule.dims[2]] if epilogue.has_bias else []  # a bias pins its N dims: no scatter there
 
     def local(*args, epi=epilogue, odt=out_dtype):
         return local_gemm(*args, dn=dn, out_dtype=odt, epilogue=epi, allow_tf32=allow_tf32, config=config)
 
-    fn = custom_partitioning(lambda *args: local(*args))
+    fn = custom_partitioning(lambda *args: local(*args[:-1]))
 
     def partition(mesh, arg_shapes, result_shape):
-        del result_shape
-        sl, sr = _spec(arg_shapes[0].sharding, nd_l), _spec(arg_shapes[1].sharding, nd_r)
-        axes = {}  # factor -> mesh axes (None: replicated)
-        for lab, s in zip(ops[0], sl):
-            axes[lab] = s
-        for lab, s in zip(ops[1], sr):
-            if lab not in axes:
-                axes[lab] = s
-            elif s != axes[lab]:  # the two sides disagree (Shardy normally aligns them): keep it whole
-                axes[lab] = None
-        for lab in replicate:
-            axes[lab] = None
-        used = set()  # a mesh axis can split one factor only (e.g. x rows and w columns both on "d"):
-        for lab in sorted(axes, key=lambda f: "bmkn".index(f[0]) if f[0] in "bmkn" else 4):  # later ones gather
-            ax = axes[lab]
-            names = [ax] if isinstance(ax, str) else list(ax or ())
-            if used.intersection(names):
-                axes[lab] = None
-            used.update(names)
+        axes = assign_axes(rule, arg_shapes)
+        adopt_output_axes(rule, axes, result_shape)
         spec_of = lambda labs: P(*[axes.get(x) for x in labs])
-        arg_shardings = tuple(NamedSharding(mesh, spec_of(o)) for o in ops)
-        out_sharding = NamedSharding(mesh, spec_of(out))
-        k_axes = []  # the mesh axes the contracting dims are split over
-        for x in reduction:
-            ax = axes.get(x)
-            k_axes += [ax] if isinstance(ax, str) else list(ax or ())
+        k_axes, scatter, out_spec = reduction_plan(rule, axes, mesh, result_shape, no_scatter=bias_n)
+        arg_specs = [spec_of(Rule.major(d)) for d in rule.dims]
+        if epilogue.has_c:  # c is added after the sum: it follows the output's final sharding
+            arg_specs[2 + epilogue.has_bias] = out_spec
+        arg_shardings = tuple(NamedSharding(mesh, s) for s in arg_specs)
+        out_sharding = NamedSharding(mesh, out_spec)
         if not k_axes:
-            return mesh, local, out_sharding, arg_shardings
-        _config.record(_config.Decision("partition", f"{list(shapes[0])} x {list(shapes[1])}", "kernel",
-                                        f"psum over {k_axes}", "the contracting dims are sharded: partial "
-                                        "products per device, summed like lax.dot_general's all-reduce"))
+            return mesh, lambda *a: local(*a[:-1]), out_sharding, arg_shardings
+        _log_reduction("gemm", problem, k_axes, scatter)
 
         def lower(*args):
-            rest = list(args[2:])
+            rest = list(args[2:-1])
             bias = rest.pop(0) if epilogue.has_bias else None
             c = rest.pop(0) if epilogue.has_c else None
             scale = rest.pop(0) if epilogue.has_scale else None
             part_epi = type(epilogue)(alpha=epilogue.alpha, has_scale=scale is not None)
             y = local(args[0], args[1], *([scale] if scale is not None else []), epi=part_epi, odt=np.dtype("float32"))
-            y = jax.lax.psum(y, tuple(k_axes))
+            y = reduce_partials(y, k_axes, scatter)
             if bias is not None:
                 y = y + bias.astype(jnp.float32).reshape((1,) * (y.ndim - 1) + bias.shape)
             y = apply_activation(y, epilogue.activation)
@@ -128,9 +332,9 @@ def wrapped(dn, out_dtype, epilogue, allow_tf32, config, shapes, local_gemm, app
             return y.astype(out_dtype)
         return mesh, lower, out_sharding, arg_shardings
 
-    fn.def_partition(partition=partition, sharding_rule=rule, reduction_factors=reduction,
-                     need_replication_factors=tuple(replicate))
-    return fn
+    fn.def_partition(partition=partition, **rule.kwargs())
+    tag = (dn, str(out_dtype), repr(epilogue), allow_tf32, config, shapes)
+    return lambda *args: fn(*args, tag_operand(tag))
 
 
 def wanted(ctx) -> bool:
@@ -139,3 +343,96 @@ def wanted(ctx) -> bool:
     from jax._src import sharding_impls
     ac = ctx.module_context.axis_context
     return isinstance(ac, sharding_impls.ShardingContext) and ac.num_devices > 1
+
+
+# ---- other custom calls: one primitive, a spec per op --------------------------------------------
+#
+# A spec is a frozen (hashable) dataclass with:
+#   out_avals(*avals) -> list of ShapedArray       abstract evaluation
+#   local(*args, partial=False) -> list of arrays  one device's call (the FFI custom call); partial=True:
+#                                                  a float32 output to be summed over the devices
+#   rule(shapes) -> Rule                           the sharding rule for these global operand shapes
+#   batch(args, dims) -> (outs, out_dims)          vmap
+#   name, out_dtype                                for the log, and the dtype after a sum
+
+part_p = Primitive("jax_tmem_partitioned_call")
+part_p.multiple_results = True
+
+
+def bind(spec, *args):
+    return part_p.bind(*args, spec=spec)
+
+
+def _part_abstract_eval(*avals, spec):
+    return spec.out_avals(*avals)
+
+
+def _part_impl(*args, spec):
+    return _jit_of(spec)(*args)
+
+
+@functools.lru_cache(maxsize=256)
+def _jit_of(spec):
+    return jax.jit(lambda *a: part_p.bind(*a, spec=spec))
+
+
+@functools.lru_cache(maxsize=512)
+def _partitioned(spec, shapes):
+    rule = _with_tag(spec.rule(shapes))
+    problem = " x ".join(str(list(s)) for s in shapes)
+    fn = custom_partitioning(lambda *args: tuple(spec.local(*args[:-1])))
+
+    def partition(mesh, arg_shapes, result_shape):
+        axes = assign_axes(rule, arg_shapes)
+        res = result_shape[0] if isinstance(result_shape, (tuple, list)) else result_shape
+        if len(rule.out) == 1:
+            adopt_output_axes(rule, axes, res)
+        spec_of = lambda d: P(*[axes.get(x) for x in Rule.major(d)])
+        arg_shardings = tuple(NamedSharding(mesh, spec_of(d)) for d in rule.dims)
+        k_axes, scatter, out_spec = reduction_plan(rule, axes, mesh, res)
+        if not k_axes:
+            outs = tuple(NamedSharding(mesh, spec_of(d)) for d in rule.out)
+            return mesh, lambda *a: tuple(spec.local(*a[:-1])), outs, arg_shardings
+        _log_reduction(spec.name, problem, k_axes, scatter)
+
+        def lower(*args):
+            (y,) = spec.local(*args[:-1], partial=True)
+            return (reduce_partials(y, k_axes, scatter).astype(spec.out_dtype),)
+        return mesh, lower, (NamedSharding(mesh, out_spec),), arg_shardings
+
+    fn.def_partition(partition=partition, **rule.kwargs())
+    return lambda *args: fn(*args, tag_operand((repr(spec), shapes)))
+
+
+def _part_lowering(ctx, *args, spec):
+    if wanted(ctx):
+        fn = _partitioned(spec, tuple(tuple(a.shape) for a in ctx.avals_in))
+        return mlir.lower_fun(lambda *a: list(fn(*a)), multiple_results=True)(ctx, *args)
+    return mlir.lower_fun(lambda *a: list(spec.local(*a)), multiple_results=True)(ctx, *args)
+
+
+def _part_batch(args, dims, *, spec):
+    return spec.batch(args, dims)
+
+
+part_p.def_abstract_eval(_part_abstract_eval)
+part_p.def_impl(_part_impl)
+mlir.register_lowering(part_p, _part_lowering)
+batching.primitive_batchers[part_p] = _part_batch
+_dispatch.prim_requires_devices_during_lowering.add(part_p)
+
+
+def map_batch(spec, args, dims):
+    """A batching rule that runs the call once per example (``lax.map``), each call still partitionable."""
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    mapped = [i for i, d in enumerate(dims) if d is not None]
+    xs = [jnp.moveaxis(args[i], dims[i], 0) for i in mapped]
+
+    def one(xs_i):
+        full = list(args)
+        for i, v in zip(mapped, xs_i):
+            full[i] = v
+        return tuple(bind(spec, *full))
+    del size
+    outs = jax.lax.map(one, xs)
+    return list(outs), [0] * len(outs)

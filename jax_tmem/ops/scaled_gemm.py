@@ -27,13 +27,15 @@ arch, the sm_100a/sm_103a build never run) with the roles a, b, sfb (and scale: 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
 from jax_tmem._core import arch as _arch, config as _config, ext as _ext
-from jax_tmem.ops import block_scale
+from jax_tmem.ops import block_scale, partition as _partition
 
 KERNEL_FORMATS = ("mxfp8", "mxfp8_e5m2")  # whole-byte elements: every kernel path (CPU, sm_90a, sm_100a)
 FP4_FORMATS = ("mxfp4", "nvfp4")  # x the same format: the CPU handler and the sm_100a/sm_103a kernel
@@ -121,24 +123,69 @@ def scaled_matmul_ffi(lhs, rhs, lhs_scales, rhs_scales, out_dtype, block: int, l
     order a, b, sfa, sfb, scale. ``lhs_scales=None``: the weight-only GEMM (no sfa). ``global_scale``: a
     float32 scalar multiplying the product (NVFP4's global scales, lhs's times rhs's). ``config``
     (private, benchmarks): the sm_90a kernel's configuration (cpp/src/sm90_block_scaled.cu), -1 its
-    heuristic."""
-    b, m, k = lhs.shape
-    n = rhs.shape[1]
-    for platform in ("cpu", "cuda"):
-        _ext.ensure_registered(platform)
-    out_types = (jax.ShapeDtypeStruct((b, m, n), np.dtype(out_dtype)), jax.ShapeDtypeStruct((1,), np.float32))
-    # vmap runs one call per batch element (the call's attributes hold the shapes); jax.vmap over the
-    # (B, M, K) batch axis of scaled_matmul itself is the fast way.
-    call = jax.ffi.ffi_call("jax_tmem_gemm", out_types, vmap_method="sequential")
+    heuristic. Under jit with sharded operands the call partitions (:class:`ScaledCall`'s rule)."""
     gs = None if global_scale is None else jnp.asarray(global_scale, jnp.float32).reshape(1)
     inputs = [(r, v) for r, v in (("a", lhs), ("b", rhs), ("sfa", lhs_scales), ("sfb", rhs_scales), ("scale", gs))
               if v is not None]  # in role order (operands.def)
-    roles, args = [r for r, _ in inputs], [v for _, v in inputs]
-    attrs = _ext.gemm_attrs(roles, batch=b, m=m, n=n, k=k, a_mn_major=False, b_mn_major=False,
-                            lda=k, ldb=k, stride_a=m * k if b > 1 else 0, stride_b=n * k if b > 1 else 0,
-                            sf_vec=block, sf_layout=layout, config=config)
-    out, _ = call(*args, **attrs)
+    spec = ScaledCall(np.dtype(out_dtype), int(block), int(layout), int(config), tuple(r for r, _ in inputs))
+    (out,) = _partition.bind(spec, *[v for _, v in inputs])
     return out
+
+
+@dataclass(frozen=True)
+class ScaledCall:
+    """The block-scaled GEMM custom call as a partitionable call (ops/partition.py). Its sharding rule:
+    ``b m (kb q), b n (kb q), b m kb, b n kb, g -> b m n`` for plain scales (q = the block: K splits in
+    whole blocks, the scales follow; ``kb`` is summed over the devices); with the 128x4 tiles, M and N in
+    whole 128-row tiles and K in whole 4-block tile columns (``b (mt r) (kt q4)``, scales ``b mt kt u v``),
+    and a tiled dim whose tiles are padded (rows not a multiple of 128, K / block not of 4) stays whole."""
+    out_dtype: np.dtype
+    block: int
+    layout: int
+    config: int
+    roles: tuple  # the operand roles present, in order: a, b, [sfa], sfb, [scale]
+    name = "scaled_matmul"
+
+    def out_avals(self, lhs, rhs, *_):
+        return [jax.core.ShapedArray((lhs.shape[0], lhs.shape[1], rhs.shape[1]), self.out_dtype)]
+
+    def local(self, *args, partial=False):
+        lhs, rhs = args[0], args[1]
+        b, m, k = lhs.shape
+        n = rhs.shape[1]
+        for platform in ("cpu", "cuda"):
+            _ext.ensure_registered(platform)
+        odt = np.dtype("float32") if partial else self.out_dtype
+        call = jax.ffi.ffi_call("jax_tmem_gemm", (jax.ShapeDtypeStruct((b, m, n), odt),
+                                                  jax.ShapeDtypeStruct((1,), np.float32)))
+        attrs = _ext.gemm_attrs(list(self.roles), batch=b, m=m, n=n, k=k, a_mn_major=False, b_mn_major=False,
+                                lda=k, ldb=k, stride_a=m * k if b > 1 else 0, stride_b=n * k if b > 1 else 0,
+                                sf_vec=self.block, sf_layout=self.layout, config=self.config)
+        out, _ = call(*args, **attrs)
+        return [out]
+
+    def rule(self, shapes) -> _partition.Rule:
+        (_, m, k), (_, n, _) = shapes[0], shapes[1]
+        q, split = self.block, _partition.split_dim
+        sizes, replicate = {}, ["g"]
+        if self.layout == 0:
+            kdim = split("kb", "q", k, q, sizes, replicate, "kx")
+            sdims = {"a": ["b", "m", "kb"], "b": ["b", "n", "kb"]}
+            mdim, ndim = "m", "n"
+        else:  # 128x4 tiles: whole tiles only, padded tiles not at all
+            kdim = split("kt", "q4", k, 4 * q, sizes, replicate, "kx")
+            mdim = split("mt", "rm", m, 128, sizes, replicate, "m")
+            ndim = split("nt", "rn", n, 128, sizes, replicate, "n")
+            sdims = {"a": ["b", "mt", "kt", "u", "v"], "b": ["b", "nt", "kt", "u", "v"]}
+            replicate += ["u", "v"]
+        dims = {"a": ["b", mdim, kdim], "b": ["b", ndim, kdim], "sfa": sdims["a"], "sfb": sdims["b"], "scale": ["g"]}
+        red = kdim[0] if isinstance(kdim, tuple) else "kb" if self.layout == 0 else "kt"
+        return _partition.Rule(dims=tuple(tuple(dims[r]) for r in self.roles), out=(("b", mdim, ndim),),
+                               sizes=tuple(sorted(sizes.items())), reduction=() if red in replicate else (red,),
+                               replicate=tuple(dict.fromkeys(replicate)), priority="bmkn")
+
+    def batch(self, args, dims):
+        return _partition.map_batch(self, args, dims)
 
 
 def kernel_target(fa, fb, lhs_dtype=None, k=None) -> tuple[str, str]:
