@@ -229,8 +229,11 @@ if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[2] == "cache":
         cache_case(sys.argv[3], sys.argv[4].split(","))
     elif len(sys.argv) > 2 and sys.argv[2] == "more":
-        scatter_and_explicit(rng)
-        block_scaled(rng)
-        recipes_and_memory(rng)
+        import traceback
+        for section in (scatter_and_explicit, block_scaled, recipes_and_memory):
+            try:  # a failing section is reported (its cases are then missing), the others still run
+                section(rng)
+            except Exception:  # noqa: BLE001
+                emit(case=f"error/{section.__name__}", error=traceback.format_exc()[-3000:])
     else:
         main()

@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from jax_tmem._core import ext as _ext
+from jax_tmem.ops import partition as _partition
 
 WORKER = os.path.join(os.path.dirname(__file__), "sharding_worker.py")
 
@@ -37,6 +38,11 @@ def results():
 @pytest.fixture(scope="module")
 def more():
     return _run_worker("18", "more")
+
+
+def test_no_section_of_the_worker_failed(more):
+    errors = {k: v["error"] for k, v in more.items() if k.startswith("error/")}
+    assert not errors, "\n".join(f"{k}:\n{v}" for k, v in errors.items())
 
 
 LAYOUTS = ["data", "column", "row", "fsdp"]
@@ -83,6 +89,10 @@ def test_explicit_axis_meshes_and_out_sharding(more, layout, path):
     r = more[f"explicit/{layout}/{path}"]
     assert r["err"] < 1e-4, r
     assert r["spec"] == r["spec_xla"], r
+    if path == "kernel" and layout.startswith("row") and _partition._EXPLICIT_PSUM_BROKEN:
+        # jax >= 0.11: the contraction is gathered instead of summed (ops/partition.py says why)
+        assert r["ours"]["all-gather"] >= 1, r
+        return
     assert r["ours"]["all-gather"] == 0, r
     assert r["ours"]["all-reduce"] + r["ours"]["reduce-scatter"] == r["xla"]["all-reduce"] + r["xla"]["reduce-scatter"], r
     if layout == "row_scatter" and path == "kernel":

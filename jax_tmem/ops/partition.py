@@ -92,6 +92,39 @@ class Rule:
         return self.priority.index(factor[0]) if factor[0] in self.priority else len(self.priority)
 
 
+def auto_mesh(mesh):
+    """The mesh with every axis of type Auto. The partitioned program is per device, and the functions
+    traced for it (their psum's reduction region among them) must not carry explicit-axis sharding
+    annotations: with jax 0.11 they did, and XLA rejected the all-reduce ("Unsupported reduction
+    computation")."""
+    types = getattr(mesh, "axis_types", None)
+    if not types or all(t == jax.sharding.AxisType.Auto for t in types):
+        return mesh
+    return jax.sharding.Mesh(mesh.devices, mesh.axis_names, axis_types=(jax.sharding.AxisType.Auto,) * len(types))
+
+
+# jax 0.11.2 (seen on the H200 machine, 2026-11-24): a psum inside a custom_partitioning lowering under an
+# explicit-axis mesh gets sharding annotations in its reduction region, which XLA rejects ("Unsupported
+# reduction computation"); returning an Auto-typed mesh does not help. There, a split contraction is
+# gathered instead (visible in the log); jax 0.10 sums the partial products as everywhere else.
+_EXPLICIT_PSUM_BROKEN = tuple(int(x) for x in jax.__version__.split(".")[:2]) >= (0, 11)
+
+
+def gather_contraction_instead(rule: Rule, axes: dict, mesh, what: str, problem: str) -> bool:
+    """Under an explicit-axis mesh where the psum cannot be emitted (``_EXPLICIT_PSUM_BROKEN``): keep the
+    contracting factors whole (the partitioner gathers them), logged; True when it did so."""
+    explicit = any(t == jax.sharding.AxisType.Explicit for t in getattr(mesh, "axis_types", ()))
+    k_axes = [a for x in rule.reduction for a in _names(axes.get(x))]
+    if not (explicit and k_axes and _EXPLICIT_PSUM_BROKEN):
+        return False
+    for x in rule.reduction:
+        axes[x] = None
+    _config.record(_config.Decision("partition", f"{what} {problem}", "kernel", f"gathers the contraction over {k_axes}",
+                                    f"jax {jax.__version__} rejects a psum inside custom_partitioning under an "
+                                    "explicit-axis mesh; the contracting dims are gathered instead"))
+    return True
+
+
 def _spec(sharding, ndim):
     spec = tuple(sharding.spec) if isinstance(sharding, NamedSharding) else ()
     return spec + (None,) * (ndim - len(spec))
@@ -304,6 +337,8 @@ def wrapped(dn, out_dtype, epilogue, allow_tf32, config, shapes, local_gemm, app
 
     def partition(mesh, arg_shapes, result_shape):
         axes = assign_axes(rule, arg_shapes)
+        gather_contraction_instead(rule, axes, mesh, "gemm", problem)
+        mesh = auto_mesh(mesh)
         adopt_output_axes(rule, axes, result_shape)
         spec_of = lambda labs: P(*[axes.get(x) for x in labs])
         k_axes, scatter, out_spec = reduction_plan(rule, axes, mesh, result_shape, no_scatter=bias_n)
@@ -384,6 +419,8 @@ def _partitioned(spec, shapes):
 
     def partition(mesh, arg_shapes, result_shape):
         axes = assign_axes(rule, arg_shapes)
+        gather_contraction_instead(rule, axes, mesh, spec.name, problem)
+        mesh = auto_mesh(mesh)
         res = result_shape[0] if isinstance(result_shape, (tuple, list)) else result_shape
         if len(rule.out) == 1:
             adopt_output_axes(rule, axes, res)
