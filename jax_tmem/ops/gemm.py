@@ -183,7 +183,8 @@ def _make_lowering(platform: str):
                                                 f"lowering for {platform}: {why}"))
             elif not local and _partition.wanted(ctx):  # several devices: partition like lax.dot_general
                 fn = _partition.wrapped(dimension_numbers, np.dtype(out_dtype), epilogue, allow_tf32, config,
-                                        tuple(tuple(a.shape) for a in ctx.avals_in[:2]), _local_gemm, apply_activation)
+                                        tuple(tuple(a.shape) for a in ctx.avals_in[:2]), _local_gemm, apply_activation,
+                                        _partition.explicit_mesh(ctx))
                 return mlir.lower_fun(lambda *a: fn(*a), multiple_results=False)(ctx, *args)
             else:
                 lhs_aval, rhs_aval = ctx.avals_in[0], ctx.avals_in[1]

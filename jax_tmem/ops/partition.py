@@ -110,10 +110,16 @@ def auto_mesh(mesh):
 _EXPLICIT_PSUM_BROKEN = tuple(int(x) for x in jax.__version__.split(".")[:2]) >= (0, 11)
 
 
-def gather_contraction_instead(rule: Rule, axes: dict, mesh, what: str, problem: str) -> bool:
+def explicit_mesh(ctx) -> bool:
+    """Whether the program being lowered uses an explicit-axis mesh (the partition callback's own mesh
+    does not say: custom_partitioning rebuilds it with Auto axes)."""
+    am = getattr(ctx.module_context.axis_context, "abstract_mesh", None)
+    return any(t == jax.sharding.AxisType.Explicit for t in getattr(am, "axis_types", ()) or ())
+
+
+def gather_contraction_instead(rule: Rule, axes: dict, explicit: bool, what: str, problem: str) -> bool:
     """Under an explicit-axis mesh where the psum cannot be emitted (``_EXPLICIT_PSUM_BROKEN``): keep the
     contracting factors whole (the partitioner gathers them), logged; True when it did so."""
-    explicit = any(t == jax.sharding.AxisType.Explicit for t in getattr(mesh, "axis_types", ()))
     k_axes = [a for x in rule.reduction for a in _names(axes.get(x))]
     if not (explicit and k_axes and _EXPLICIT_PSUM_BROKEN):
         return False
@@ -320,7 +326,7 @@ def labels(lhs_ndim, rhs_ndim, dn, has_bias, has_c, has_scale) -> Rule:
 
 
 @functools.lru_cache(maxsize=512)
-def wrapped(dn, out_dtype, epilogue, allow_tf32, config, shapes, local_gemm, apply_activation):
+def wrapped(dn, out_dtype, epilogue, allow_tf32, config, shapes, local_gemm, apply_activation, explicit=False):
     """The GEMM of these static parameters as a custom_partitioning function of its operands and a tag.
     ``shapes``: the global operand shapes (the cache key). ``local_gemm(*args, dn, out_dtype, epilogue,
     allow_tf32, config)``: one device's GEMM (gemm.py binds the primitive with the path decided for the
@@ -337,7 +343,7 @@ def wrapped(dn, out_dtype, epilogue, allow_tf32, config, shapes, local_gemm, app
 
     def partition(mesh, arg_shapes, result_shape):
         axes = assign_axes(rule, arg_shapes)
-        gather_contraction_instead(rule, axes, mesh, "gemm", problem)
+        gather_contraction_instead(rule, axes, explicit, "gemm", problem)
         mesh = auto_mesh(mesh)
         adopt_output_axes(rule, axes, result_shape)
         spec_of = lambda labs: P(*[axes.get(x) for x in labs])
@@ -412,14 +418,14 @@ def _jit_of(spec):
 
 
 @functools.lru_cache(maxsize=512)
-def _partitioned(spec, shapes):
+def _partitioned(spec, shapes, explicit=False):
     rule = _with_tag(spec.rule(shapes))
     problem = " x ".join(str(list(s)) for s in shapes)
     fn = custom_partitioning(lambda *args: tuple(spec.local(*args[:-1])))
 
     def partition(mesh, arg_shapes, result_shape):
         axes = assign_axes(rule, arg_shapes)
-        gather_contraction_instead(rule, axes, mesh, spec.name, problem)
+        gather_contraction_instead(rule, axes, explicit, spec.name, problem)
         mesh = auto_mesh(mesh)
         res = result_shape[0] if isinstance(result_shape, (tuple, list)) else result_shape
         if len(rule.out) == 1:
@@ -443,7 +449,7 @@ def _partitioned(spec, shapes):
 
 def _part_lowering(ctx, *args, spec):
     if wanted(ctx):
-        fn = _partitioned(spec, tuple(tuple(a.shape) for a in ctx.avals_in))
+        fn = _partitioned(spec, tuple(tuple(a.shape) for a in ctx.avals_in), explicit_mesh(ctx))
         return mlir.lower_fun(lambda *a: list(fn(*a)), multiple_results=True)(ctx, *args)
     return mlir.lower_fun(lambda *a: list(spec.local(*a)), multiple_results=True)(ctx, *args)
 
