@@ -141,6 +141,16 @@ def block_scaled(rng):
             y = f("kernel")(*args)
             emit(case=f"scaled/{lay}/{name}", err=float(np.abs(np.asarray(y) - ref).max() / np.abs(ref).max()),
                  spec=str(y.sharding.spec), ours=collectives(f("kernel"), *args), xla=collectives(f("xla"), *args))
+    # swizzled scales whose row tiles are padded (M = 200): M stays whole (gathered), logged with the reason
+    a2 = rng.standard_normal((1, 200, K)).astype(np.float32)
+    aq2, sa2 = jax_tmem.quantize(a2, "mxfp8", path="xla")
+    sw2 = (jax_tmem.swizzle_scales(sa2), jax_tmem.swizzle_scales(sb[:1]))
+    ref = np.asarray(jax.jit(lambda *v: jax_tmem.scaled_matmul(*v, jnp.float32, path="kernel"))(aq2, bq[:1], *sw2))
+    jax_tmem.clear_decisions()
+    args = (jax.device_put(aq2, NamedSharding(mesh, P(None, "data"))), bq[:1], *sw2)
+    y = jax.jit(lambda *v: jax_tmem.scaled_matmul(*v, jnp.float32, path="kernel"))(*args)
+    emit(case="scaled/padded_tiles", err=float(np.abs(np.asarray(y) - ref).max()),
+         log=[f"{d.target}: {d.reason}" for d in jax_tmem.decisions() if d.op == "partition"])
     # weight-only: bf16 activations x nvfp4 weights with its global scale, weights split by N or by K
     x = jnp.asarray(rng.standard_normal((1, 16, K)), jnp.bfloat16)
     wq, ws = jax_tmem.quantize(b, "nvfp4", global_scale=0.5, path="xla")

@@ -182,3 +182,30 @@ def test_tp_dp_example_trains_like_flax_with_the_same_collectives():
     final = out.split("final loss / flax's: ")[1].splitlines()[0]
     ratios = dict((n, float(v)) for n, v in (p.rsplit(" ", 1) for p in final.split(", ")))
     assert abs(ratios["jax_tmem/bf16"] - 1) < 1e-3 and abs(ratios["jax_tmem/fp8"] - 1) < 0.05, out
+
+
+def test_a_dim_that_cannot_split_is_gathered_and_logged(more):
+    """Swizzled scales with padded row tiles (M = 200) and M sharded: M is gathered for this call (the
+    log says which factor and why), the values are the unsharded ones."""
+    r = more["scaled/padded_tiles"]
+    assert r["err"] == 0.0, r
+    assert any("gathers factor 'm'" in line and "padded" in line for line in r["log"]), r
+
+
+def test_a_failing_partition_rule_gathers_instead_of_crashing():
+    """safe_partition: an exception in the rule (inside XLA's callback, where it could kill the process)
+    becomes a whole-problem call on every device, logged."""
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    import jax_tmem
+
+    def broken(mesh, arg_shapes, result_shape):
+        raise KeyError("no such factor")
+    local = object()
+    mesh = Mesh(np.array(jax.devices()[:1]), ("d",))
+    jax_tmem.clear_decisions()
+    out = _partition.safe_partition(broken, "gemm", "[4, 4] x [4, 4]", local, 3, 0)(mesh, None, None)
+    assert out[1] is local and out[2] == NamedSharding(mesh, P()) and out[3] == (NamedSharding(mesh, P()),) * 3
+    d = [d for d in jax_tmem.decisions() if d.op == "partition"][-1]
+    assert d.target == "gathers every operand" and "KeyError" in d.reason and "no such factor" in d.reason, d

@@ -27,7 +27,7 @@ import ml_dtypes
 import numpy as np
 from jax import lax
 
-from jax_tmem.ops import partition as _partition
+from jax_tmem.ops import part_call as _part_call, partition as _partition
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ def _quantize_ffi(x, f: Format, axis: int, swizzled: bool, global_scale=None, im
     xin = jnp.moveaxis(x, axis, -1) if form == "moved" else x
     gs = () if global_scale is None else (jnp.asarray(global_scale, jnp.float32).reshape(1),)
     spec = QuantizeCall(f.name, form == "colwise", bool(swizzled), bool(gs), impl)
-    data, scales = _partition.bind(spec, xin, *gs)
+    data, scales = _part_call.bind(spec, xin, *gs)
     if form == "moved":
         data = jnp.moveaxis(data, -1, axis)
         scales = scales if swizzled else jnp.moveaxis(scales, -1, axis)
@@ -177,13 +177,14 @@ class QuantizeCall:
             sc = lead + ["rt", "kt", "u", "v"]
         dims = (tuple(x),) + ((("g",),) if self.has_global_scale else ())
         return _partition.Rule(dims=dims, out=(tuple(x), tuple(sc)), sizes=tuple(sorted(sizes.items())),
-                               replicate=tuple(replicate), priority="d")
+                               replicate=tuple(replicate), priority="d",
+                               why=tuple((f, _partition.SPLIT_WHY) for f in replicate))
 
     def batch(self, args, dims):
         if len(args) == 1 or dims[1] is None:  # leading dims are more rows: one call
             x = jnp.moveaxis(args[0], dims[0], 0)
-            return _partition.bind(self, x, *args[1:]), [0, 0]
-        return _partition.map_batch(self, args, dims)  # a global scale per example: one call each
+            return _part_call.bind(self, x, *args[1:]), [0, 0]
+        return _part_call.map_batch(self, args, dims)  # a global scale per example: one call each
 
 
 def quantize(x, fmt, *, axis: int = -1, global_scale=None, path=None, scale_layout: str = "plain"):

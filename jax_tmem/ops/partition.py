@@ -11,7 +11,7 @@ Every jax_tmem custom call of a program partitioned over several devices therefo
   reduce-scatter (``psum_scatter``) onto an output dimension when the output is wanted sharded over a
   contracting mesh axis (sequence parallelism, the FSDP/ZeRO gradient); bias, activation and ``c`` are
   applied after the sum by XLA. A bias over several flattened N dims needs those dims replicated.
-* the block-scaled GEMM and the fused quantize (:data:`part_p`, one primitive for both, their specs in
+* the block-scaled GEMM and the fused quantize (``part_call.part_p``, one primitive for both, their specs in
   ``scaled_gemm.py`` and ``block_scale.py``): the scale tensors follow their data through compound
   factors (the data's K dim is ``(kb q)`` with ``q`` the block, the scales' ``kb``), so K splits in
   whole blocks; scales in the 128x4 tiles follow in whole tiles (``(mt 128)``, ``(kt 4*block)``) and,
@@ -37,10 +37,7 @@ import hashlib
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax._src import dispatch as _dispatch
 from jax.experimental.custom_partitioning import custom_partitioning
-from jax.extend.core import Primitive
-from jax.interpreters import batching, mlir
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from jax_tmem._core import config as _config
@@ -61,6 +58,7 @@ class Rule:
     reduction: tuple = ()
     replicate: tuple = ()
     priority: str = "bmkn"
+    why: tuple = ()  # (factor, why it stays whole) for the log
 
     @staticmethod
     def _text(d):
@@ -144,6 +142,10 @@ def _entry(names):
     return None if not names else (names[0] if len(names) == 1 else tuple(names))
 
 
+SPLIT_WHY = ("this dim splits only in whole blocks / 128x4 scale tiles, and it is one block or tile, or its "
+             "tiles are padded (rows not a multiple of 128, K / block not of 4)")
+
+
 def split_dim(major: str, minor: str, size: int, unit: int, sizes: dict, replicate: list, whole: str):
     """A dimension of ``size`` that may split only in whole ``unit``s: the compound ``(major minor)`` with
     ``minor`` of size ``unit``; a dimension of one unit, or not a multiple of it, is the factor ``whole``,
@@ -155,24 +157,48 @@ def split_dim(major: str, minor: str, size: int, unit: int, sizes: dict, replica
     return whole
 
 
-def assign_axes(rule: Rule, arg_shapes) -> dict:
-    """The mesh axes each factor takes, from the operands' shardings (what Shardy propagated)."""
-    axes = {}
+def assign_axes(rule: Rule, arg_shapes, what: str = "", problem: str = "") -> dict:
+    """The mesh axes each factor takes, from the operands' shardings (what Shardy propagated). A sharded
+    dim that cannot keep its axes is gathered by the partitioner; each such case is logged with why."""
+    axes, gathered = {}, []
     for d, a in zip(rule.dims, arg_shapes):
         for lab, s in zip(Rule.major(d), _spec(a.sharding, len(d))):
             if lab not in axes:
                 axes[lab] = s
             elif s != axes[lab]:  # the operands disagree (Shardy normally aligns them): keep it whole
+                gathered.append((lab, s or axes[lab], "the operands split it differently"))
                 axes[lab] = None
+    why = dict(rule.why)
     for lab in rule.replicate:
+        if axes.get(lab):
+            gathered.append((lab, axes[lab], why.get(lab, "this call cannot split it")))
         axes[lab] = None
     used = set()  # a mesh axis can split one factor only (e.g. x rows and w columns both on "d"):
     for lab in sorted(axes, key=rule.rank):  # the later ones are gathered
         names = _names(axes[lab])
         if used.intersection(names):
+            gathered.append((lab, axes[lab], "its mesh axis already splits another dim of this call"))
             axes[lab] = None
         used.update(names)
+    for lab, ax, reason in gathered:
+        _config.record(_config.Decision("partition", f"{what} {problem}".strip(), "kernel",
+                                        f"gathers factor {lab!r} (sharded over {ax})", reason))
     return axes
+
+
+def safe_partition(partition, what: str, problem: str, local, n_args: int, n_out: int):
+    """``partition`` that never raises inside XLA's callback: on an error the call runs whole on every
+    device (its operands gathered, as XLA does for an opaque custom call), and the log says why."""
+    def run(mesh, arg_shapes, result_shape):
+        try:
+            return partition(mesh, arg_shapes, result_shape)
+        except Exception as e:  # noqa: BLE001 (an exception here would abort the compilation, or the process)
+            _config.record(_config.Decision("partition", f"{what} {problem}", "kernel", "gathers every operand",
+                                            f"the partition rule failed: {type(e).__name__}: {e}"))
+            rep = NamedSharding(auto_mesh(mesh), P())
+            outs = rep if n_out == 0 else tuple([rep] * n_out)
+            return auto_mesh(mesh), local, outs, tuple([rep] * n_args)
+    return run
 
 
 def adopt_output_axes(rule: Rule, axes: dict, result_shape) -> None:
@@ -321,8 +347,10 @@ def labels(lhs_ndim, rhs_ndim, dn, has_bias, has_c, has_scale) -> Rule:
     if has_scale:
         ops.append(["s"])
         replicate.append("s")
+    why = tuple((f, "a bias over several flattened N dims is one (N,) vector: those dims stay whole")
+                for f in replicate if f != "s")
     return Rule(dims=tuple(tuple(o) for o in ops), out=(tuple(out),),
-                reduction=tuple(f"k{i}" for i in range(len(lc))), replicate=tuple(replicate))
+                reduction=tuple(f"k{i}" for i in range(len(lc))), replicate=tuple(replicate), why=why)
 
 
 @functools.lru_cache(maxsize=512)
@@ -342,7 +370,7 @@ def wrapped(dn, out_dtype, epilogue, allow_tf32, config, shapes, local_gemm, app
     fn = custom_partitioning(lambda *args: local(*args[:-1]))
 
     def partition(mesh, arg_shapes, result_shape):
-        axes = assign_axes(rule, arg_shapes)
+        axes = assign_axes(rule, arg_shapes, "gemm", problem)
         gather_contraction_instead(rule, axes, explicit, "gemm", problem)
         mesh = auto_mesh(mesh)
         adopt_output_axes(rule, axes, result_shape)
@@ -373,7 +401,8 @@ def wrapped(dn, out_dtype, epilogue, allow_tf32, config, shapes, local_gemm, app
             return y.astype(out_dtype)
         return mesh, lower, out_sharding, arg_shardings
 
-    fn.def_partition(partition=partition, **rule.kwargs())
+    fn.def_partition(partition=safe_partition(partition, "gemm", problem, lambda *a: local(*a[:-1]), len(rule.dims), 0),
+                     **rule.kwargs())
     tag = (dn, str(out_dtype), repr(epilogue), allow_tf32, config, shapes)
     return lambda *args: fn(*args, tag_operand(tag))
 
@@ -384,98 +413,3 @@ def wanted(ctx) -> bool:
     from jax._src import sharding_impls
     ac = ctx.module_context.axis_context
     return isinstance(ac, sharding_impls.ShardingContext) and ac.num_devices > 1
-
-
-# ---- other custom calls: one primitive, a spec per op --------------------------------------------
-#
-# A spec is a frozen (hashable) dataclass with:
-#   out_avals(*avals) -> list of ShapedArray       abstract evaluation
-#   local(*args, partial=False) -> list of arrays  one device's call (the FFI custom call); partial=True:
-#                                                  a float32 output to be summed over the devices
-#   rule(shapes) -> Rule                           the sharding rule for these global operand shapes
-#   batch(args, dims) -> (outs, out_dims)          vmap
-#   name, out_dtype                                for the log, and the dtype after a sum
-
-part_p = Primitive("jax_tmem_partitioned_call")
-part_p.multiple_results = True
-
-
-def bind(spec, *args):
-    return part_p.bind(*args, spec=spec)
-
-
-def _part_abstract_eval(*avals, spec):
-    return spec.out_avals(*avals)
-
-
-def _part_impl(*args, spec):
-    return _jit_of(spec)(*args)
-
-
-@functools.lru_cache(maxsize=256)
-def _jit_of(spec):
-    return jax.jit(lambda *a: part_p.bind(*a, spec=spec))
-
-
-@functools.lru_cache(maxsize=512)
-def _partitioned(spec, shapes, explicit=False):
-    rule = _with_tag(spec.rule(shapes))
-    problem = " x ".join(str(list(s)) for s in shapes)
-    fn = custom_partitioning(lambda *args: tuple(spec.local(*args[:-1])))
-
-    def partition(mesh, arg_shapes, result_shape):
-        axes = assign_axes(rule, arg_shapes)
-        gather_contraction_instead(rule, axes, explicit, spec.name, problem)
-        mesh = auto_mesh(mesh)
-        res = result_shape[0] if isinstance(result_shape, (tuple, list)) else result_shape
-        if len(rule.out) == 1:
-            adopt_output_axes(rule, axes, res)
-        spec_of = lambda d: P(*[axes.get(x) for x in Rule.major(d)])
-        arg_shardings = tuple(NamedSharding(mesh, spec_of(d)) for d in rule.dims)
-        k_axes, scatter, out_spec = reduction_plan(rule, axes, mesh, res)
-        if not k_axes:
-            outs = tuple(NamedSharding(mesh, spec_of(d)) for d in rule.out)
-            return mesh, lambda *a: tuple(spec.local(*a[:-1])), outs, arg_shardings
-        _log_reduction(spec.name, problem, k_axes, scatter)
-
-        def lower(*args):
-            (y,) = spec.local(*args[:-1], partial=True)
-            return (reduce_partials(y, k_axes, scatter).astype(spec.out_dtype),)
-        return mesh, lower, (NamedSharding(mesh, out_spec),), arg_shardings
-
-    fn.def_partition(partition=partition, **rule.kwargs())
-    return lambda *args: fn(*args, tag_operand((repr(spec), shapes)))
-
-
-def _part_lowering(ctx, *args, spec):
-    if wanted(ctx):
-        fn = _partitioned(spec, tuple(tuple(a.shape) for a in ctx.avals_in), explicit_mesh(ctx))
-        return mlir.lower_fun(lambda *a: list(fn(*a)), multiple_results=True)(ctx, *args)
-    return mlir.lower_fun(lambda *a: list(spec.local(*a)), multiple_results=True)(ctx, *args)
-
-
-def _part_batch(args, dims, *, spec):
-    return spec.batch(args, dims)
-
-
-part_p.def_abstract_eval(_part_abstract_eval)
-part_p.def_impl(_part_impl)
-mlir.register_lowering(part_p, _part_lowering)
-batching.primitive_batchers[part_p] = _part_batch
-_dispatch.prim_requires_devices_during_lowering.add(part_p)
-
-
-def map_batch(spec, args, dims):
-    """A batching rule that runs the call once per example (``lax.map``), each call still partitionable."""
-    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
-    mapped = [i for i, d in enumerate(dims) if d is not None]
-    xs = [jnp.moveaxis(args[i], dims[i], 0) for i in mapped]
-
-    def one(xs_i):
-        full = list(args)
-        for i, v in zip(mapped, xs_i):
-            full[i] = v
-        return tuple(bind(spec, *full))
-    del size
-    outs = jax.lax.map(one, xs)
-    return list(outs), [0] * len(outs)

@@ -35,7 +35,7 @@ import numpy as np
 from jax import lax
 
 from jax_tmem._core import arch as _arch, config as _config, ext as _ext
-from jax_tmem.ops import block_scale, partition as _partition
+from jax_tmem.ops import block_scale, part_call as _part_call, partition as _partition
 
 KERNEL_FORMATS = ("mxfp8", "mxfp8_e5m2")  # whole-byte elements: every kernel path (CPU, sm_90a, sm_100a)
 FP4_FORMATS = ("mxfp4", "nvfp4")  # x the same format: the CPU handler and the sm_100a/sm_103a kernel
@@ -128,7 +128,7 @@ def scaled_matmul_ffi(lhs, rhs, lhs_scales, rhs_scales, out_dtype, block: int, l
     inputs = [(r, v) for r, v in (("a", lhs), ("b", rhs), ("sfa", lhs_scales), ("sfb", rhs_scales), ("scale", gs))
               if v is not None]  # in role order (operands.def)
     spec = ScaledCall(np.dtype(out_dtype), int(block), int(layout), int(config), tuple(r for r, _ in inputs))
-    (out,) = _partition.bind(spec, *[v for _, v in inputs])
+    (out,) = _part_call.bind(spec, *[v for _, v in inputs])
     return out
 
 
@@ -182,10 +182,11 @@ class ScaledCall:
         red = kdim[0] if isinstance(kdim, tuple) else "kb" if self.layout == 0 else "kt"
         return _partition.Rule(dims=tuple(tuple(dims[r]) for r in self.roles), out=(("b", mdim, ndim),),
                                sizes=tuple(sorted(sizes.items())), reduction=() if red in replicate else (red,),
-                               replicate=tuple(dict.fromkeys(replicate)), priority="bmkn")
+                               replicate=tuple(dict.fromkeys(replicate)), priority="bmkn",
+                               why=tuple((f, _partition.SPLIT_WHY) for f in replicate))
 
     def batch(self, args, dims):
-        return _partition.map_batch(self, args, dims)
+        return _part_call.map_batch(self, args, dims)
 
 
 def kernel_target(fa, fb, lhs_dtype=None, k=None) -> tuple[str, str]:
