@@ -229,7 +229,7 @@ def recipe_kernel_path(recipe: str) -> str:
     """The path that runs a training recipe's GEMMs on jax_tmem's kernels here: "kernel" (the C++ CPU
     handler without a GPU, the CUDA kernels on one), or "auto" for a 4-bit recipe on a GPU without 4-bit
     tensor cores (Hopper: the forced kernel path would raise; XLA runs it, logged)."""
-    if recipe == "nvfp4":
+    if recipe in ("nvfp4", "nvfp4_sr"):
         from jax_tmem.ops import block_scale, scaled_gemm
         f = block_scale.get_format("nvfp4")
         where, _ = scaled_gemm.kernel_target(f, f, None, 64)

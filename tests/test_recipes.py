@@ -220,3 +220,71 @@ def test_recipe_under_transforms(recipe):
     e_full, e_acc = (float(jnp.abs(t - exact).max() / jnp.abs(exact).max()) for t in (g, g_acc))
     assert e_full < {"fp8": 0.15, "mxfp8": 0.15, "nvfp4": 0.6}[recipe], e_full
     assert e_acc < 1.5 * e_full + 0.02, (e_acc, e_full)
+
+
+# ---- stochastic rounding of NVFP4 gradients ("nvfp4_sr") --------------------------------------
+
+def test_e2m1_stochastic_rounding_is_unbiased_and_stays_on_the_neighbours():
+    """Over many keys the mean of the rounded values is the input (|mean - v| within 5 standard errors),
+    while round-to-nearest keeps its bias; every draw is one of v's two e2m1 neighbours."""
+    from jax_tmem.ops import block_scale
+    grid = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6])
+    v = np.random.default_rng(seed_of("sr-v")).uniform(-6, 6, 512).astype(np.float32)
+    keys = jax.random.split(jax.random.key(seed_of("sr-keys")), 400)
+    draws = np.asarray(jax.jit(jax.vmap(lambda k: block_scale.e2m1_stochastic_round(jnp.asarray(v), k)))(keys))
+    a = np.abs(v)
+    lo = grid[np.searchsorted(grid, a, side="right") - 1]
+    hi = grid[np.minimum(np.searchsorted(grid, a, side="right"), len(grid) - 1)]
+    d = np.abs(draws)
+    assert np.all((d == lo) | (d == hi)) and np.all(np.sign(draws) * np.sign(v) >= 0)
+    step = hi - lo
+    se = np.maximum(step, 1e-6) / 2 / np.sqrt(len(draws))
+    assert np.all(np.abs(draws.mean(0) - v) < 5 * se + 1e-6)
+    rn = np.asarray(jnp.asarray(v).astype(jnp.float4_e2m1fn).astype(jnp.float32))
+    assert np.abs(draws.mean(0) - v).mean() < 0.25 * np.abs(rn - v).mean()
+
+
+def test_quantize_with_stochastic_rounding():
+    """nvfp4 / mxfp4 quantize(stochastic_rounding=key): the same scales as round-to-nearest, data on the
+    e2m1 grid (dequantized mean over keys near x), one key repeatable, another key another draw; errors."""
+    x = rand(seed_of("sr-q"), (32, 256), jnp.float32)
+    for fmt in ("nvfp4", "mxfp4"):
+        q0, s0 = jax_tmem.quantize(x, fmt, path="xla")
+        qsr = jax.jit(lambda v, k, fmt=fmt: jax_tmem.quantize(v, fmt, stochastic_rounding=k))
+        outs = [qsr(x, jax.random.key(i)) for i in range(64)]
+        for q, s in outs[:2]:
+            assert np.array_equal(np.asarray(s).view(np.uint8), np.asarray(s0).view(np.uint8))
+        again = qsr(x, jax.random.key(0))
+        assert np.array_equal(np.asarray(again[0]).view(np.uint8), np.asarray(outs[0][0]).view(np.uint8))
+        assert not np.array_equal(np.asarray(outs[1][0]).view(np.uint8), np.asarray(outs[0][0]).view(np.uint8))
+        deq = np.mean([_f64(q.astype(jnp.float32)) for q, _ in outs], axis=0) * _f64(jax_tmem.dequantize(
+            jnp.ones_like(q0), s0))  # the scales are the same for every draw
+        rn = _f64(jax_tmem.dequantize(q0, s0))
+        assert np.abs(deq - _f64(x)).mean() < 0.35 * np.abs(rn - _f64(x)).mean(), fmt
+    with pytest.raises(ValueError, match="stochastic_rounding is for the 4-bit formats"):
+        jax_tmem.quantize(x, "mxfp8", stochastic_rounding=jax.random.key(0))
+    with pytest.raises(ValueError, match='path="kernel" rounds to nearest'):
+        jax_tmem.quantize(x, "nvfp4", stochastic_rounding=jax.random.key(0), path="kernel")
+
+
+def test_nvfp4_sr_recipe_gradients():
+    """The "nvfp4_sr" recipe: the forward of "nvfp4" (round to nearest), gradients that differ from
+    "nvfp4"'s (stochastic cotangent), repeatable for the same inputs, within nvfp4's error of float64."""
+    x = rand(seed_of("sr-x"), (64, 128), jnp.float32)
+    w = rand(seed_of("sr-w"), (128, 96), jnp.float32, 0.1)
+    dn = (((1,), (0,)), ((), ()))
+    f = lambda r: jax.jit(jax.value_and_grad(lambda a, b: jnp.sum(jnp.tanh(jax_tmem.dot_general(
+        a, b, dn, preferred_element_type=jnp.float32, recipe=r, path="xla"))), argnums=(0, 1)))
+    (y_sr, g_sr), (y_rn, g_rn) = f("nvfp4_sr")(x, w), f("nvfp4")(x, w)
+    assert float(y_sr) == float(y_rn)
+    g_again = f(jax_tmem.Recipe("nvfp4", stochastic_rounding=True))(x, w)[1]
+    assert all(np.array_equal(np.asarray(u), np.asarray(v)) for u, v in zip(g_sr, g_again))
+    assert not np.array_equal(np.asarray(g_sr[1]), np.asarray(g_rn[1]))
+    g64 = jax.grad(lambda a, b: jnp.sum(jnp.tanh(a @ b)), argnums=(0, 1))(_f64(x), _f64(w))
+    for u, v, ref in zip(g_sr, g_rn, g64):
+        e_sr = np.abs(_f64(u) - ref).max() / np.abs(ref).max()
+        e_rn = np.abs(_f64(v) - ref).max() / np.abs(ref).max()
+        assert e_sr < max(2 * e_rn, 0.1), (e_sr, e_rn)
+    assert jax_tmem.RECIPES["nvfp4_sr"].name == "nvfp4_sr"
+    with pytest.raises(ValueError, match="stochastic_rounding is for the nvfp4 recipe"):
+        jax_tmem.dot_general(x, w, dn, recipe=jax_tmem.Recipe("mxfp8", stochastic_rounding=True))

@@ -1,7 +1,7 @@
 """Flax drop-ins (the ``flax`` extra: ``pip install "jax_tmem[flax]"``): Flax's own layers with their
 constructor arguments and parameter trees (``kernel``, ``bias``), so existing checkpoints load unchanged,
-plus ``recipe=`` (``jax_tmem.RECIPES``: "bf16" default, "fp8", "mxfp8", "nvfp4") choosing how their
-GEMMs quantize.
+plus ``recipe=`` (``jax_tmem.RECIPES``: "bf16" default, "fp8", "mxfp8", "nvfp4", "nvfp4_sr") choosing
+how their GEMMs quantize.
 
 - ``jax_tmem.flax.linen``: ``Dense``, ``DenseGeneral``.
 - ``jax_tmem.flax.nnx``: ``Linear``, ``LinearGeneral``, ``Einsum``.

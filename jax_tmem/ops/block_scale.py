@@ -187,7 +187,29 @@ class QuantizeCall:
         return _part_call.map_batch(self, args, dims)  # a global scale per example: one call each
 
 
-def quantize(x, fmt, *, axis: int = -1, global_scale=None, path=None, scale_layout: str = "plain"):
+def e2m1_stochastic_round(v, key):
+    """``v`` (already scaled into e2m1's range [-6, 6]) rounded to a neighbouring e2m1 value at random, up
+    with probability (|v| - lo) / (hi - lo): unbiased, E[round(v)] = v. The grid steps are 0.5 below 2, 1
+    below 4 and 2 up to 6."""
+    a = jnp.abs(v.astype(jnp.float32))
+    step = jnp.where(a < 2, 0.5, jnp.where(a < 4, 1.0, 2.0)).astype(jnp.float32)
+    lo = jnp.floor(a / step) * step
+    u = jax.random.uniform(key, a.shape, jnp.float32)
+    q = jnp.minimum(jnp.where(u < (a - lo) / step, lo + step, lo), 6.0)
+    return jnp.sign(v.astype(jnp.float32)) * q
+
+
+def content_key(x, seed: int = 0):
+    """A PRNG key from a tensor's bits (a wrapping sum of its 32-bit words) and ``seed``: stateless random
+    numbers that differ from one tensor to the next (a new gradient, a new draw) and repeat for the same
+    one, so a recipe needs no RNG state outside ``params``."""
+    bits = lax.bitcast_convert_type(x.astype(jnp.float32), jnp.uint32)
+    h = jnp.sum(bits * jnp.uint32(2654435761), dtype=jnp.uint32)
+    return jax.random.fold_in(jax.random.key(seed), h)
+
+
+def quantize(x, fmt, *, axis: int = -1, global_scale=None, path=None, scale_layout: str = "plain",
+             stochastic_rounding=None):
     """Quantizes ``x`` in blocks along ``axis``: returns ``(data, scales)`` with ``data`` of x's shape in
     the format's data type and ``scales`` of x's shape with ``axis`` divided by the block size (plain
     layout; :func:`swizzle_scales` gives the kernels' layout).
@@ -205,6 +227,9 @@ def quantize(x, fmt, *, axis: int = -1, global_scale=None, path=None, scale_layo
     scale_layout: "plain" (above) or "swizzled": the scales in the 128x4 tiles the GEMM kernels read,
     ``swizzle_scales(moveaxis(plain_scales, axis, -1))`` (the rows are the axis after the quantized one
     for colwise, the one before for rowwise), written directly by the kernel.
+    stochastic_rounding: None (round to nearest even), or a PRNG key: the 4-bit formats' elements are
+    rounded up or down at random, unbiased (:func:`e2m1_stochastic_round`; the scales are as without it).
+    XLA's quantizer runs it (the fused kernel rounds to nearest), logged.
     """
     from jax_tmem._core import config as _config
     if path not in (None, "auto", "kernel", "xla"):
@@ -229,6 +254,14 @@ def quantize(x, fmt, *, axis: int = -1, global_scale=None, path=None, scale_layo
         raise ValueError("jax_tmem.quantize: scale_layout='swizzled' needs x of rank >= 2 (rows and the quantized axis)")
     problem = f"{np.dtype(x.dtype).name}{list(x.shape)} -> {f.name} along axis {axis}"
     why = _quantize_kernel_target(f, x)
+    if stochastic_rounding is not None:
+        if f.data != np.dtype(ml_dtypes.float4_e2m1fn):
+            raise ValueError(f"jax_tmem.quantize: stochastic_rounding is for the 4-bit formats (mxfp4, nvfp4), not "
+                             f"{f.name}")
+        if path == "kernel":
+            raise ValueError('jax_tmem.quantize: path="kernel" rounds to nearest; stochastic_rounding runs on '
+                             'path="auto" or "xla"')
+        why = "stochastic rounding (XLA's quantizer with random rounding; the fused kernel rounds to nearest)"
     if path == "kernel" or (path in (None, "auto") and not why):
         if why:
             raise ValueError(f'jax_tmem.quantize: path="kernel": {why}; use path="auto" (XLA)')
@@ -260,7 +293,10 @@ def quantize(x, fmt, *, axis: int = -1, global_scale=None, path=None, scale_layo
         scaled = xb / _e8m0_value(q, xb.dtype)
         scales = lax.bitcast_convert_type(q, f.scale)
     lim = dmax.astype(scaled.dtype)
-    data = jnp.clip(scaled, -lim, lim).astype(f.data).reshape(shape)
+    scaled = jnp.clip(scaled, -lim, lim)
+    if stochastic_rounding is not None:  # onto the e2m1 grid at random: the cast below is then exact
+        scaled = e2m1_stochastic_round(scaled, stochastic_rounding)
+    data = scaled.astype(f.data).reshape(shape)
     scales = scales.reshape(shape[:-1] + (k // f.block,))
     if swizzled:  # scales of the moved x: the quantized axis last, its neighbour the rows
         return jnp.moveaxis(data, -1, axis), swizzle_scales(scales)

@@ -18,9 +18,12 @@ accumulation and checkpoints work unchanged.
   fused kernel on the GPU). Every tensor is quantized from high precision (never re-quantized), so the
   residuals are the high-precision operands (as JAX's and TE's MXFP8 recipes keep them).
 - ``"nvfp4"``: NVFP4 (e2m1, UE4M3 per 16) with per-tensor float32 global scales ``amax / (6 * 448)``,
-  forward and backward, along each GEMM's contraction as for "mxfp8"; round to nearest (no stochastic
-  rounding or Hadamard transforms yet). On Hopper there is no 4-bit tensor-core instruction: the GEMMs
-  run XLA's exact dequantize + dot (the log says so).
+  forward and backward, along each GEMM's contraction as for "mxfp8"; round to nearest.
+  ``"nvfp4_sr"`` (``Recipe("nvfp4", stochastic_rounding=True)``) rounds the cotangent stochastically in
+  both backward GEMMs (unbiased; the random numbers come from the cotangent's own bits and
+  ``Recipe.seed``, so it stays stateless and repeatable); the forward rounds to nearest. No Hadamard
+  transforms yet. On Hopper there is no 4-bit tensor-core instruction: the GEMMs run XLA's exact
+  dequantize + dot (the log says so).
 
 Contracting sizes that are not a multiple of the block size are zero-padded (zeros change no sum and
 no block's amax). ``precision`` does not apply to the quantized recipes.
@@ -46,21 +49,25 @@ E4M3, E5M2 = np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2)
 @dataclass(frozen=True)
 class Recipe:
     """A training recipe (hashable, static). ``kind``: "bf16", "fp8", "mxfp8" or "nvfp4"; ``fwd_dtype`` /
-    ``bwd_dtype``: the fp8 types of the forward operands and of the cotangent ("fp8" only)."""
+    ``bwd_dtype``: the fp8 types of the forward operands and of the cotangent ("fp8" only);
+    ``stochastic_rounding`` ("nvfp4" only): the cotangent rounded stochastically, with ``seed``."""
     kind: str
     fwd_dtype: Optional[np.dtype] = None
     bwd_dtype: Optional[np.dtype] = None
+    stochastic_rounding: bool = False
+    seed: int = 0
 
     @property
     def name(self) -> str:
-        return self.kind
+        return self.kind + ("_sr" if self.stochastic_rounding else "")
 
     @property
     def quantized(self) -> bool:
         return self.kind != "bf16"
 
 
-RECIPES = {r.kind: r for r in (Recipe("bf16"), Recipe("fp8", E4M3, E5M2), Recipe("mxfp8"), Recipe("nvfp4"))}
+RECIPES = {r.name: r for r in (Recipe("bf16"), Recipe("fp8", E4M3, E5M2), Recipe("mxfp8"), Recipe("nvfp4"),
+                               Recipe("nvfp4", stochastic_rounding=True))}
 
 
 def get_recipe(recipe) -> Recipe:
@@ -70,6 +77,8 @@ def get_recipe(recipe) -> Recipe:
     if isinstance(recipe, Recipe):
         if recipe.kind not in RECIPES:
             raise ValueError(f"jax_tmem: Recipe kind {recipe.kind!r} is not one of {sorted(RECIPES)}")
+        if recipe.stochastic_rounding and recipe.kind != "nvfp4":
+            raise ValueError(f"jax_tmem: stochastic_rounding is for the nvfp4 recipe, not {recipe.kind!r}")
         if recipe.kind == "fp8" and (np.dtype(recipe.fwd_dtype) not in (E4M3, E5M2)
                                      or np.dtype(recipe.bwd_dtype) not in (E4M3, E5M2)):
             raise ValueError("jax_tmem: an fp8 Recipe takes float8_e4m3fn / float8_e5m2 fwd_dtype and bwd_dtype")
@@ -134,4 +143,4 @@ def recipe_dot_general(lhs, rhs, dn, out_dtype, recipe: Recipe, requested: str):
     if out_dtype not in _arch.OUT_TYPES:
         out_dtype = np.dtype("bfloat16")
     return scaled_dot.scaled_dot_general(lhs, rhs, dn, out_dtype, [recipe.kind] * 3, path=requested,
-                                         per_tensor=True)
+                                         per_tensor=True, sr_seed=recipe.seed if recipe.stochastic_rounding else None)

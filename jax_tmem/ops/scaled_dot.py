@@ -77,27 +77,29 @@ def global_scale(x, f):
     return jnp.where(amax > 0, amax / np.float32(6.0 * 448.0), jnp.float32(1.0))
 
 
-def _qmm(x, w, fx, fw, out_dtype, path, per_tensor=False):
+def _qmm(x, w, fx, fw, out_dtype, path, per_tensor=False, sr_seed=None):
     """scaled_matmul of x (B, M, K) and w (B, N, K), both quantized along K (NVFP4 with global scale 1,
-    or with per-tensor global scales computed from x and w when ``per_tensor``)."""
+    or with per-tensor global scales computed from x and w when ``per_tensor``). ``sr_seed``: x (a
+    cotangent) rounded stochastically, its random numbers from its own bits and this seed."""
     block = max(fx.block, fw.block)
     x, w = _pad_k(x, block), _pad_k(w, block)
     gx, gw = (global_scale(x, fx), global_scale(w, fw)) if per_tensor else (None, None)
-    xq, xs = block_scale.quantize(x, fx, global_scale=gx)
+    sr = None if sr_seed is None else block_scale.content_key(x, sr_seed)
+    xq, xs = block_scale.quantize(x, fx, global_scale=gx, stochastic_rounding=sr)
     wq, ws = block_scale.quantize(w, fw, global_scale=gw)
     return scaled_gemm.scaled_matmul(xq, wq, xs, ws, out_dtype, lhs_global_scale=gx, rhs_global_scale=gw, path=path)
 
 
-@partial(jax.custom_vjp, nondiff_argnums=(2, 3, 4, 5, 6, 7))
-def _sdg(a, b, fa, fb, fg, out_dtype, path, per_tensor):
+@partial(jax.custom_vjp, nondiff_argnums=(2, 3, 4, 5, 6, 7, 8))
+def _sdg(a, b, fa, fb, fg, out_dtype, path, per_tensor, sr_seed):
     return _qmm(a, b, fa, fb, out_dtype, path, per_tensor)
 
 
-def _sdg_fwd(a, b, fa, fb, fg, out_dtype, path, per_tensor):
+def _sdg_fwd(a, b, fa, fb, fg, out_dtype, path, per_tensor, sr_seed):
     return _qmm(a, b, fa, fb, out_dtype, path, per_tensor), (a, b)
 
 
-def _sdg_bwd(fa, fb, fg, out_dtype, path, per_tensor, res, g):
+def _sdg_bwd(fa, fb, fg, out_dtype, path, per_tensor, sr_seed, res, g):
     a, b = res  # (B, M, K), (B, N, K), high precision
     g = g.astype(jnp.float32)
     if (fa.global_scale or fb.global_scale) and not per_tensor:  # NVFP4, as JAX: an unquantized backward
@@ -110,17 +112,23 @@ def _sdg_bwd(fa, fb, fg, out_dtype, path, per_tensor, res, g):
     gp = path
     if path == "kernel" and not all(scaled_gemm.kernel_target(fg, f)[0] for f in (fa, fb)):
         gp = "auto"
-    da = _qmm(g, bt, fg, fb, jnp.float32, gp, per_tensor)   # (B, M, N) x (B, K, N) -> (B, M, K), contracting N
-    db = _qmm(gt, at, fg, fa, jnp.float32, gp, per_tensor)  # (B, N, M) x (B, K, M) -> (B, N, K), contracting M
+    da = _qmm(g, bt, fg, fb, jnp.float32, gp, per_tensor, sr_seed)   # (B, M, N) x (B, K, N) -> (B, M, K), over N
+    db = _qmm(gt, at, fg, fa, jnp.float32, gp, per_tensor, sr_seed)  # (B, N, M) x (B, K, M) -> (B, N, K), over M
     return da.astype(a.dtype), db.astype(b.dtype)
 
 
 _sdg.defvjp(_sdg_fwd, _sdg_bwd)
 
 
-def scaled_dot_general(lhs, rhs, dimension_numbers, preferred_element_type, configs, path="auto", per_tensor=False):
+def scaled_dot_general(lhs, rhs, dimension_numbers, preferred_element_type, configs, path="auto", per_tensor=False,
+                       sr_seed=None):
     """``per_tensor`` (the training recipes): NVFP4 operands get per-tensor global scales computed from
-    themselves and a quantized backward; a contracting size off the block size is zero-padded."""
+    themselves and a quantized backward; a contracting size off the block size is zero-padded.
+    ``sr_seed`` (an int; 4-bit gradient formats): the cotangent is rounded stochastically in both
+    backward GEMMs (random numbers from its bits and the seed: stateless)."""
+    if sr_seed is not None and not per_tensor:
+        raise ValueError("jax_tmem.scaled_dot_general: stochastic rounding of the gradient belongs to the training "
+                         "recipes (per_tensor=True)")
     (lc, rc), (lb, rb) = dimension_numbers
     lc, rc, lb, rb = (tuple(int(d) for d in x) for x in (lc, rc, lb, rb))
     if configs is None or len(configs) not in (2, 3):
@@ -140,6 +148,8 @@ def scaled_dot_general(lhs, rhs, dimension_numbers, preferred_element_type, conf
         if k % f.block and not per_tensor:
             raise ValueError(f"jax_tmem.scaled_dot_general: the contracting size {k} is not a multiple of {name}'s "
                              f"{f.name} block size {f.block}; pad K")
-    y = _sdg(a, b, fa, fb, fg, out_dtype, path, bool(per_tensor))
+    if sr_seed is not None and fg.data != block_scale.FORMATS["nvfp4"].data:
+        raise ValueError(f"jax_tmem.scaled_dot_general: stochastic rounding is for 4-bit gradients, not {fg.name}")
+    y = _sdg(a, b, fa, fb, fg, out_dtype, path, bool(per_tensor), sr_seed)
     batch = [lhs.shape[d] for d in lb]
     return y.reshape(tuple(batch) + tuple(a_free) + tuple(b_free))
