@@ -43,7 +43,9 @@ std::string mx_quantize_launch(const QuantizeLaunch& q, cudaStream_t stream) {
   // The 128x4 tiles' padding is zero (jax_tmem.swizzle_scales): clear the whole buffer, the kernel fills the rest.
   if (q.swizzled && cudaMemsetAsync(q.scales, 0, static_cast<size_t>(q.scale_count), stream) != cudaSuccess)
     return "clearing the swizzled scales failed";
-  const unsigned ctas = static_cast<unsigned>(std::min<int64_t>((items + 255) / 256, int64_t(1) << 20));
+  // rowwise: a thread per block; colwise: a CTA per (batch, block of rows, 32 * vec columns)
+  const int64_t work = q.colwise ? q.batch * cols * ((q.rows / vec + 31) / 32) : (items + 255) / 256;
+  const unsigned ctas = static_cast<unsigned>(std::min<int64_t>(work, int64_t(1) << 20));
   auto go = [&](auto tag) {
     using T = decltype(tag);
     const T* xp = static_cast<const T*>(q.x);
