@@ -105,21 +105,43 @@ __device__ __forceinline__ Block block_scale(float amax, bool nan, bool has_g = 
 // against ml_dtypes' conversion on 2.1M values incl. every tie and its neighbours, 2026-11-23.)
 __device__ __forceinline__ uint32_t to_e2m1(float v) {
   if (v != v) return 0x8u;
-  const float a = fabsf(v);
+  const float a = fminf(fabsf(v), 6.0f);  // the clip to [-6, 6] (the sign comes from v)
   const uint32_t b = __float_as_uint(a);
   const uint32_t code = a < 1.0f ? static_cast<uint32_t>(__float2int_rn(2.0f * a))
                                  : ((b + 0x1fffffu + ((b >> 22) & 1u)) >> 22) - 252u;
   return code | ((__float_as_uint(v) >> 28) & 0x8u);
 }
 
-// One element's code (8 bits, or 4 for e2m1) from its value x.
+// x / s (MX: x * (1 / s), rounded to T; NVFP4: div.full by g * s): the value that is converted.
 template <class T, QFmt F>
-__device__ __forceinline__ uint32_t encode(float v, const Block& blk) {
-  using Tr = QTraits<F>;
-  float s = Tr::kNv ? ptx::div_full_f32(v, blk.f) : round_to<T>(v * blk.f);
-  s = s > Tr::kMax ? Tr::kMax : (s < -Tr::kMax ? -Tr::kMax : s);  // NaN compares false and stays NaN
-  if constexpr (Tr::kFp4) return to_e2m1(s);
-  else return __nv_cvt_float_to_fp8(s, __NV_SATFINITE, F == QFmt::kE5M2 ? __NV_E5M2 : __NV_E4M3);
+__device__ __forceinline__ float scaled(float v, const Block& blk) {
+  return QTraits<F>::kNv ? ptx::div_full_f32(v, blk.f) : round_to<T>(v * blk.f);
+}
+
+// One e2m1 code (4 bits) from x: to_e2m1 clips at +-6.
+template <class T, QFmt F>
+__device__ __forceinline__ uint32_t encode_e2m1(float v, const Block& blk) {
+  return to_e2m1(scaled<T, F>(v, blk));
+}
+
+// Four fp8 codes in one word (element 0 in the low byte), two conversions of two values each. The
+// satfinite conversion is the clip to [-max, max] (an infinity becomes max, NaN stays NaN), so none is
+// done before it.
+template <class T, QFmt F>
+__device__ __forceinline__ uint32_t encode4_fp8(const float* v, const Block* blk) {
+  constexpr __nv_fp8_interpretation_t kind = F == QFmt::kE5M2 ? __NV_E5M2 : __NV_E4M3;
+  const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(scaled<T, F>(v[0], blk[0]), scaled<T, F>(v[1], blk[1])),
+                                               __NV_SATFINITE, kind);
+  const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(scaled<T, F>(v[2], blk[2]), scaled<T, F>(v[3], blk[3])),
+                                               __NV_SATFINITE, kind);
+  return lo | hi << 16;
+}
+
+// max(a, b) that returns NaN when either is NaN (max.NaN.f32): a block's amax and its NaN flag in one.
+__device__ __forceinline__ float max_nan(float a, float b) {
+  float d;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
+  return d;
 }
 
 // Where the scale of (row r, block c) of one batch goes: plain row-major (rows, cols) when sw_cols == 0,
@@ -161,23 +183,22 @@ __global__ void __launch_bounds__(256) mx_quantize_kernel(const T* __restrict__ 
 #pragma unroll
       for (int j = 0; j < kVec; ++j) v[i * kVec + j] = to_float(e[j]);
     }
-    float amax = 0.0f;
-    bool nan = false;
+    float amax = 0.0f;  // NaN if the block holds one (max_nan): then block_scale ignores the value
 #pragma unroll
-    for (int j = 0; j < V; ++j) {
-      const float y = pre<F>(v[j], a, g);
-      amax = fmaxf(amax, fabsf(y));
-      nan |= y != y;
-    }
-    const Block blk = block_scale<T, F>(amax, nan, a.gscale != nullptr, g);
-    constexpr int kPer = Tr::kFp4 ? 8 : 4, kBits = 32 / kPer;  // codes per word, bits per code
+    for (int j = 0; j < V; ++j) amax = max_nan(amax, fabsf(pre<F>(v[j], a, g)));
+    const Block blk = block_scale<T, F>(amax, amax != amax, a.gscale != nullptr, g);
     uint32_t w[kWords];
 #pragma unroll
     for (int i = 0; i < kWords; ++i) {
-      uint32_t word = 0;
+      if constexpr (Tr::kFp4) {
+        uint32_t word = 0;
 #pragma unroll
-      for (int j = 0; j < kPer; ++j) word |= encode<T, F>(v[kPer * i + j], blk) << (kBits * j);
-      w[i] = word;
+        for (int j = 0; j < 8; ++j) word |= encode_e2m1<T, F>(v[8 * i + j], blk) << (4 * j);
+        w[i] = word;
+      } else {
+        const Block b4[4] = {blk, blk, blk, blk};
+        w[i] = encode4_fp8<T, F>(v + 4 * i, b4);
+      }
     }
     uint8_t* out = data + b * (kWords * 4);
     if constexpr (kWords == 2) {
@@ -209,8 +230,7 @@ __global__ void __launch_bounds__(256) mx_quantize_colwise_kernel(const T* __res
                                                                   uint8_t* __restrict__ scales, QuantArgs a) {
   using Tr = QTraits<F>;
   constexpr int V = Tr::V, kVec = 16 / sizeof(T), kRows = V / 8;
-  __shared__ float s_amax[8][kVec][32];
-  __shared__ uint32_t s_nan[8][32];
+  __shared__ float s_amax[8][kVec][32];  // NaN where the column's rows hold one (max_nan)
   const float g = (Tr::kNv && a.gscale) ? *a.gscale : 1.0f;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t groups = a.rows / kVec, spans = (groups + 31) / 32, kb_count = a.k / V;
@@ -222,7 +242,6 @@ __global__ void __launch_bounds__(256) mx_quantize_colwise_kernel(const T* __res
     const int64_t base = (bi * a.k + kb * V + warp * kRows) * a.rows + gi * kVec;  // this thread's first row
     uint4 raw[kRows];
     float amax[kVec];
-    uint32_t nanm = 0;
 #pragma unroll
     for (int j = 0; j < kVec; ++j) amax[j] = 0.0f;
     if (active) {
@@ -232,27 +251,19 @@ __global__ void __launch_bounds__(256) mx_quantize_colwise_kernel(const T* __res
       for (int i = 0; i < kRows; ++i) {
         const T* e = reinterpret_cast<const T*>(&raw[i]);
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) {
-          const float f = pre<F>(to_float(e[j]), a, g);
-          amax[j] = fmaxf(amax[j], fabsf(f));
-          nanm |= (f != f ? 1u : 0u) << j;
-        }
+        for (int j = 0; j < kVec; ++j) amax[j] = max_nan(amax[j], fabsf(pre<F>(to_float(e[j]), a, g)));
       }
     }
 #pragma unroll
     for (int j = 0; j < kVec; ++j) s_amax[warp][j][lane] = amax[j];
-    s_nan[warp][lane] = nanm;
     __syncthreads();
-    uint32_t nm = 0;
-#pragma unroll
-    for (int w = 0; w < 8; ++w) nm |= s_nan[w][lane];
     Block blk[kVec];
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
       float m = 0.0f;
 #pragma unroll
-      for (int w = 0; w < 8; ++w) m = fmaxf(m, s_amax[w][j][lane]);
-      blk[j] = block_scale<T, F>(m, (nm >> j) & 1u, a.gscale != nullptr, g);
+      for (int w = 0; w < 8; ++w) m = max_nan(m, s_amax[w][j][lane]);
+      blk[j] = block_scale<T, F>(m, m != m, a.gscale != nullptr, g);
     }
     __syncthreads();  // the shared arrays are rewritten by the next tile
     if (!active) continue;
@@ -267,20 +278,20 @@ __global__ void __launch_bounds__(256) mx_quantize_colwise_kernel(const T* __res
 #pragma unroll
     for (int i = 0; i < kRows; ++i) {
       const T* e = reinterpret_cast<const T*>(&raw[i]);
-      uint32_t c[kVec];
+      float f[kVec];
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) c[j] = encode<T, F>(to_float(e[j]), blk[j]);
+      for (int j = 0; j < kVec; ++j) f[j] = to_float(e[j]);
       if constexpr (Tr::kFp4) {  // kVec / 2 bytes: element 2i in the low nibble
         uint32_t word = 0;
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) word |= c[j] << (4 * j);
+        for (int j = 0; j < kVec; ++j) word |= encode_e2m1<T, F>(f[j], blk[j]) << (4 * j);
         uint8_t* dst = data + (base + i * a.rows) / 2;
         if constexpr (kVec == 8) *reinterpret_cast<uint32_t*>(dst) = word;
         else *reinterpret_cast<uint16_t*>(dst) = static_cast<uint16_t>(word);
       } else {
         uint32_t w[kVec / 4];
 #pragma unroll
-        for (int q = 0; q < kVec / 4; ++q) w[q] = c[4 * q] | c[4 * q + 1] << 8 | c[4 * q + 2] << 16 | c[4 * q + 3] << 24;
+        for (int q = 0; q < kVec / 4; ++q) w[q] = encode4_fp8<T, F>(f + 4 * q, blk + 4 * q);
         uint8_t* dst = data + base + i * a.rows;
         if constexpr (kVec == 8) *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
         else *reinterpret_cast<uint32_t*>(dst) = w[0];
