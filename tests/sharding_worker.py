@@ -102,18 +102,29 @@ def scatter_and_explicit(rng):
     layouts = [("data", P("data", None), P(), None), ("column", P("data", None), P(None, "model"), None),
                ("row", P("data", "model"), P("model", None), P("data", None)),
                ("row_scatter", P("data", "model"), P("model", None), P(("data", "model"), None))]
-    with jax.set_mesh(emesh):
-        for name, sx, sw, osh in layouts:
-            Xe, We = jax.device_put(x, sx), jax.device_put(w, sw)
-            for path in ("kernel", "xla"):
-                f = jax.jit(lambda a, b: jax_tmem.dot_general(a, b, dn, preferred_element_type=jnp.float32, path=path,
-                                                              out_sharding=osh))
-                g = jax.jit(lambda a, b: jax.lax.dot_general(a, b, dn, preferred_element_type=jnp.float32,
-                                                             out_sharding=osh))
-                y = f(Xe, We)
-                emit(case=f"explicit/{name}/{path}", err=float(np.abs(np.asarray(y) - ref).max()),
-                     spec=str(jax.typeof(y).sharding.spec), spec_xla=str(jax.typeof(g(Xe, We)).sharding.spec),
-                     ours=collectives(f, Xe, We), xla=collectives(g, Xe, We))
+    from jax_tmem.ops import partition as _partition
+    broken = _partition._EXPLICIT_PSUM_BROKEN
+
+    def run(suffix):
+        with jax.set_mesh(emesh):
+            for name, sx, sw, osh in layouts:
+                Xe, We = jax.device_put(x, sx), jax.device_put(w, sw)
+                for path in ("kernel", "xla"):
+                    f = jax.jit(lambda a, b: jax_tmem.dot_general(a, b, dn, preferred_element_type=jnp.float32,
+                                                                  path=path, out_sharding=osh))
+                    g = jax.jit(lambda a, b: jax.lax.dot_general(a, b, dn, preferred_element_type=jnp.float32,
+                                                                 out_sharding=osh))
+                    y = f(Xe, We)
+                    emit(case=f"explicit{suffix}/{name}/{path}", err=float(np.abs(np.asarray(y) - ref).max()),
+                         spec=str(jax.typeof(y).sharding.spec), spec_xla=str(jax.typeof(g(Xe, We)).sharding.spec),
+                         ours=collectives(f, Xe, We), xla=collectives(g, Xe, We))
+    run("")
+    if not broken:  # jax 0.11's way of summing (all-gather + local sum), forced here on jax 0.10
+        _partition._EXPLICIT_PSUM_BROKEN = True
+        try:
+            run("_gathersum")
+        finally:
+            _partition._EXPLICIT_PSUM_BROKEN = False
 
 
 def block_scaled(rng):

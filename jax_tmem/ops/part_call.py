@@ -18,7 +18,7 @@ from jax.interpreters import batching, mlir
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from jax_tmem.ops.partition import (Rule, _log_reduction, _with_tag, adopt_output_axes, assign_axes, auto_mesh,
-                                    explicit_mesh, gather_contraction_instead, reduce_partials, reduction_plan,
+                                    explicit_mesh, reduce_partials, sum_by_gather, reduction_plan,
                                     safe_partition, tag_operand, wanted)
 
 # A spec is a frozen (hashable) dataclass with:
@@ -58,7 +58,6 @@ def _partitioned(spec, shapes, explicit=False):
 
     def partition(mesh, arg_shapes, result_shape):
         axes = assign_axes(rule, arg_shapes, spec.name, problem)
-        gather_contraction_instead(rule, axes, explicit, spec.name, problem)
         mesh = auto_mesh(mesh)
         res = result_shape[0] if isinstance(result_shape, (tuple, list)) else result_shape
         if len(rule.out) == 1:
@@ -70,10 +69,11 @@ def _partitioned(spec, shapes, explicit=False):
             outs = tuple(NamedSharding(mesh, spec_of(d)) for d in rule.out)
             return mesh, lambda *a: tuple(spec.local(*a[:-1])), outs, arg_shardings
         _log_reduction(spec.name, problem, k_axes, scatter)
+        by_gather = sum_by_gather(explicit, k_axes, spec.name, problem)
 
         def lower(*args):
             (y,) = spec.local(*args[:-1], partial=True)
-            return (reduce_partials(y, k_axes, scatter).astype(spec.out_dtype),)
+            return (reduce_partials(y, k_axes, scatter, by_gather).astype(spec.out_dtype),)
         return mesh, lower, (NamedSharding(mesh, out_spec),), arg_shardings
 
     fn.def_partition(partition=safe_partition(partition, spec.name, problem, lambda *a: tuple(spec.local(*a[:-1])),

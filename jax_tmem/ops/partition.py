@@ -101,10 +101,11 @@ def auto_mesh(mesh):
     return jax.sharding.Mesh(mesh.devices, mesh.axis_names, axis_types=(jax.sharding.AxisType.Auto,) * len(types))
 
 
-# jax 0.11.2 (seen on the H200 machine, 2026-11-24): a psum inside a custom_partitioning lowering under an
-# explicit-axis mesh gets sharding annotations in its reduction region, which XLA rejects ("Unsupported
-# reduction computation"); returning an Auto-typed mesh does not help. There, a split contraction is
-# gathered instead (visible in the log); jax 0.10 sums the partial products as everywhere else.
+# jax 0.11.2 (seen on the H200 machine, 2026-11-24): a psum (or psum_scatter) inside a custom_partitioning
+# lowering under an explicit-axis mesh gets sharding annotations in its reduction region, which XLA rejects
+# ("Unsupported reduction computation"); returning an Auto-typed mesh does not help. There the partial
+# products are all-gathered and summed on each device in device order (no reduction region; for two
+# devices as many bytes as an all-reduce), logged; jax 0.10 sums with psum as everywhere else.
 _EXPLICIT_PSUM_BROKEN = tuple(int(x) for x in jax.__version__.split(".")[:2]) >= (0, 11)
 
 
@@ -115,17 +116,15 @@ def explicit_mesh(ctx) -> bool:
     return any(t == jax.sharding.AxisType.Explicit for t in getattr(am, "axis_types", ()) or ())
 
 
-def gather_contraction_instead(rule: Rule, axes: dict, explicit: bool, what: str, problem: str) -> bool:
-    """Under an explicit-axis mesh where the psum cannot be emitted (``_EXPLICIT_PSUM_BROKEN``): keep the
-    contracting factors whole (the partitioner gathers them), logged; True when it did so."""
-    k_axes = [a for x in rule.reduction for a in _names(axes.get(x))]
+def sum_by_gather(explicit: bool, k_axes, what: str, problem: str) -> bool:
+    """Whether the partial products are summed by an all-gather + local sum instead of psum (an explicit-
+    axis mesh where the psum cannot be emitted, ``_EXPLICIT_PSUM_BROKEN``); logged when so."""
     if not (explicit and k_axes and _EXPLICIT_PSUM_BROKEN):
         return False
-    for x in rule.reduction:
-        axes[x] = None
-    _config.record(_config.Decision("partition", f"{what} {problem}", "kernel", f"gathers the contraction over {k_axes}",
+    _config.record(_config.Decision("partition", f"{what} {problem}", "kernel",
+                                    f"all-gather of the partial products over {list(k_axes)} + a local sum",
                                     f"jax {jax.__version__} rejects a psum inside custom_partitioning under an "
-                                    "explicit-axis mesh; the contracting dims are gathered instead"))
+                                    "explicit-axis mesh"))
     return True
 
 
@@ -251,9 +250,18 @@ def reduction_plan(rule: Rule, axes: dict, mesh, result_shape, no_scatter=()):
     return k_axes, scatter, spec
 
 
-def reduce_partials(y, k_axes, scatter):
+def reduce_partials(y, k_axes, scatter, by_gather=False):
     """Sums the per-device partial products: reduce-scatter onto the dims of ``scatter``, all-reduce over
-    the remaining contracting mesh axes."""
+    the remaining contracting mesh axes; ``by_gather`` (see :func:`sum_by_gather`): an all-gather and a
+    sum in device order, then this device's slice of the scattered dims."""
+    if by_gather:
+        names = tuple(k_axes)
+        y = jnp.sum(jax.lax.all_gather(y, names if len(names) > 1 else names[0], axis=0), axis=0)
+        for d, ax in scatter.items():
+            part = y.shape[d] // int(np.prod([jax.lax.axis_size(a) for a in ax]))
+            idx = jax.lax.axis_index(ax if len(ax) > 1 else ax[0])
+            y = jax.lax.dynamic_slice_in_dim(y, idx * part, part, axis=d)
+        return y
     done = set()
     for d, names in scatter.items():
         y = jax.lax.psum_scatter(y, names if len(names) > 1 else names[0], scatter_dimension=d, tiled=True)
@@ -371,7 +379,6 @@ def wrapped(dn, out_dtype, epilogue, allow_tf32, config, shapes, local_gemm, app
 
     def partition(mesh, arg_shapes, result_shape):
         axes = assign_axes(rule, arg_shapes, "gemm", problem)
-        gather_contraction_instead(rule, axes, explicit, "gemm", problem)
         mesh = auto_mesh(mesh)
         adopt_output_axes(rule, axes, result_shape)
         spec_of = lambda labs: P(*[axes.get(x) for x in labs])
@@ -384,6 +391,7 @@ def wrapped(dn, out_dtype, epilogue, allow_tf32, config, shapes, local_gemm, app
         if not k_axes:
             return mesh, lambda *a: local(*a[:-1]), out_sharding, arg_shardings
         _log_reduction("gemm", problem, k_axes, scatter)
+        by_gather = sum_by_gather(explicit, k_axes, "gemm", problem)
 
         def lower(*args):
             rest = list(args[2:-1])
@@ -392,7 +400,7 @@ def wrapped(dn, out_dtype, epilogue, allow_tf32, config, shapes, local_gemm, app
             scale = rest.pop(0) if epilogue.has_scale else None
             part_epi = type(epilogue)(alpha=epilogue.alpha, has_scale=scale is not None)
             y = local(args[0], args[1], *([scale] if scale is not None else []), epi=part_epi, odt=np.dtype("float32"))
-            y = reduce_partials(y, k_axes, scatter)
+            y = reduce_partials(y, k_axes, scatter, by_gather)
             if bias is not None:
                 y = y + bias.astype(jnp.float32).reshape((1,) * (y.ndim - 1) + bias.shape)
             y = apply_activation(y, epilogue.activation)
