@@ -17,7 +17,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import batching, mlir
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from jax_tmem.ops.partition import (Rule, _log_reduction, _with_tag, adopt_output_axes, assign_axes, auto_mesh,
+from jax_tmem.ops.partition import (Rule, _log_reduction, _names, _with_tag, adopt_output_axes, assign_axes, auto_mesh,
                                     explicit_mesh, reduce_partials, sum_by_gather, reduction_plan,
                                     safe_partition, tag_operand, wanted)
 
@@ -64,12 +64,12 @@ def _partitioned(spec, shapes, explicit=False):
             adopt_output_axes(rule, axes, res)
         spec_of = lambda d: P(*[axes.get(x) for x in Rule.major(d)])
         arg_shardings = tuple(NamedSharding(mesh, spec_of(d)) for d in rule.dims)
-        k_axes, scatter, out_spec = reduction_plan(rule, axes, mesh, res)
+        by_gather = sum_by_gather(explicit, [a for x in rule.reduction for a in _names(axes.get(x))], spec.name, problem)
+        k_axes, scatter, out_spec = reduction_plan(rule, axes, mesh, None if by_gather else res)
         if not k_axes:
             outs = tuple(NamedSharding(mesh, spec_of(d)) for d in rule.out)
             return mesh, lambda *a: tuple(spec.local(*a[:-1])), outs, arg_shardings
         _log_reduction(spec.name, problem, k_axes, scatter)
-        by_gather = sum_by_gather(explicit, k_axes, spec.name, problem)
 
         def lower(*args):
             (y,) = spec.local(*args[:-1], partial=True)

@@ -252,16 +252,11 @@ def reduction_plan(rule: Rule, axes: dict, mesh, result_shape, no_scatter=()):
 
 def reduce_partials(y, k_axes, scatter, by_gather=False):
     """Sums the per-device partial products: reduce-scatter onto the dims of ``scatter``, all-reduce over
-    the remaining contracting mesh axes; ``by_gather`` (see :func:`sum_by_gather`): an all-gather and a
-    sum in device order, then this device's slice of the scattered dims."""
+    the remaining contracting mesh axes; ``by_gather`` (see :func:`sum_by_gather`; no scatter then): an
+    all-gather and a sum in device order."""
     if by_gather:
         names = tuple(k_axes)
-        y = jnp.sum(jax.lax.all_gather(y, names if len(names) > 1 else names[0], axis=0), axis=0)
-        for d, ax in scatter.items():
-            part = y.shape[d] // int(np.prod([jax.lax.axis_size(a) for a in ax]))
-            idx = jax.lax.axis_index(ax if len(ax) > 1 else ax[0])
-            y = jax.lax.dynamic_slice_in_dim(y, idx * part, part, axis=d)
-        return y
+        return jnp.sum(jax.lax.all_gather(y, names if len(names) > 1 else names[0], axis=0), axis=0)
     done = set()
     for d, names in scatter.items():
         y = jax.lax.psum_scatter(y, names if len(names) > 1 else names[0], scatter_dimension=d, tiled=True)
@@ -382,7 +377,10 @@ def wrapped(dn, out_dtype, epilogue, allow_tf32, config, shapes, local_gemm, app
         mesh = auto_mesh(mesh)
         adopt_output_axes(rule, axes, result_shape)
         spec_of = lambda labs: P(*[axes.get(x) for x in labs])
-        k_axes, scatter, out_spec = reduction_plan(rule, axes, mesh, result_shape, no_scatter=bias_n)
+        by_gather = sum_by_gather(explicit, [a for x in rule.reduction for a in _names(axes.get(x))], "gemm", problem)
+        # (summed by gather: no slicing inside the partitioned body, where jax 0.11 leaves a Sharding call; XLA slices)
+        k_axes, scatter, out_spec = reduction_plan(rule, axes, mesh, None if by_gather else result_shape,
+                                                   no_scatter=bias_n)
         arg_specs = [spec_of(Rule.major(d)) for d in rule.dims]
         if epilogue.has_c:  # c is added after the sum: it follows the output's final sharding
             arg_specs[2 + epilogue.has_bias] = out_spec
@@ -391,7 +389,6 @@ def wrapped(dn, out_dtype, epilogue, allow_tf32, config, shapes, local_gemm, app
         if not k_axes:
             return mesh, lambda *a: local(*a[:-1]), out_sharding, arg_shardings
         _log_reduction("gemm", problem, k_axes, scatter)
-        by_gather = sum_by_gather(explicit, k_axes, "gemm", problem)
 
         def lower(*args):
             rest = list(args[2:-1])
