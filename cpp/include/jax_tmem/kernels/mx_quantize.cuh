@@ -158,7 +158,11 @@ struct QuantArgs {
   const float* gscale;      // NVFP4: null or the float32 global scale x is divided by
 };
 
-// x / the global scale (NVFP4 with one), else x: what the block's amax is taken of.
+// x / the global scale (NVFP4 with one), else x: what the block's amax is taken of. The kernels apply it
+// to max |x| once per block instead of to every x: div.full.f32 is an odd function of the dividend and
+// monotone in its magnitude for a fixed divisor (a product with the divisor's reciprocal, one rounding;
+// checked exhaustively over all 2^31 non-negative dividends for several divisors on the H200,
+// scripts/div_full_monotone.cu), so max |x_i / g| = |max |x_i|| / g bit for bit, NaN included.
 template <QFmt F>
 __device__ __forceinline__ float pre(float v, const QuantArgs& a, float g) {
   if constexpr (QTraits<F>::kNv) return a.gscale ? ptx::div_full_f32(v, g) : v;
@@ -185,7 +189,8 @@ __global__ void __launch_bounds__(256) mx_quantize_kernel(const T* __restrict__ 
     }
     float amax = 0.0f;  // NaN if the block holds one (max_nan): then block_scale ignores the value
 #pragma unroll
-    for (int j = 0; j < V; ++j) amax = max_nan(amax, fabsf(pre<F>(v[j], a, g)));
+    for (int j = 0; j < V; ++j) amax = max_nan(amax, fabsf(v[j]));
+    amax = pre<F>(amax, a, g);  // = max |x / g|: div.full is odd and monotone in x (see pre)
     const Block blk = block_scale<T, F>(amax, amax != amax, a.gscale != nullptr, g);
     uint32_t w[kWords];
 #pragma unroll
@@ -251,7 +256,7 @@ __global__ void __launch_bounds__(256) mx_quantize_colwise_kernel(const T* __res
       for (int i = 0; i < kRows; ++i) {
         const T* e = reinterpret_cast<const T*>(&raw[i]);
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) amax[j] = max_nan(amax[j], fabsf(pre<F>(to_float(e[j]), a, g)));
+        for (int j = 0; j < kVec; ++j) amax[j] = max_nan(amax[j], fabsf(to_float(e[j])));
       }
     }
 #pragma unroll
@@ -263,6 +268,7 @@ __global__ void __launch_bounds__(256) mx_quantize_colwise_kernel(const T* __res
       float m = 0.0f;
 #pragma unroll
       for (int w = 0; w < 8; ++w) m = max_nan(m, s_amax[w][j][lane]);
+      m = pre<F>(m, a, g);  // = max |x / g| (see pre)
       blk[j] = block_scale<T, F>(m, m != m, a.gscale != nullptr, g);
     }
     __syncthreads();  // the shared arrays are rewritten by the next tile
