@@ -13,7 +13,6 @@ teacher); prints the loss curves, the collectives of each compiled step, and the
 """
 import argparse
 import os
-import re
 import sys
 import time
 
@@ -47,8 +46,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
 
 import jax_tmem  # noqa: E402
 import jax_tmem.flax.linen as jtl  # noqa: E402
-
-COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+from jax_tmem.report import collectives  # noqa: E402
 
 
 class MLP(nn.Module):
@@ -107,7 +105,7 @@ def main():
         steps[name] = jax.jit(step, donate_argnums=(0, 1))
         states[name] = (params, state)
         hlo = steps[name].lower(params, state, *batch(0)).compile().as_text()
-        coll = {c: len(re.findall(re.escape(c) + r"(-start)?\(", hlo)) for c in COLLECTIVES}
+        coll = collectives(hlo)
         print(f"{name:16s} collectives per step: " + (", ".join(f"{v} {k}" for k, v in coll.items() if v) or "none"))
     curves = {n: [] for n in steps}
     for i in range(ARGS.steps):

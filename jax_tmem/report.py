@@ -5,6 +5,7 @@ against ``jnp.dot`` in the same run. Exit status 1 if any correctness check fail
 from __future__ import annotations
 
 import importlib
+import re
 import statistics
 import sys
 import time
@@ -167,7 +168,6 @@ COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "coll
 
 def collectives(compiled_text: str) -> dict:
     """How many of each collective a compiled program's HLO holds."""
-    import re
     return {k: len(re.findall(re.escape(k) + r"(-start)?\(", compiled_text)) for k in COLLECTIVES}
 
 

@@ -5,7 +5,6 @@ handler runs each device's GEMM) and for the same program with lax.dot_general."
 
 import json
 import os
-import re
 import sys
 
 os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
@@ -16,13 +15,11 @@ import numpy as np  # noqa: E402
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
 
 import jax_tmem  # noqa: E402
-
-COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+from jax_tmem.report import collectives as count_collectives  # noqa: E402
 
 
 def collectives(f, *args):
-    txt = f.lower(*args).compile().as_text()
-    return {k: len(re.findall(re.escape(k) + r"(-start)?\(", txt)) for k in COLLECTIVES}
+    return count_collectives(f.lower(*args).compile().as_text())
 
 
 def main():

@@ -24,6 +24,7 @@ from jax.sharding import PartitionSpec as P
 
 import jax_tmem
 from jax_tmem._core import arch as _arch, ext as _ext
+from jax_tmem.report import collectives as count_collectives
 
 from conftest import BF16, rand, seed_of
 
@@ -202,8 +203,7 @@ def test_error_on_one_device_names_it():
 
 
 def _collectives(f, *args):
-    from jax_tmem.report import collectives
-    return collectives(f.lower(*args).compile().as_text())
+    return count_collectives(f.lower(*args).compile().as_text())
 
 
 @pytest.mark.parametrize("fmt", ["mxfp8", "nvfp4"])

@@ -163,7 +163,7 @@ class QuantizeCall:
         f, split = FORMATS[self.fmt], _partition.split_dim
         xs = shapes[0]
         lead = [f"d{i}" for i in range(len(xs) - (2 if (self.colwise or self.swizzled) else 1))]
-        sizes, replicate = {}, ["g", "u", "v"]
+        sizes, replicate = {}, ["g"]
         k = xs[-2] if self.colwise else xs[-1]
         if not self.swizzled:
             kd = split("kb", "q", k, f.block, sizes, replicate, "kx")
@@ -171,13 +171,12 @@ class QuantizeCall:
             sc = lead + (["kb", "n"] if self.colwise else ["kb"])
         else:
             rows = xs[-1] if self.colwise else xs[-2]
-            kd = split("kt", "q4", k, 4 * f.block, sizes, replicate, "kx")
-            rd = split("rt", "r", rows, 128, sizes, replicate, "rx")
+            rd, kd, tiles = _partition.scale_tile_dims(rows, k, f.block, sizes, replicate, "r")
             x = lead + ([kd, rd] if self.colwise else [rd, kd])
-            sc = lead + ["rt", "kt", "u", "v"]
+            sc = lead + tiles
         dims = (tuple(x),) + ((("g",),) if self.has_global_scale else ())
         return _partition.Rule(dims=dims, out=(tuple(x), tuple(sc)), sizes=tuple(sorted(sizes.items())),
-                               replicate=tuple(replicate), priority="d",
+                               replicate=tuple(dict.fromkeys(replicate)), priority="d",
                                why=tuple((f, _partition.SPLIT_WHY) for f in replicate))
 
     def batch(self, args, dims):

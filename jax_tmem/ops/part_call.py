@@ -15,11 +15,10 @@ from jax._src import dispatch as _dispatch
 from jax.experimental.custom_partitioning import custom_partitioning
 from jax.extend.core import Primitive
 from jax.interpreters import batching, mlir
-from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.sharding import NamedSharding
 
-from jax_tmem.ops.partition import (Rule, _log_reduction, _names, _with_tag, adopt_output_axes, assign_axes, auto_mesh,
-                                    explicit_mesh, reduce_partials, sum_by_gather, reduction_plan,
-                                    safe_partition, tag_operand, wanted)
+from jax_tmem.ops.partition import (_with_tag, explicit_mesh, plan, reduce_partials, safe_partition, tag_operand,
+                                    wanted)
 
 # A spec is a frozen (hashable) dataclass with:
 #   out_avals(*avals) -> list of ShapedArray       abstract evaluation
@@ -57,24 +56,17 @@ def _partitioned(spec, shapes, explicit=False):
     fn = custom_partitioning(lambda *args: tuple(spec.local(*args[:-1])))
 
     def partition(mesh, arg_shapes, result_shape):
-        axes = assign_axes(rule, arg_shapes, spec.name, problem)
-        mesh = auto_mesh(mesh)
         res = result_shape[0] if isinstance(result_shape, (tuple, list)) else result_shape
-        if len(rule.out) == 1:
-            adopt_output_axes(rule, axes, res)
-        spec_of = lambda d: P(*[axes.get(x) for x in Rule.major(d)])
-        arg_shardings = tuple(NamedSharding(mesh, spec_of(d)) for d in rule.dims)
-        by_gather = sum_by_gather(explicit, [a for x in rule.reduction for a in _names(axes.get(x))], spec.name, problem)
-        k_axes, scatter, out_spec = reduction_plan(rule, axes, mesh, None if by_gather else res)
-        if not k_axes:
-            outs = tuple(NamedSharding(mesh, spec_of(d)) for d in rule.out)
+        pl = plan(rule, mesh, arg_shapes, res, explicit, spec.name, problem)
+        arg_shardings = tuple(NamedSharding(mesh, pl.spec_of(d)) for d in rule.dims)
+        if not pl.k_axes:
+            outs = tuple(NamedSharding(mesh, pl.spec_of(d)) for d in rule.out)
             return mesh, lambda *a: tuple(spec.local(*a[:-1])), outs, arg_shardings
-        _log_reduction(spec.name, problem, k_axes, scatter)
 
         def lower(*args):
             (y,) = spec.local(*args[:-1], partial=True)
-            return (reduce_partials(y, k_axes, scatter, by_gather).astype(spec.out_dtype),)
-        return mesh, lower, (NamedSharding(mesh, out_spec),), arg_shardings
+            return (reduce_partials(y, pl.k_axes, pl.scatter, pl.by_gather).astype(spec.out_dtype),)
+        return mesh, lower, (NamedSharding(mesh, pl.out_spec),), arg_shardings
 
     fn.def_partition(partition=safe_partition(partition, spec.name, problem, lambda *a: tuple(spec.local(*a[:-1])),
                                               len(rule.dims), len(rule.out)), **rule.kwargs())
@@ -101,7 +93,6 @@ _dispatch.prim_requires_devices_during_lowering.add(part_p)
 
 def map_batch(spec, args, dims):
     """A batching rule that runs the call once per example (``lax.map``), each call still partitionable."""
-    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     mapped = [i for i, d in enumerate(dims) if d is not None]
     xs = [jnp.moveaxis(args[i], dims[i], 0) for i in mapped]
 
@@ -110,6 +101,5 @@ def map_batch(spec, args, dims):
         for i, v in zip(mapped, xs_i):
             full[i] = v
         return tuple(bind(spec, *full))
-    del size
     outs = jax.lax.map(one, xs)
     return list(outs), [0] * len(outs)

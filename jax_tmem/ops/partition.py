@@ -90,20 +90,9 @@ class Rule:
         return self.priority.index(factor[0]) if factor[0] in self.priority else len(self.priority)
 
 
-def auto_mesh(mesh):
-    """The mesh with every axis of type Auto. The partitioned program is per device, and the functions
-    traced for it (their psum's reduction region among them) must not carry explicit-axis sharding
-    annotations: with jax 0.11 they did, and XLA rejected the all-reduce ("Unsupported reduction
-    computation")."""
-    types = getattr(mesh, "axis_types", None)
-    if not types or all(t == jax.sharding.AxisType.Auto for t in types):
-        return mesh
-    return jax.sharding.Mesh(mesh.devices, mesh.axis_names, axis_types=(jax.sharding.AxisType.Auto,) * len(types))
-
-
 # jax 0.11.2 (seen on the H200 machine, 2026-11-24): a psum (or psum_scatter) inside a custom_partitioning
 # lowering under an explicit-axis mesh gets sharding annotations in its reduction region, which XLA rejects
-# ("Unsupported reduction computation"); returning an Auto-typed mesh does not help. There the partial
+# ("Unsupported reduction computation"; the callback's mesh has Auto axes already). There the partial
 # products are all-gathered and summed on each device in device order (no reduction region; for two
 # devices as many bytes as an all-reduce), logged; jax 0.10 sums with psum as everywhere else.
 _EXPLICIT_PSUM_BROKEN = tuple(int(x) for x in jax.__version__.split(".")[:2]) >= (0, 11)
@@ -156,6 +145,16 @@ def split_dim(major: str, minor: str, size: int, unit: int, sizes: dict, replica
     return whole
 
 
+def scale_tile_dims(rows: int, k: int, block: int, sizes: dict, replicate: list, r: str):
+    """A block-scaled operand whose scales are in the 128x4 tiles: its rows ``(rt 128)`` and K ``(kt 4 *
+    block)`` dims (with ``r`` the rows' name: each whole where its tiles are padded or single) and its
+    scales' dims ``[rt, kt, u, v]`` (a tile's inside stays whole; a whole rows dim is the factor ``r``)."""
+    rdim = split_dim(r + "t", "r" + r, rows, 128, sizes, replicate, r)
+    kdim = split_dim("kt", "q4", k, 4 * block, sizes, replicate, "kx")
+    replicate += ["u", "v"]
+    return rdim, kdim, [r + "t", "kt", "u", "v"]
+
+
 def assign_axes(rule: Rule, arg_shapes, what: str = "", problem: str = "") -> dict:
     """The mesh axes each factor takes, from the operands' shardings (what Shardy propagated). A sharded
     dim that cannot keep its axes is gathered by the partitioner; each such case is logged with why."""
@@ -194,9 +193,9 @@ def safe_partition(partition, what: str, problem: str, local, n_args: int, n_out
         except Exception as e:  # noqa: BLE001 (an exception here would abort the compilation, or the process)
             _config.record(_config.Decision("partition", f"{what} {problem}", "kernel", "gathers every operand",
                                             f"the partition rule failed: {type(e).__name__}: {e}"))
-            rep = NamedSharding(auto_mesh(mesh), P())
+            rep = NamedSharding(mesh, P())
             outs = rep if n_out == 0 else tuple([rep] * n_out)
-            return auto_mesh(mesh), local, outs, tuple([rep] * n_args)
+            return mesh, local, outs, tuple([rep] * n_args)
     return run
 
 
@@ -275,6 +274,34 @@ def _log_reduction(what, problem, k_axes, scatter):
                                     "lax.dot_general's partitioning sums them"))
 
 
+@dataclasses.dataclass
+class Plan:
+    """How one call partitions: the mesh axes of each factor, the contracting mesh axes (``k_axes``, empty:
+    no sum), the output dims summed by a reduce-scatter, the output's spec, and whether the sum is an
+    all-gather (``sum_by_gather``)."""
+    axes: dict
+    k_axes: list
+    scatter: dict
+    out_spec: P
+    by_gather: bool
+
+    def spec_of(self, d) -> P:
+        return P(*[self.axes.get(x) for x in Rule.major(d)])
+
+
+def plan(rule: Rule, mesh, arg_shapes, result_shape, explicit: bool, what: str, problem: str, no_scatter=()) -> Plan:
+    """The partition callback's decisions for ``rule`` (shared by the GEMM and the part_p calls), logged."""
+    axes = assign_axes(rule, arg_shapes, what, problem)
+    if len(rule.out) == 1:
+        adopt_output_axes(rule, axes, result_shape)
+    by_gather = sum_by_gather(explicit, [a for x in rule.reduction for a in _names(axes.get(x))], what, problem)
+    # summed by gather: no slicing inside the partitioned body (jax 0.11 leaves a Sharding call there); XLA slices
+    k_axes, scatter, out_spec = reduction_plan(rule, axes, mesh, None if by_gather else result_shape, no_scatter)
+    if k_axes:
+        _log_reduction(what, problem, k_axes, scatter)
+    return Plan(axes, k_axes, scatter, out_spec, by_gather)
+
+
 def digest(*static) -> int:
     """A process-independent int32 digest of a call's static parameters (the ``tag`` operand)."""
     from jax_tmem import __version__  # a cached program partitioned by another version is not reused
@@ -301,21 +328,18 @@ def explicit_contraction_sharding(lhs, rhs, lax_dn):
     mesh = getattr(sl, "mesh", None)
     if mesh is None or not any(t == jax.sharding.AxisType.Explicit for t in getattr(mesh, "axis_types", ())):
         return None
-    pl = tuple(sl.spec) + (None,) * (lhs.ndim - len(sl.spec))
-    pr = tuple(sr.spec) + (None,) * (rhs.ndim - len(sr.spec))
+    pl, pr = _spec(sl, lhs.ndim), _spec(sr, rhs.ndim)
     (lc, rc), (lb, rb) = lax_dn
     if all(pl[d] is None for d in lc) and all(pr[d] is None for d in rc):
         return None
-    out, used = [], set()
     dims = ([pl[d] for d in lb] + [pl[d] for d in range(lhs.ndim) if d not in lc and d not in lb]
             + [pr[d] for d in range(rhs.ndim) if d not in rc and d not in rb])
-    k_axes = {a for d in lc for a in ((pl[d],) if isinstance(pl[d], str) else (pl[d] or ()))}
+    used = {a for d in lc for a in _names(pl[d])}  # the contracting axes: not on the (summed) output
+    out = []
     for e in dims:
-        names = (e,) if isinstance(e, str) else tuple(e or ())
-        ok = not (used | k_axes).intersection(names)
-        used.update(names)
-        out.append(e if ok else None)
-    return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*out))
+        out.append(None if used.intersection(_names(e)) else e)
+        used.update(_names(e))
+    return NamedSharding(mesh, P(*out))
 
 
 # ---- the GEMM ------------------------------------------------------------------------------------
@@ -365,7 +389,7 @@ def wrapped(dn, out_dtype, epilogue, allow_tf32, config, shapes, local_gemm, app
     rule = _with_tag(labels(len(shapes[0]), len(shapes[1]), dn, epilogue.has_bias, epilogue.has_c,
                             epilogue.has_scale))
     problem = f"{list(shapes[0])} x {list(shapes[1])}"
-    bias_n = [lab for lab in rule.dims[2]] if epilogue.has_bias else []  # a bias pins its N dims: no scatter there
+    bias_n = rule.dims[2] if epilogue.has_bias else ()  # a bias pins its N dims: no scatter there
 
     def local(*args, epi=epilogue, odt=out_dtype):
         return local_gemm(*args, dn=dn, out_dtype=odt, epilogue=epi, allow_tf32=allow_tf32, config=config)
@@ -373,22 +397,14 @@ def wrapped(dn, out_dtype, epilogue, allow_tf32, config, shapes, local_gemm, app
     fn = custom_partitioning(lambda *args: local(*args[:-1]))
 
     def partition(mesh, arg_shapes, result_shape):
-        axes = assign_axes(rule, arg_shapes, "gemm", problem)
-        mesh = auto_mesh(mesh)
-        adopt_output_axes(rule, axes, result_shape)
-        spec_of = lambda labs: P(*[axes.get(x) for x in labs])
-        by_gather = sum_by_gather(explicit, [a for x in rule.reduction for a in _names(axes.get(x))], "gemm", problem)
-        # (summed by gather: no slicing inside the partitioned body, where jax 0.11 leaves a Sharding call; XLA slices)
-        k_axes, scatter, out_spec = reduction_plan(rule, axes, mesh, None if by_gather else result_shape,
-                                                   no_scatter=bias_n)
-        arg_specs = [spec_of(Rule.major(d)) for d in rule.dims]
+        pl = plan(rule, mesh, arg_shapes, result_shape, explicit, "gemm", problem, no_scatter=bias_n)
+        arg_specs = [pl.spec_of(d) for d in rule.dims]
         if epilogue.has_c:  # c is added after the sum: it follows the output's final sharding
-            arg_specs[2 + epilogue.has_bias] = out_spec
+            arg_specs[2 + epilogue.has_bias] = pl.out_spec
         arg_shardings = tuple(NamedSharding(mesh, s) for s in arg_specs)
-        out_sharding = NamedSharding(mesh, out_spec)
-        if not k_axes:
+        out_sharding = NamedSharding(mesh, pl.out_spec)
+        if not pl.k_axes:
             return mesh, lambda *a: local(*a[:-1]), out_sharding, arg_shardings
-        _log_reduction("gemm", problem, k_axes, scatter)
 
         def lower(*args):
             rest = list(args[2:-1])
@@ -397,7 +413,7 @@ def wrapped(dn, out_dtype, epilogue, allow_tf32, config, shapes, local_gemm, app
             scale = rest.pop(0) if epilogue.has_scale else None
             part_epi = type(epilogue)(alpha=epilogue.alpha, has_scale=scale is not None)
             y = local(args[0], args[1], *([scale] if scale is not None else []), epi=part_epi, odt=np.dtype("float32"))
-            y = reduce_partials(y, k_axes, scatter, by_gather)
+            y = reduce_partials(y, pl.k_axes, pl.scatter, pl.by_gather)
             if bias is not None:
                 y = y + bias.astype(jnp.float32).reshape((1,) * (y.ndim - 1) + bias.shape)
             y = apply_activation(y, epilogue.activation)

@@ -77,15 +77,14 @@ def global_scale(x, f):
     return jnp.where(amax > 0, amax / np.float32(6.0 * 448.0), jnp.float32(1.0))
 
 
-def _qmm(x, w, fx, fw, out_dtype, path, per_tensor=False, sr_seed=None):
+def _qmm(x, w, fx, fw, out_dtype, path, per_tensor=False, sr_key=None):
     """scaled_matmul of x (B, M, K) and w (B, N, K), both quantized along K (NVFP4 with global scale 1,
-    or with per-tensor global scales computed from x and w when ``per_tensor``). ``sr_seed``: x (a
-    cotangent) rounded stochastically, its random numbers from its own bits and this seed."""
+    or with per-tensor global scales computed from x and w when ``per_tensor``). ``sr_key``: x (a
+    cotangent) rounded stochastically with this PRNG key."""
     block = max(fx.block, fw.block)
     x, w = _pad_k(x, block), _pad_k(w, block)
     gx, gw = (global_scale(x, fx), global_scale(w, fw)) if per_tensor else (None, None)
-    sr = None if sr_seed is None else block_scale.content_key(x, sr_seed)
-    xq, xs = block_scale.quantize(x, fx, global_scale=gx, stochastic_rounding=sr)
+    xq, xs = block_scale.quantize(x, fx, global_scale=gx, stochastic_rounding=sr_key)
     wq, ws = block_scale.quantize(w, fw, global_scale=gw)
     return scaled_gemm.scaled_matmul(xq, wq, xs, ws, out_dtype, lhs_global_scale=gx, rhs_global_scale=gw, path=path)
 
@@ -112,8 +111,10 @@ def _sdg_bwd(fa, fb, fg, out_dtype, path, per_tensor, sr_seed, res, g):
     gp = path
     if path == "kernel" and not all(scaled_gemm.kernel_target(fg, f)[0] for f in (fa, fb)):
         gp = "auto"
-    da = _qmm(g, bt, fg, fb, jnp.float32, gp, per_tensor, sr_seed)   # (B, M, N) x (B, K, N) -> (B, M, K), over N
-    db = _qmm(gt, at, fg, fa, jnp.float32, gp, per_tensor, sr_seed)  # (B, N, M) x (B, K, M) -> (B, N, K), over M
+    # stochastic rounding: one key from the cotangent's bits (one pass over g), a stream per backward GEMM
+    ka, kb = (None, None) if sr_seed is None else jax.random.split(block_scale.content_key(g, sr_seed))
+    da = _qmm(g, bt, fg, fb, jnp.float32, gp, per_tensor, ka)   # (B, M, N) x (B, K, N) -> (B, M, K), over N
+    db = _qmm(gt, at, fg, fa, jnp.float32, gp, per_tensor, kb)  # (B, N, M) x (B, K, M) -> (B, N, K), over M
     return da.astype(a.dtype), db.astype(b.dtype)
 
 

@@ -173,11 +173,9 @@ class ScaledCall:
             sdims = {"a": ["b", "m", "kb"], "b": ["b", "n", "kb"]}
             mdim, ndim = "m", "n"
         else:  # 128x4 tiles: whole tiles only, padded tiles not at all
-            kdim = split("kt", "q4", k, 4 * q, sizes, replicate, "kx")
-            mdim = split("mt", "rm", m, 128, sizes, replicate, "m")
-            ndim = split("nt", "rn", n, 128, sizes, replicate, "n")
-            sdims = {"a": ["b", "mt", "kt", "u", "v"], "b": ["b", "nt", "kt", "u", "v"]}
-            replicate += ["u", "v"]
+            mdim, kdim, sa = _partition.scale_tile_dims(m, k, q, sizes, replicate, "m")
+            ndim, _, sb = _partition.scale_tile_dims(n, k, q, sizes, replicate, "n")
+            sdims = {"a": ["b"] + sa, "b": ["b"] + sb}
         dims = {"a": ["b", mdim, kdim], "b": ["b", ndim, kdim], "sfa": sdims["a"], "sfb": sdims["b"], "scale": ["g"]}
         red = kdim[0] if isinstance(kdim, tuple) else "kb" if self.layout == 0 else "kt"
         return _partition.Rule(dims=tuple(tuple(dims[r]) for r in self.roles), out=(("b", mdim, ndim),),

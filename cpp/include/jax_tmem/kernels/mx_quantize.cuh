@@ -137,13 +137,6 @@ __device__ __forceinline__ uint32_t encode4_fp8(const float* v, const Block* blk
   return lo | hi << 16;
 }
 
-// max(a, b) that returns NaN when either is NaN (max.NaN.f32): a block's amax and its NaN flag in one.
-__device__ __forceinline__ float max_nan(float a, float b) {
-  float d;
-  asm("max.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
-  return d;
-}
-
 // Where the scale of (row r, block c) of one batch goes: plain row-major (rows, cols) when sw_cols == 0,
 // else the 128x4 tiles (sw_cols = the column-block count ceil(cols / 4)).
 __device__ __forceinline__ int64_t scale_index(int64_t r, int64_t c, int64_t cols, int64_t sw_cols) {
@@ -161,7 +154,7 @@ struct QuantArgs {
 // x / the global scale (NVFP4 with one), else x: what the block's amax is taken of. The kernels apply it
 // to max |x| once per block instead of to every x: div.full.f32 is an odd function of the dividend and
 // monotone in its magnitude for a fixed divisor (a product with the divisor's reciprocal, one rounding;
-// checked exhaustively over all 2^31 non-negative dividends for several divisors on the H200,
+// checked exhaustively over all 2^31 non-negative dividends for 11 divisors on an H100, 2026-11-24:
 // scripts/div_full_monotone.cu), so max |x_i / g| = |max |x_i|| / g bit for bit, NaN included.
 template <QFmt F>
 __device__ __forceinline__ float pre(float v, const QuantArgs& a, float g) {
@@ -187,9 +180,9 @@ __global__ void __launch_bounds__(256) mx_quantize_kernel(const T* __restrict__ 
 #pragma unroll
       for (int j = 0; j < kVec; ++j) v[i * kVec + j] = to_float(e[j]);
     }
-    float amax = 0.0f;  // NaN if the block holds one (max_nan): then block_scale ignores the value
+    float amax = 0.0f;  // NaN if the block holds one (ptx::max_nan_f32): then block_scale ignores the value
 #pragma unroll
-    for (int j = 0; j < V; ++j) amax = max_nan(amax, fabsf(v[j]));
+    for (int j = 0; j < V; ++j) amax = ptx::max_nan_f32(amax, fabsf(v[j]));
     amax = pre<F>(amax, a, g);  // = max |x / g|: div.full is odd and monotone in x (see pre)
     const Block blk = block_scale<T, F>(amax, amax != amax, a.gscale != nullptr, g);
     uint32_t w[kWords];
@@ -213,8 +206,8 @@ __global__ void __launch_bounds__(256) mx_quantize_kernel(const T* __restrict__ 
       for (int i = 0; i < kWords / 4; ++i)
         reinterpret_cast<uint4*>(out)[i] = make_uint4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
     }
-    if (a.sw_cols == 0) {  // plain: block b's scale is scale b (no 64-bit divisions: they cost more ALU
-      scales[b] = blk.byte;  // work than the block's conversion, measured 2026-11-24)
+    if (a.sw_cols == 0) {  // plain: block b's scale is scale b (no 64-bit divisions on the ALU pipe, which
+      scales[b] = blk.byte;  // limited this kernel: Nsight Compute 2026-11-24)
     } else {
       const int64_t rb = b / cols, c = b - rb * cols, bi = rb / a.rows, r = rb - bi * a.rows;
       scales[bi * a.sf_batch + scale_index(r, c, cols, a.sw_cols)] = blk.byte;
@@ -235,7 +228,7 @@ __global__ void __launch_bounds__(256) mx_quantize_colwise_kernel(const T* __res
                                                                   uint8_t* __restrict__ scales, QuantArgs a) {
   using Tr = QTraits<F>;
   constexpr int V = Tr::V, kVec = 16 / sizeof(T), kRows = V / 8;
-  __shared__ float s_amax[8][kVec][32];  // NaN where the column's rows hold one (max_nan)
+  __shared__ float s_amax[8][kVec][32];  // NaN where the column's rows hold one (ptx::max_nan_f32)
   const float g = (Tr::kNv && a.gscale) ? *a.gscale : 1.0f;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t groups = a.rows / kVec, spans = (groups + 31) / 32, kb_count = a.k / V;
@@ -256,7 +249,7 @@ __global__ void __launch_bounds__(256) mx_quantize_colwise_kernel(const T* __res
       for (int i = 0; i < kRows; ++i) {
         const T* e = reinterpret_cast<const T*>(&raw[i]);
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) amax[j] = max_nan(amax[j], fabsf(to_float(e[j])));
+        for (int j = 0; j < kVec; ++j) amax[j] = ptx::max_nan_f32(amax[j], fabsf(to_float(e[j])));
       }
     }
 #pragma unroll
@@ -267,7 +260,7 @@ __global__ void __launch_bounds__(256) mx_quantize_colwise_kernel(const T* __res
     for (int j = 0; j < kVec; ++j) {
       float m = 0.0f;
 #pragma unroll
-      for (int w = 0; w < 8; ++w) m = max_nan(m, s_amax[w][j][lane]);
+      for (int w = 0; w < 8; ++w) m = ptx::max_nan_f32(m, s_amax[w][j][lane]);
       m = pre<F>(m, a, g);  // = max |x / g| (see pre)
       blk[j] = block_scale<T, F>(m, m != m, a.gscale != nullptr, g);
     }

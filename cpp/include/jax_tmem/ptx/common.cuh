@@ -21,6 +21,14 @@ __device__ __forceinline__ float div_full_f32(float a, float b) {
   return q;
 }
 
+// max(a, b) that is NaN when either is (PTX ISA: max.NaN.f32, sm_80+): the fused quantize takes a block's
+// amax and its NaN flag in one.
+__device__ __forceinline__ float max_nan_f32(float a, float b) {
+  float d;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
+  return d;
+}
+
 // One elected lane of the calling warp (PTX ISA: elect.sync, sm_90+).
 // Shared-memory loads and stores by 32-bit shared address (a pointer computed from the dynamic shared
 // memory's address has lost its address space: the compiler would emit generic LD/ST through L1TEX).
