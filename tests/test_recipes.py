@@ -276,7 +276,11 @@ def test_nvfp4_sr_recipe_gradients():
     f = lambda r: jax.jit(jax.value_and_grad(lambda a, b: jnp.sum(jnp.tanh(jax_tmem.dot_general(
         a, b, dn, preferred_element_type=jnp.float32, recipe=r, path="xla"))), argnums=(0, 1)))
     (y_sr, g_sr), (y_rn, g_rn) = f("nvfp4_sr")(x, w), f("nvfp4")(x, w)
-    assert float(y_sr) == float(y_rn)
+    # The forward rounds to nearest in both: the same loss. Exactly on the CPU; on a GPU the two programs are
+    # compiled apart and XLA's autotuner may pick another GEMM algorithm for each (seen on the H200,
+    # 2026-11-24: -156.85977 vs -156.85976 in 1 of 4 runs), so there within f32 rounding of the sum.
+    tol = 0.0 if jax.default_backend() == "cpu" else 1e-6 * abs(float(y_rn))
+    assert abs(float(y_sr) - float(y_rn)) <= tol, (float(y_sr), float(y_rn))
     g_again = f(jax_tmem.Recipe("nvfp4", stochastic_rounding=True))(x, w)[1]
     assert all(np.array_equal(np.asarray(u), np.asarray(v)) for u, v in zip(g_sr, g_again))
     assert not np.array_equal(np.asarray(g_sr[1]), np.asarray(g_rn[1]))
