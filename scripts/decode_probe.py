@@ -1,0 +1,105 @@
+"""Dev tool (issue 15): where a decode step's time goes. Builds bench_decode.py's step for one model /
+dtype / layout / M with weights made on the host (so the process launches no kernel but the step's),
+prints the optimized HLO's op mix per layer and the step time (command buffers as XLA_FLAGS says).
+  --once ours|xla : run that contender twice and stop, for Nsight Compute, e.g.
+  XLA_PYTHON_CLIENT_PREALLOCATE=false ncu --clock-control none --metrics gpu__time_duration.sum --csv \\
+      python3 -P scripts/decode_probe.py --once ours > ours.csv
+  then `--sum ours.csv`: the second execution's kernels, grouped by name, against the step time.
+Usage: python3 -P scripts/decode_probe.py [--model 8b] [--dtype bfloat16] [--layout KN] [--m 16] [--layers 4]"""
+import argparse
+import collections
+import csv
+import os
+import re
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
+
+
+def summarize(path):
+    rows = []
+    with open(path) as f:
+        lines = [ln for ln in f if ln.startswith('"')]
+    for r in csv.DictReader(lines):
+        if r.get("Metric Name") == "gpu__time_duration.sum":
+            v = float(r["Metric Value"].replace(",", ""))
+            unit = r.get("Metric Unit", "nsecond")
+            rows.append((r["Kernel Name"], v / 1000 if unit.startswith("n") else v))
+    half = rows[len(rows) // 2:]
+    groups = collections.OrderedDict()
+    for name, us in half:
+        short = re.sub(r"<.*", "", name)[:60]
+        g = groups.setdefault(short, [0, 0.0])
+        g[0] += 1
+        g[1] += us
+    total = sum(us for _, us in half)
+    print(f"{len(half)} kernels in the second execution, {total:.1f} us of kernel time")
+    for short, (n, us) in groups.items():
+        print(f"  {n:4d} x {short:60s} {us:9.1f} us ({us / n:.2f} each)")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="8b")
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--layout", default="KN")
+    ap.add_argument("--m", type=int, default=16)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--once", default="")
+    ap.add_argument("--sum", default="")
+    args = ap.parse_args()
+    if args.sum:
+        return summarize(args.sum)
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    import bench_decode
+    import jax_tmem
+    hidden, shapes = bench_decode.MODELS[args.model]
+    rng = np.random.default_rng(0)
+    ws = []
+    for _ in range(args.layers):
+        layer = []
+        for k, n in shapes:
+            w = (rng.standard_normal((k, n) if args.layout == "KN" else (n, k), np.float32) / np.sqrt(k))
+            layer.append(jax.device_put(w.astype(jnp.dtype(args.dtype))))
+        ws.append(layer)
+    x = jax.device_put(rng.standard_normal((args.m, hidden), np.float32).astype(jnp.bfloat16))
+    fns = {
+        "ours": bench_decode._step(lambda a, w, dn: jax_tmem.dot_general(a, w, dn, preferred_element_type=jnp.bfloat16),
+                                   args.dtype, args.layout, hidden),
+        "xla": bench_decode._step(lambda a, w, dn: jax.lax.dot_general(a, w, dn, preferred_element_type=jnp.bfloat16),
+                                  args.dtype, args.layout, hidden),
+    }
+    if args.once:
+        f = fns[args.once]
+        jax.block_until_ready(f(x, ws))
+        jax.block_until_ready(f(x, ws))
+        return
+    for name, f in fns.items():
+        hlo = f.lower(x, ws).compile().as_text()
+        ops = collections.Counter()
+        for ln in hlo.splitlines():
+            m = re.search(r"= \S+ (fusion|custom-call|copy|transpose|bitcast|get-tuple-element|slice)\(", ln)
+            if m and "ENTRY" not in ln:
+                kind = m.group(1)
+                if kind == "custom-call":
+                    t = re.search(r'custom_call_target="([^"]+)"', ln)
+                    kind += ":" + (t.group(1) if t else "?")
+                ops[kind] += 1
+        ts = []
+        jax.block_until_ready(f(x, ws))
+        for _ in range(20):
+            t0 = time.perf_counter()
+            jax.block_until_ready(f(x, ws))
+            ts.append(time.perf_counter() - t0)
+        us = statistics.median(ts) / args.layers * 1e6
+        print(f"{name}: {us:.1f} us/layer; ops per layer:",
+              {k: round(v / args.layers, 2) for k, v in sorted(ops.items()) if k not in ("get-tuple-element", "bitcast")},
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
