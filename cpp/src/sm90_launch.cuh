@@ -25,6 +25,10 @@ std::string run_config(const GemmLaunch& L) {
   if constexpr (SPLIT == menu::Split::kSwapAB && BMN) {
     // The launcher swapped the operands: B is the activation, read as wgmma's narrow B: K-major only.
     return "swap-AB entries need a K-major lhs (the activation)";
+  } else if constexpr (dtype_bytes(A) == 1 && (AMN || BMN) && SPLIT != menu::Split::kSwapAB) {
+    // wgmma reads 8-bit operands K-major only; the swap-AB entries transpose an MN-major weight in shared
+    // memory (Config::kATrans), the others do not.
+    return "an MN-major 8-bit operand is read by the swap-AB entries only (a decode lhs of <= 64 rows)";
   } else {
     return run<Config<A, B, BN, ST, AMN, BMN, SCHED == menu::Schedule::kPingPong, EPI == Epilogue::kStaged, CM,
                       EPI == Epilogue::kTmaStore, static_cast<int>(SPLIT)>>(L);

@@ -148,10 +148,32 @@ def families(arch: str) -> frozenset:
     return frozenset((a, b, bool(am), bool(bm)) for a, b, am, bm in mod.kernel_families(arch))
 
 
+def swap_only(arch: str, fam) -> bool:
+    """sm_90a: wgmma reads 8-bit operands K-major only, so its 8-bit family with an MN-major A is the
+    swap-AB kernel alone, whose A is the problem's weight (the rhs), transposed in shared memory
+    (Config::kATrans in kernels/sm90_gemm.cuh); no other entry reads that family."""
+    return arch == "sm_90a" and bool(fam[2] or fam[3]) and _dtypes.by_name(fam[0]).dtype.itemsize == 1
+
+
+def swap_ab_rows(arch: str) -> int:
+    """The most lhs rows a swap-AB (decode) entry of ``arch`` takes (its widest narrow N), 0 if none."""
+    return max((int(e["block_n"]) for e in menu(arch).values() if e["swap_ab"]), default=0)
+
+
+def reads_mn_weight(arch: str, canon, a_dtype, b_dtype) -> bool:
+    """True when ``arch``'s swap-AB kernel reads the rhs in place although it is an MN-major 8-bit weight
+    (an fp8 (K, N) weight as Flax stores it): lhs K-major with at most swap_ab_rows rows (the plan is
+    swap-AB then, cpp/include/jax_tmem/menu.h) and a swap-only family for (weight, activation)."""
+    fam = (np.dtype(b_dtype).name, np.dtype(a_dtype).name, True, False)
+    return (bool(canon.b_mn_major) and not canon.a_mn_major and canon.m <= swap_ab_rows(arch)
+            and fam in families(arch) and swap_only(arch, fam))
+
+
 def k_major_dtypes(arch: str) -> tuple:
     """Operand dtypes that ``arch``'s kernels read K-major only (an MN-major one is transposed by XLA
-    first): those with a family K-major and none MN-major. wgmma: fp8 and tf32; tcgen05 as built: tf32."""
-    fams = families(arch)
+    first, except a decode weight that reads_mn_weight): those with a family K-major and none MN-major
+    but swap-only ones. wgmma: fp8 and tf32; tcgen05 as built: tf32."""
+    fams = {f for f in families(arch) if not swap_only(arch, f)}
     names = {f[0] for f in fams} | {f[1] for f in fams}
     mn = {f[0] for f in fams if f[2]} | {f[1] for f in fams if f[3]}
     return tuple(_dtypes.by_name(n).dtype for n in sorted(names - mn))
@@ -167,9 +189,9 @@ def check(arch: str, canon: _canon.Canon, a_dtype, b_dtype, out_dtype, allow_tf3
         return f"output dtype {out_dtype} (kernels write {', '.join(d.name for d in OUT_TYPES)})"
     if a_dtype == F32 and b_dtype == F32 and not allow_tf32:
         return "float32 with precision HIGH/HIGHEST (the kernels would use tf32)"
-    fams = families(arch)
+    fams = {f for f in families(arch) if not swap_only(arch, f)}
     key = (a_dtype.name, b_dtype.name, bool(canon.a_mn_major), bool(canon.b_mn_major))
-    if key not in fams:
+    if key not in fams and not reads_mn_weight(arch, canon, a_dtype, b_dtype):
         side = lambda n, mn: f"{n} ({'MN' if mn else 'K'}-major)"
         pairs = sorted({f"{f[0]} x {f[1]}" for f in fams})
         if any(f[:2] == key[:2] for f in fams):

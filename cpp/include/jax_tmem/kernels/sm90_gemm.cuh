@@ -51,12 +51,20 @@ namespace jax_tmem::sm90 {
 // kPartialOut (1 split-K, 2 swap-AB with split-K): no epilogue here; each work unit (tile, K range)
 //   writes its f32 accumulators to the workspace (partial_store) and a second kernel reduces them
 //   in a fixed order and runs the epilogue (splitk_reduce.cuh): deterministic. Menu configs 11-14.
+// kATrans (8-bit A stored MN-major: swap-AB on an fp8 weight kept (K, N), as Flax stores it): wgmma reads
+//   8-bit operands K-major only, so TMA brings each 128(m) x 128(k) A tile MN-major into the ring slot,
+//   and each consumer warpgroup transposes its own 64 rows into a private double-buffered K-major,
+//   128B-swizzled tile (transpose_a_half: 32-bit loads, byte permutes, 16-byte stores), fences the async
+//   proxy and syncs its 128 threads before its wgmma: the weight is read once, never transposed in
+//   memory, and the consumers (idle in a memory-bound decode GEMM) do the work.
 template <DType kA_, DType kB_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_, bool kPingPong_ = false,
           bool kSmemEpilogue_ = false, int kClusterM_ = 1, bool kTmaStore_ = false, int kPartialOut_ = 0>
 struct Config {
   static constexpr int kPartialOut = kPartialOut_;
   static constexpr DType kA = kA_, kB = kB_;
   static_assert(dtype_bytes(kA) == dtype_bytes(kB), "A and B of one wgmma have one element width");
+  static constexpr bool kATrans = kAMN_ && dtype_bytes(kA_) == 1;  // 8-bit MN-major A: transposed in smem
+  static constexpr bool kAMNSmem = kAMN_ && !kATrans;  // what wgmma reads: A MN-major in shared memory
   static constexpr bool kPingPong = kPingPong_;
   static constexpr bool kSmemEpilogue = kSmemEpilogue_;
   static constexpr int EPI_COLS = 32, EPI_STRIDE = 40;  // staged chunk: 64 rows x 32 f32, row pitch 160 B
@@ -71,17 +79,20 @@ struct Config {
   static constexpr int BOX_M = BLOCK_M, BOX_N = BLOCK_N / CLUSTER_M;  // rows of A / B one CTA loads per tile
   static constexpr int TILE_M = BLOCK_M * CLUSTER_M;  // rows of one scheduler tile (one per cluster)
   static constexpr int CTAS_PER_TILE = CLUSTER_M;
-  static constexpr int kStages = kStages_;
+  static constexpr int TRANS_BYTES = kATrans ? 2 * 2 * 64 * 128 : 0;  // 2 warpgroups x 2 buffers x 64 rows
+  static constexpr int kStages = kATrans ? (220 * 1024 - TRANS_BYTES) / ((BLOCK_N_ + 128) * 128) : kStages_;
   static constexpr bool kAMN = kAMN_, kBMN = kBMN_;
   static constexpr int ELEM_BYTES = dtype_bytes(kA);
   static constexpr int BLOCK_K = 128 / ELEM_BYTES;     // one 128-byte swizzle row along K
   static constexpr int INSTR_K = 32 / ELEM_BYTES;      // K of one wgmma (16 for 16-bit types)
   static constexpr int A_BYTES = BLOCK_M * 128;
   static constexpr int B_BYTES = BLOCK_N * 128;
-  static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
-  static constexpr int SMEM_BYTES = kStages * STAGE_BYTES + OUT_BYTES + EPI_BYTES + 1024 + (2 * kStages + 2) * 8;
+  static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;  // kATrans: A is the MN-major tile
+  static constexpr int SMEM_BYTES =
+      kStages * STAGE_BYTES + TRANS_BYTES + OUT_BYTES + EPI_BYTES + 1024 + (2 * kStages + 2) * 8;
   static constexpr int NUM_THREADS = 384;
   static constexpr int kGroupM = 8;
+  static constexpr int kTransBarrier = 8;  // kATrans: named barriers 8 + cw (one per consumer warpgroup)
   static constexpr int ACC_REGS = BLOCK_N / 2;         // f32 accumulators per consumer thread
 
   static_assert(BLOCK_N == 16 || BLOCK_N == 32 || BLOCK_N == 64 || BLOCK_N == 128 || BLOCK_N == 256,
@@ -92,7 +103,8 @@ struct Config {
   static_assert(!kPingPong || BLOCK_N <= 128, "ping-pong keeps 2 x BLOCK_N / 2 accumulators per thread: N <= 128");
   static_assert(!(kPingPong && kSmemEpilogue), "the staged epilogue is built for the cooperative schedule");
   static_assert(!(kTmaStore && (kPingPong || kSmemEpilogue)), "the TMA-store epilogue is cooperative-only");
-  static_assert(!(kAMN || kBMN) || ELEM_BYTES == 2, "wgmma reads MN-major operands for 16-bit types only");
+  static_assert(!(kAMN || kBMN) || ELEM_BYTES == 2 || (kATrans && !kBMN && kPartialOut == 2),
+                "wgmma reads MN-major operands for 16-bit types only (8-bit: an MN-major swap-AB weight, transposed in smem)");
   static_assert(SMEM_BYTES <= 232448, "shared memory per CTA exceeds 227 KB");
   static_assert(SMEM_BYTES + 1024 < (1 << 18), "descriptor stepping (sm90_desc_advance) needs addresses < 2^18");
   static_assert(CLUSTER_M == 1 || (CLUSTER_M == 2 && !kPingPong), "B multicast: (2,1,1) clusters, cooperative only");
@@ -105,7 +117,7 @@ template <class C>
 __device__ __forceinline__ void mma_step(float (&acc)[C::ACC_REGS], uint64_t da, uint64_t db, uint32_t scale_d) {
   using namespace jax_tmem::ptx;
   constexpr int N = C::BLOCK_N;
-  constexpr int TA = C::kAMN ? 1 : 0, TB = C::kBMN ? 1 : 0;
+  constexpr int TA = C::kAMNSmem ? 1 : 0, TB = C::kBMN ? 1 : 0;
   constexpr DType A = C::kA, B = C::kB;
   if constexpr (A == DType::kBF16 && B == DType::kBF16) wgmma_bf16<N, TA, TB>(acc, da, db, scale_d);
   else if constexpr (A == DType::kF16 && B == DType::kF16) wgmma_f16<N, TA, TB>(acc, da, db, scale_d);
@@ -117,6 +129,44 @@ __device__ __forceinline__ void mma_step(float (&acc)[C::ACC_REGS], uint64_t da,
   else static_assert(A == DType::kInvalid, "no sm_90a wgmma for these operand types");
 }
 
+// kATrans: consumer warpgroup cw turns rows [64 cw, 64 cw + 64) of the slot's MN-major A tile (128 k-rows
+// of 128 m-bytes, 128B-swizzled as TMA wrote it) into `dst`, its K-major 64-row tile (64 m-rows of 128
+// k-bytes, the same swizzle), which its wgmma reads. The tile is 8 slabs of 16 k-rows: warp w
+// takes slabs 2w and 2w + 1 (one per half warp) and lane l of a half the m-bytes 64 cw + 4 (l % 16) ..
+// + 3: sixteen 32-bit loads, four 4x4 byte transposes (8 byte permutes each), four 16-byte stores (m-row
+// 4 (l % 16) + j, the slab's 16 k-bytes).
+__device__ __forceinline__ void transpose4x4(uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3, uint32_t (&c)[4]) {
+  const uint32_t t0 = __byte_perm(r0, r1, 0x5140), t1 = __byte_perm(r2, r3, 0x5140);  // (r0.b0 r1.b0 r0.b1 r1.b1)
+  const uint32_t t2 = __byte_perm(r0, r1, 0x7362), t3 = __byte_perm(r2, r3, 0x7362);  // (r0.b2 r1.b2 r0.b3 r1.b3)
+  c[0] = __byte_perm(t0, t1, 0x5410);  // byte 0 of r0..r3
+  c[1] = __byte_perm(t0, t1, 0x7632);
+  c[2] = __byte_perm(t2, t3, 0x5410);
+  c[3] = __byte_perm(t2, t3, 0x7632);
+}
+
+template <class C>
+__device__ __forceinline__ void transpose_a_half(const uint8_t* src, uint8_t* dst, int cw, int warp_in_group,
+                                                 int lane) {
+  const int slab = 2 * warp_in_group + (lane >> 4);
+  const int m0 = 64 * cw + 4 * (lane & 15);
+  uint32_t c[4][4];  // c[g][j]: m-row m0 + j, k-bytes 16 slab + 4 g .. + 3
+#pragma unroll
+  for (int g = 0; g < 4; ++g) {
+    uint32_t r[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int k = 16 * slab + 4 * g + q;  // k % 8 == (4 g + q) % 8
+      r[q] = *reinterpret_cast<const uint32_t*>(src + k * 128 + (((m0 >> 4) ^ ((4 * g + q) & 7)) << 4) + (m0 & 15));
+    }
+    transpose4x4(r[0], r[1], r[2], r[3], c[g]);
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int m = m0 - 64 * cw + j;  // row of dst; (m & 7) is the global row's too
+    *reinterpret_cast<uint4*>(dst + m * 128 + ((slab ^ (m & 7)) << 4)) = make_uint4(c[0][j], c[1][j], c[2][j], c[3][j]);
+  }
+}
+
 template <class C>
 __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     sm90_gemm_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b,
@@ -124,7 +174,8 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace jax_tmem::ptx;
   uint8_t* smem = aligned_dynamic_smem();
-  uint8_t* out_bufs = smem + C::kStages * C::STAGE_BYTES;  // kTmaStore only (OUT_BYTES, 1024-aligned)
+  uint8_t* trans = smem + C::kStages * C::STAGE_BYTES;     // kATrans only (TRANS_BYTES, 1024-aligned)
+  uint8_t* out_bufs = trans + C::TRANS_BYTES;              // kTmaStore only (OUT_BYTES, 1024-aligned)
   uint64_t* full = reinterpret_cast<uint64_t*>(out_bufs + C::OUT_BYTES);
   uint64_t* empty = full + C::kStages;
   uint64_t* order = empty + C::kStages;  // ping-pong only: order[w] = "warpgroup w may run its mainloop"
@@ -181,9 +232,11 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
           mbarrier_wait(&empty[st.stage], st.phase ^ 1u);
           uint8_t* sa = smem + st.stage * C::STAGE_BYTES;
           uint8_t* sb = sa + C::A_BYTES;
-          mbarrier_arrive_expect_tx(&full[st.stage], C::STAGE_BYTES);
           const int k0 = kb * C::BLOCK_K;
-          if constexpr (C::kAMN) {
+          mbarrier_arrive_expect_tx(&full[st.stage], C::STAGE_BYTES);
+          if constexpr (C::kATrans) {  // one 128(m) x 128(k) box of 8-bit elements, MN-major
+            tma_load_3d(sa, &tma_a, &full[st.stage], m0, k0, ab);
+          } else if constexpr (C::kAMN) {
 #pragma unroll
             for (int j = 0; j < C::BLOCK_M / 64; ++j)
               tma_load_3d(sa + j * 8192, &tma_a, &full[st.stage], m0 + 64 * j, k0, ab);
@@ -289,12 +342,14 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     PipelineState<C::kStages> st;
     // Descriptor constants (bytes). K-major: SBO = 8 rows x 128 B. MN-major: LBO = the 8 KB between
     // 64-element chunks along M/N, SBO = 8 K-rows x 128 B.
-    constexpr uint32_t A_LBO = C::kAMN ? 8192 : 16, B_LBO = C::kBMN ? 8192 : 16;
-    constexpr uint32_t K_STEP_A = C::kAMN ? C::INSTR_K * 128 : 32;  // bytes per wgmma K step
+    constexpr uint32_t A_LBO = C::kAMNSmem ? 8192 : 16, B_LBO = C::kBMN ? 8192 : 16;
+    constexpr uint32_t K_STEP_A = C::kAMNSmem ? C::INSTR_K * 128 : 32;  // bytes per wgmma K step
     constexpr uint32_t K_STEP_B = C::kBMN ? C::INSTR_K * 128 : 32;
     // kTmaStore: this warpgroup's two output boxes.
     epilogue::StoreRing<C::OUT_BOX_BYTES> ring{out_bufs + cw * 2 * C::OUT_BOX_BYTES, 0u};
-    const uint64_t desc_a0 = desc::sm90_smem_desc(smem_addr(smem) + cw * 8192, A_LBO, 1024, desc::Sm90Swizzle::k128B);
+    // kATrans: A is read from this warpgroup's transposed buffers, not from the ring.
+    const uint64_t desc_a0 = desc::sm90_smem_desc(C::kATrans ? smem_addr(trans) + cw * 16384 : smem_addr(smem) + cw * 8192,
+                                                  A_LBO, 1024, desc::Sm90Swizzle::k128B);
     const uint64_t desc_b0 = desc::sm90_smem_desc(smem_addr(smem) + C::A_BYTES, B_LBO, 1024, desc::Sm90Swizzle::k128B);
     // Releases ring slot `s` to the producer(s): with a cluster, lane r arrives on CTA r's barrier.
     const auto release = [&](int s) {
@@ -314,11 +369,19 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
       for (int kb = kb0; kb < kb1; ++kb) {
         mbarrier_wait(&full[st.stage], st.phase);
         const uint32_t stage_off = st.stage * C::STAGE_BYTES;
+        // kATrans: A' buffer kb & 1 of this warpgroup; its previous reader, the wgmma of k-block kb - 2,
+        // retired at the last wait<1>.
+        const uint32_t a_off = C::kATrans ? (kb & 1) * 8192 : stage_off;
+        if constexpr (C::kATrans) {
+          transpose_a_half<C>(smem + stage_off, trans + cw * 16384 + (kb & 1) * 8192, cw, warp % 4, lane);
+          fence_proxy_async_shared();  // our generic-proxy stores, before wgmma (async proxy) reads them
+          named_barrier_sync(C::kTransBarrier + cw, 128);
+        }
         fence_operands(acc);
         wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < C::BLOCK_K / C::INSTR_K; ++ks) {
-          const uint64_t da = desc::sm90_desc_advance(desc_a0, stage_off + ks * K_STEP_A);
+          const uint64_t da = desc::sm90_desc_advance(desc_a0, a_off + ks * K_STEP_A);
           const uint64_t db = desc::sm90_desc_advance(desc_b0, stage_off + ks * K_STEP_B);
           mma_step<C>(acc, da, db, (kb > kb0 || ks > 0) ? 1u : 0u);
         }

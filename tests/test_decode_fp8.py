@@ -1,0 +1,146 @@
+"""FP8 decode weights stored (K, N), as Flax stores a Dense kernel (issue 15): sm_90a's swap-AB kernel reads
+such a weight in place (its A operand, MN-major, transposed tile by tile in shared memory: Config::kATrans
+in cpp/include/jax_tmem/kernels/sm90_gemm.cuh), so the program holds no transpose of the weight.
+
+Host tests (any machine): which problems take that path. GPU tests (sm_90a): decode shapes against the
+float64 reference, NaN-poisoned outputs, bitwise repeatable, bitwise equal to the same weight stored
+(N, K), no transpose in the compiled program, command buffers on and off identical."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jax_tmem
+from jax_tmem._core import arch as _arch, canon as _canon
+
+from conftest import BF16, E4M3, E5M2, F32, rand, seed_of
+
+KN = (((1,), (0,)), ((), ()))  # x (M, K) . w (K, N)
+NK = (((1,), (1,)), ((), ()))  # x (M, K) . w (N, K)
+
+
+def _canon_of(m, n, k, dn=KN):
+    return _canon.canonicalize((m, k), (k, n) if dn == KN else (n, k), dn)
+
+
+@pytest.mark.parametrize("m,a,b,arch,expect", [
+    (16, E4M3, E4M3, "sm_90a", True),
+    (1, E4M3, E4M3, "sm_90a", True),
+    (64, E4M3, E4M3, "sm_90a", True),     # the widest swap-AB entry
+    (65, E4M3, E4M3, "sm_90a", False),    # a dense plan: wgmma cannot read the weight MN-major
+    (16, E4M3, E5M2, "sm_90a", False),    # no swap-only family for this pair (XLA transposes the weight)
+    (16, BF16, BF16, "sm_90a", False),    # 16-bit weights are read MN-major by wgmma itself
+    (16, E4M3, E4M3, "sm_100a", False),   # tcgen05 reads MN-major 8-bit operands directly
+])
+def test_which_problems_read_the_weight_in_place(m, a, b, arch, expect):
+    assert _arch.reads_mn_weight(arch, _canon_of(m, 4096, 4096), a, b) is expect
+    # the same weight stored (N, K) is K-major: nothing to read in place
+    assert _arch.reads_mn_weight(arch, _canon_of(m, 4096, 4096, NK), a, b) is False
+
+
+def test_fp8_stays_k_major_elsewhere():
+    """The swap-only family does not make fp8 an MN-major type for the other kernels: a prefill-sized
+    (K, N) fp8 problem is still refused by the kernels (so XLA transposes it first), a decode one is not."""
+    assert np.dtype(E4M3) in _arch.k_major_dtypes("sm_90a")
+    assert _arch.check("sm_90a", _canon_of(128, 4096, 4096), E4M3, E4M3, BF16, False) != ""
+    assert _arch.check("sm_90a", _canon_of(16, 4096, 4096), E4M3, E4M3, BF16, False) == ""
+
+
+def _require_sm90():
+    if jax.default_backend() != "gpu":
+        pytest.skip("no CUDA GPU")
+    if _arch.device_cc()[0] != 90:
+        pytest.skip("the in-shared-memory fp8 weight transpose is the sm_90a swap-AB kernel's (sm_100a reads "
+                    "MN-major 8-bit operands directly)")
+
+
+def _fp8_pair(seed, m, n, k):
+    return rand(seed, (m, k), E4M3), rand(seed + 1, (k, n), E4M3)
+
+
+def _ref(x, w):
+    return np.einsum("...k,kn->...n", np.asarray(x, np.float64), np.asarray(w, np.float64))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k", [(1, 4096, 4096), (16, 6144, 4096), (7, 1040, 1008), (33, 272, 4112),
+                                   (64, 16, 208), (16, 28672, 256), (64, 4112, 14336)])
+@pytest.mark.parametrize("out_dtype", [BF16, F32])
+def test_fp8_kn_decode_matches_reference(m, n, k, out_dtype):
+    _require_sm90()
+    s = seed_of("fp8kn", m, n, k, out_dtype)
+    x, w = _fp8_pair(s, m, n, k)
+    jax_tmem.clear_decisions()
+    f = jax.jit(lambda a, b: jax_tmem.dot_general(a, b, KN, preferred_element_type=out_dtype, path="kernel"))
+    runs = []
+    for _ in range(2):
+        poison = jnp.full((m, n), jnp.nan, out_dtype)
+        g = jax.jit(lambda p, a, b: f(a, b), donate_argnums=0)
+        runs.append(np.asarray(g(poison, x, w).astype(jnp.float32)))
+    assert not np.isnan(runs[0]).any(), "unwritten (NaN-poisoned) outputs"
+    np.testing.assert_array_equal(runs[0], runs[1])
+    ref = _ref(x, w)
+    err = np.abs(runs[0] - ref).max() / np.abs(ref).max()
+    # Hopper's fp8 wgmma accumulates with ~14 bits inside an instruction chain (tests/test_gpu_gemm.py's
+    # _tol): up to ~4e-3 of max |ref| at K = 4112 (2026-11-24); the (N, K) equality below is the exact check
+    assert err < 1e-2, err
+    gemm = [d for d in jax_tmem.decisions() if d.op == "gemm"][-1]
+    assert gemm.path == "kernel" and "swap-AB" in gemm.target, gemm
+    assert not [d for d in jax_tmem.decisions() if d.op == "layout"], "the weight was transposed by XLA"
+    # the same weight stored (N, K) runs the same kernel on the same K-major tiles: bitwise equal
+    wt = jnp.asarray(np.asarray(w).T)
+    nk = jax.jit(lambda a, b: jax_tmem.dot_general(a, b, NK, preferred_element_type=out_dtype, path="kernel"))
+    np.testing.assert_array_equal(runs[0], np.asarray(nk(x, wt).astype(jnp.float32)))
+
+
+@pytest.mark.gpu
+def test_fp8_kn_program_has_no_transpose():
+    _require_sm90()
+    x, w = _fp8_pair(seed_of("fp8kn-hlo"), 16, 4096, 4096)
+    f = jax.jit(lambda a, b: jax_tmem.dot_general(a, b, KN, preferred_element_type=BF16))
+    hlo = f.lower(x, w).compile().as_text()
+    ops = re.findall(r"= (?:\([^)]*\)|\S+) ([a-z-]+)\(", hlo)  # every instruction, fused ones included
+    assert "custom-call" in ops and "transpose" not in ops and "copy" not in ops, sorted(set(ops))
+    # vmapped activations against one weight: still read in place
+    xs = rand(seed_of("fp8kn-vmap"), (3, 5, 4096), E4M3)
+    out = np.asarray(jax.jit(jax.vmap(lambda a: jax_tmem.dot_general(a, w, KN, preferred_element_type=F32)))(xs))
+    ref = _ref(xs, w)
+    assert np.abs(out - ref).max() / np.abs(ref).max() < 1e-2
+
+
+@pytest.mark.gpu
+def test_fp8_kn_command_buffers_on_and_off_agree():
+    _require_sm90()
+    prog = textwrap.dedent("""
+        import sys
+        import jax, jax.numpy as jnp, numpy as np, jax_tmem
+        k = jax.random.split(jax.random.key(3), 5)
+        x = jax.random.normal(k[0], (16, 1024), jnp.float32).astype(jnp.bfloat16)
+        ws = [(jax.random.normal(k[i + 1], (1024, 1024), jnp.float32) / 32).astype(jnp.float8_e4m3fn)
+              for i in range(4)]
+        @jax.jit
+        def step(x, ws):
+            for w in ws:  # a decode chain: each GEMM reads the previous one's output
+                x = x + jax_tmem.dot_general(x.astype(jnp.float8_e4m3fn), w, (((1,), (0,)), ((), ())),
+                                             preferred_element_type=jnp.bfloat16)
+            return x
+        np.save(sys.argv[1], np.asarray(step(x, ws), np.float32))
+    """)
+    outs = []
+    with tempfile.TemporaryDirectory() as d:
+        for i, flags in enumerate(["", "--xla_gpu_enable_command_buffer="]):
+            path = os.path.join(d, f"r{i}.npy")
+            subprocess.run([sys.executable, "-P", "-c", prog, path], check=True, timeout=300,
+                           env=dict(os.environ, XLA_FLAGS=flags))
+            outs.append(np.load(path))
+    assert np.isfinite(outs[0]).all()
+    np.testing.assert_array_equal(outs[0], outs[1])
