@@ -145,25 +145,23 @@ __device__ __forceinline__ void transpose4x4(uint32_t r0, uint32_t r1, uint32_t 
 }
 
 template <class C>
-__device__ __forceinline__ void transpose_a_half(const uint8_t* src, uint8_t* dst, int cw, int warp_in_group,
-                                                 int lane) {
+__device__ __forceinline__ void transpose_a_half(uint32_t src, uint32_t dst, int cw, int warp_in_group, int lane) {
+  using namespace jax_tmem::ptx;
   const int slab = 2 * warp_in_group + (lane >> 4);
   const int m0 = 64 * cw + 4 * (lane & 15);
+  // Shared-space loads and stores (ld/st.shared by 32-bit address: through a generic pointer they were
+  // LD.E / ST.E, 1.3x the kernel time of the (N, K) weight, Nsight Compute 2026-11-24); all 16 loads first.
+  const uint32_t row0 = src + 16 * slab * 128 + (m0 & 15);
+  uint32_t r[16];
+#pragma unroll
+  for (int i = 0; i < 16; ++i) r[i] = lds_u32(row0 + i * 128 + ((((m0 >> 4) ^ (i & 7))) << 4));  // k % 8 == i % 8
   uint32_t c[4][4];  // c[g][j]: m-row m0 + j, k-bytes 16 slab + 4 g .. + 3
 #pragma unroll
-  for (int g = 0; g < 4; ++g) {
-    uint32_t r[4];
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const int k = 16 * slab + 4 * g + q;  // k % 8 == (4 g + q) % 8
-      r[q] = *reinterpret_cast<const uint32_t*>(src + k * 128 + (((m0 >> 4) ^ ((4 * g + q) & 7)) << 4) + (m0 & 15));
-    }
-    transpose4x4(r[0], r[1], r[2], r[3], c[g]);
-  }
+  for (int g = 0; g < 4; ++g) transpose4x4(r[4 * g], r[4 * g + 1], r[4 * g + 2], r[4 * g + 3], c[g]);
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const int m = m0 - 64 * cw + j;  // row of dst; (m & 7) is the global row's too
-    *reinterpret_cast<uint4*>(dst + m * 128 + ((slab ^ (m & 7)) << 4)) = make_uint4(c[0][j], c[1][j], c[2][j], c[3][j]);
+    sts_v4_u32(dst + m * 128 + ((slab ^ (m & 7)) << 4), c[0][j], c[1][j], c[2][j], c[3][j]);
   }
 }
 
@@ -373,7 +371,8 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
         // retired at the last wait<1>.
         const uint32_t a_off = C::kATrans ? (kb & 1) * 8192 : stage_off;
         if constexpr (C::kATrans) {
-          transpose_a_half<C>(smem + stage_off, trans + cw * 16384 + (kb & 1) * 8192, cw, warp % 4, lane);
+          transpose_a_half<C>(smem_addr(smem) + stage_off, smem_addr(trans) + cw * 16384 + (kb & 1) * 8192, cw,
+                              warp % 4, lane);
           fence_proxy_async_shared();  // our generic-proxy stores, before wgmma (async proxy) reads them
           named_barrier_sync(C::kTransBarrier + cw, 128);
         }
