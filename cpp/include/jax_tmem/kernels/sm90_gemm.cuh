@@ -149,8 +149,8 @@ __device__ __forceinline__ void transpose_a_half(uint32_t src, uint32_t dst, int
   using namespace jax_tmem::ptx;
   const int slab = 2 * warp_in_group + (lane >> 4);
   const int m0 = 64 * cw + 4 * (lane & 15);
-  // Shared-space loads and stores (ld/st.shared by 32-bit address: through a generic pointer they were
-  // LD.E / ST.E, 1.3x the kernel time of the (N, K) weight, Nsight Compute 2026-11-24); all 16 loads first.
+  // Shared-space loads and stores by 32-bit address (through a generic pointer they compiled to LD.E /
+  // ST.E: 1-7 % slower end to end, 2026-11-24); all 16 loads issued first.
   const uint32_t row0 = src + 16 * slab * 128 + (m0 & 15);
   uint32_t r[16];
 #pragma unroll
