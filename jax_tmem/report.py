@@ -4,6 +4,7 @@ against ``jnp.dot`` in the same run. Exit status 1 if any correctness check fail
 
 from __future__ import annotations
 
+import collections
 import importlib
 import re
 import statistics
@@ -164,6 +165,11 @@ def _check_recipes() -> int:
 
 
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+
+
+def hlo_ops(compiled_text: str) -> collections.Counter:
+    """How many of each HLO instruction (fused computations' included) a compiled program's text holds."""
+    return collections.Counter(re.findall(r"= (?:\([^)]*\)|\S+) ([a-z-]+)\(", compiled_text))
 
 
 def collectives(compiled_text: str) -> dict:

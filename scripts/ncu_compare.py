@@ -29,7 +29,8 @@ for v in args.variants:
     elif v == "-1":  # the public API, as the benchmark calls it (fp8 MN-major B is transposed first)
         fns["auto"] = jax.jit(lambda x, y: jax_tmem.dot_general(x, y, dn, preferred_element_type=jnp.bfloat16, path="kernel"))
     else:
-        fns[f"cfg{v}"] = jax.jit(lambda x, y, c=(tuple(map(int, v.split(":"))) if ":" in v else int(v)): gemm_op.gemm(x, y, None, None, dn, jnp.dtype("bfloat16"),
+        cfg = tuple(map(int, v.split(":"))) if ":" in v else int(v)  # "11:2": entry 11 with 2 K splits
+        fns[f"cfg{v}"] = jax.jit(lambda x, y, c=cfg: gemm_op.gemm(x, y, None, None, dn, jnp.dtype("bfloat16"),
                                                                   gemm_op.Epilogue(), "kernel", True, c))
 for name, f in fns.items():
     for _ in range(3):

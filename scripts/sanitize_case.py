@@ -47,7 +47,7 @@ for cfg in [(e["config"], 3) if e["split_k"] else e["config"] for e in menu]:
     print("config", cfg, "rel err", err, flush=True)
     assert err < 1e-2
 # An fp8 decode weight stored (K, N): sm_90a's swap-AB kernel transposes its tiles in shared memory
-# (3 transposer warps, a staging ring); tails in M, N and K.
+# (the consumer warpgroups, before their wgmma); tails in M, N and K; 1 and 3 K splits.
 if arch == "sm_90a":
     for m, n, k, s in [(16, 272, 4112, 1), (5, 1040, 208, 3)]:
         x = jnp.asarray(rng.standard_normal((m, k)), "float8_e4m3fn")

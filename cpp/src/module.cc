@@ -257,22 +257,23 @@ NB_MODULE(_jax_tmem, m) {
     // compiles), whether or not this build compiled the arch: Python derives its trace-time checks and
     // its K-major transposes from them.
     nb::list out;
-    auto add = [&out](DType a, DType b, bool amn, bool bmn) {
-      out.append(nb::make_tuple(jax_tmem::dtype_name(a), jax_tmem::dtype_name(b), amn, bmn));
+    auto add = [&out](DType a, DType b, bool amn, bool bmn, bool swap_only) {
+      out.append(nb::make_tuple(jax_tmem::dtype_name(a), jax_tmem::dtype_name(b), amn, bmn, swap_only));
     };
     if (arch == "sm_90a") {
-#define JT_SM90_INSTANCE(A, B, AMN, BMN) add(DType::A, DType::B, AMN, BMN);
+#define JT_SM90_INSTANCE(A, B, AMN, BMN) \
+  add(DType::A, DType::B, AMN, BMN, jax_tmem::menu::sm90_swap_only_family(DType::A, AMN, BMN));
 #include "instances.def"
     } else if (arch == "sm_100a" || arch == "sm_103a") {
       const int cc = arch == "sm_100a" ? 100 : 103;
 #define JT_SM100_INSTANCE(A, B, AMN, BMN) \
-  if (jax_tmem::menu::sm100_family_runs(cc, DType::A)) add(DType::A, DType::B, AMN, BMN);
+  if (jax_tmem::menu::sm100_family_runs(cc, DType::A)) add(DType::A, DType::B, AMN, BMN, false);
 #include "instances.def"
     } else {
       throw std::invalid_argument("arch must be sm_90a, sm_100a or sm_103a, got " + arch);
     }
     return out;
-  }, nb::arg("arch"), "The compiled kernel families of an arch: [(A dtype, B dtype, A MN-major, B MN-major)].");
+  }, nb::arg("arch"), "The compiled kernel families of an arch: [(A dtype, B dtype, A MN-major, B MN-major, swap-AB only)].");
 
   m.def("registrations", []() {
     nb::dict cpu, cuda, d;

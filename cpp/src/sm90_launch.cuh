@@ -25,9 +25,7 @@ std::string run_config(const GemmLaunch& L) {
   if constexpr (SPLIT == menu::Split::kSwapAB && BMN) {
     // The launcher swapped the operands: B is the activation, read as wgmma's narrow B: K-major only.
     return "swap-AB entries need a K-major lhs (the activation)";
-  } else if constexpr (dtype_bytes(A) == 1 && (AMN || BMN) && SPLIT != menu::Split::kSwapAB) {
-    // wgmma reads 8-bit operands K-major only; the swap-AB entries transpose an MN-major weight in shared
-    // memory (Config::kATrans), the others do not.
+  } else if constexpr (menu::sm90_swap_only_family(A, AMN, BMN) && SPLIT != menu::Split::kSwapAB) {
     return "an MN-major 8-bit operand is read by the swap-AB entries only (a decode lhs of <= 64 rows)";
   } else {
     return run<Config<A, B, BN, ST, AMN, BMN, SCHED == menu::Schedule::kPingPong, EPI == Epilogue::kStaged, CM,

@@ -142,17 +142,21 @@ def sm100_trusted() -> bool:
 def families(arch: str) -> frozenset:
     """The kernel families compiled for ``arch`` (and runnable there), as the C++ dispatcher knows them
     (cpp/src/instances.def): {(A dtype name, B dtype name, A MN-major, B MN-major)}."""
+    return frozenset(f[:4] for f in _families_raw(arch))
+
+
+@functools.lru_cache(maxsize=None)
+def _families_raw(arch: str) -> tuple:
     mod, _ = _ext.load()
     if mod is None:
-        return frozenset()
-    return frozenset((a, b, bool(am), bool(bm)) for a, b, am, bm in mod.kernel_families(arch))
+        return ()
+    return tuple((a, b, bool(am), bool(bm), bool(swap)) for a, b, am, bm, swap in mod.kernel_families(arch))
 
 
 def swap_only(arch: str, fam) -> bool:
-    """sm_90a: wgmma reads 8-bit operands K-major only, so its 8-bit family with an MN-major A is the
-    swap-AB kernel alone, whose A is the problem's weight (the rhs), transposed in shared memory
-    (Config::kATrans in kernels/sm90_gemm.cuh); no other entry reads that family."""
-    return arch == "sm_90a" and bool(fam[2] or fam[3]) and _dtypes.by_name(fam[0]).dtype.itemsize == 1
+    """The family is run by the swap-AB entries alone (C++ menu::sm90_swap_only_family: sm_90a's 8-bit
+    families with an MN-major A, whose A, the problem's weight, is transposed in shared memory)."""
+    return tuple(fam[:4]) + (True,) in _families_raw(arch)
 
 
 def swap_ab_rows(arch: str) -> int:
@@ -166,7 +170,7 @@ def reads_mn_weight(arch: str, canon, a_dtype, b_dtype) -> bool:
     swap-AB then, cpp/include/jax_tmem/menu.h) and a swap-only family for (weight, activation)."""
     fam = (np.dtype(b_dtype).name, np.dtype(a_dtype).name, True, False)
     return (bool(canon.b_mn_major) and not canon.a_mn_major and canon.m <= swap_ab_rows(arch)
-            and fam in families(arch) and swap_only(arch, fam))
+            and swap_only(arch, fam))
 
 
 def k_major_dtypes(arch: str) -> tuple:

@@ -354,9 +354,8 @@ def bind_gemm(lhs, rhs, *rest, dimension_numbers, out_dtype, epilogue: Epilogue,
 
 def _k_major_for_gpu(lhs, rhs, dn, requested):
     """The tensor cores read some operand types K-major only (wgmma: fp8 and tf32; tcgen05 as built:
-    tf32). An MN-major operand of such a type is transposed to K-major by XLA first (as XLA's cuBLASLt fp8
-    path does) but a decode weight read in place (arch.reads_mn_weight); 16-bit operands always are. Returns possibly transposed
-    operands and their new dimension numbers."""
+    tf32). An MN-major operand of such a type is transposed by XLA first (as XLA's fp8 path does), but not a
+    decode weight (arch.reads_mn_weight); 16-bit ones are read in place. Returns the operands and dims."""
     if jax.default_backend() != "gpu":
         return lhs, rhs, dn
     cc = _arch.device_cc()[0]
@@ -388,7 +387,8 @@ def _k_major_for_gpu(lhs, rhs, dn, requested):
         rc = tuple(r for _, r in pairs)
         lc = lc_new
         pairs = list(zip(lc, rc))
-    if canon.b_mn_major and canon.n > 1 and needs(rhs) and not _arch.reads_mn_weight(arch, canon, lhs.dtype, rhs.dtype):
+    in_place = _arch.reads_mn_weight(arch, canon, lhs.dtype, rhs.dtype)  # an fp8 decode weight, (K, N)
+    if canon.b_mn_major and canon.n > 1 and needs(rhs) and not in_place:
         rhs, rc_new, rb = to_k_major(rhs, rb, tuple(r for _, r in pairs), "rhs")
         lc = tuple(l for l, _ in pairs)
         rc = rc_new

@@ -26,6 +26,12 @@ inline int widest_filling_tile_n(const GemmProblem& p, int num_sms, const int* w
 // must be a multiple of 16 bytes. Otherwise the heuristic takes the register epilogue.
 inline bool out_tma_ok(const GemmProblem& p) { return (p.n * dtype_bytes(p.out_type)) % 16 == 0; }
 
+// sm_90a: wgmma reads 8-bit operands K-major only, so an 8-bit family with an MN-major operand is run by
+// the swap-AB entries alone (their A, the problem's weight, is transposed in shared memory:
+// Config::kATrans in kernels/sm90_gemm.cuh); the launcher refuses the other entries for it and Python
+// reads the same rule (kernel_families' 5th field) to route only decode problems there.
+inline constexpr bool sm90_swap_only_family(DType a, bool amn, bool bmn) { return dtype_bytes(a) == 1 && (amn || bmn); }
+
 // The sm100 kernel families (the JT_SM100_INSTANCE lines of cpp/src/instances.def) are compiled for sm_100a and sm_103a, but
 // kind::i8 exists on sm_100a only (ptxas rejects it for sm_103a): the int8 families run on cc 100 only.
 inline bool sm100_family_runs(int cc, DType a_type) { return a_type != DType::kS8 || cc == 100; }

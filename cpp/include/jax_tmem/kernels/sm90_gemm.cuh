@@ -79,8 +79,6 @@ struct Config {
   static constexpr int BOX_M = BLOCK_M, BOX_N = BLOCK_N / CLUSTER_M;  // rows of A / B one CTA loads per tile
   static constexpr int TILE_M = BLOCK_M * CLUSTER_M;  // rows of one scheduler tile (one per cluster)
   static constexpr int CTAS_PER_TILE = CLUSTER_M;
-  static constexpr int TRANS_BYTES = kATrans ? 2 * 2 * 64 * 128 : 0;  // 2 warpgroups x 2 buffers x 64 rows
-  static constexpr int kStages = kATrans ? (220 * 1024 - TRANS_BYTES) / ((BLOCK_N_ + 128) * 128) : kStages_;
   static constexpr bool kAMN = kAMN_, kBMN = kBMN_;
   static constexpr int ELEM_BYTES = dtype_bytes(kA);
   static constexpr int BLOCK_K = 128 / ELEM_BYTES;     // one 128-byte swizzle row along K
@@ -88,6 +86,9 @@ struct Config {
   static constexpr int A_BYTES = BLOCK_M * 128;
   static constexpr int B_BYTES = BLOCK_N * 128;
   static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;  // kATrans: A is the MN-major tile
+  static constexpr int TRANS_BYTES = kATrans ? 2 * 2 * 64 * 128 : 0;  // 2 warpgroups x 2 buffers x 64 rows
+  // kATrans: as many slots as fit beside the transposed buffers (the menu's count assumes none).
+  static constexpr int kStages = kATrans ? (220 * 1024 - TRANS_BYTES) / STAGE_BYTES : kStages_;
   static constexpr int SMEM_BYTES =
       kStages * STAGE_BYTES + TRANS_BYTES + OUT_BYTES + EPI_BYTES + 1024 + (2 * kStages + 2) * 8;
   static constexpr int NUM_THREADS = 384;
@@ -136,15 +137,15 @@ __device__ __forceinline__ void mma_step(float (&acc)[C::ACC_REGS], uint64_t da,
 // + 3: sixteen 32-bit loads, four 4x4 byte transposes (8 byte permutes each), four 16-byte stores (m-row
 // 4 (l % 16) + j, the slab's 16 k-bytes).
 __device__ __forceinline__ void transpose4x4(uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3, uint32_t (&c)[4]) {
-  const uint32_t t0 = __byte_perm(r0, r1, 0x5140), t1 = __byte_perm(r2, r3, 0x5140);  // (r0.b0 r1.b0 r0.b1 r1.b1)
-  const uint32_t t2 = __byte_perm(r0, r1, 0x7362), t3 = __byte_perm(r2, r3, 0x7362);  // (r0.b2 r1.b2 r0.b3 r1.b3)
-  c[0] = __byte_perm(t0, t1, 0x5410);  // byte 0 of r0..r3
-  c[1] = __byte_perm(t0, t1, 0x7632);
-  c[2] = __byte_perm(t2, t3, 0x5410);
-  c[3] = __byte_perm(t2, t3, 0x7632);
+  using ptx::prmt;
+  const uint32_t t0 = prmt(r0, r1, 0x5140), t1 = prmt(r2, r3, 0x5140);  // (r0.b0 r1.b0 r0.b1 r1.b1)
+  const uint32_t t2 = prmt(r0, r1, 0x7362), t3 = prmt(r2, r3, 0x7362);  // (r0.b2 r1.b2 r0.b3 r1.b3)
+  c[0] = prmt(t0, t1, 0x5410);  // byte 0 of r0..r3
+  c[1] = prmt(t0, t1, 0x7632);
+  c[2] = prmt(t2, t3, 0x5410);
+  c[3] = prmt(t2, t3, 0x7632);
 }
 
-template <class C>
 __device__ __forceinline__ void transpose_a_half(uint32_t src, uint32_t dst, int cw, int warp_in_group, int lane) {
   using namespace jax_tmem::ptx;
   const int slab = 2 * warp_in_group + (lane >> 4);
@@ -371,7 +372,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
         // retired at the last wait<1>.
         const uint32_t a_off = C::kATrans ? (kb & 1) * 8192 : stage_off;
         if constexpr (C::kATrans) {
-          transpose_a_half<C>(smem_addr(smem) + stage_off, smem_addr(trans) + cw * 16384 + (kb & 1) * 8192, cw,
+          transpose_a_half(smem_addr(smem) + stage_off, smem_addr(trans) + cw * 16384 + (kb & 1) * 8192, cw,
                               warp % 4, lane);
           fence_proxy_async_shared();  // our generic-proxy stores, before wgmma (async proxy) reads them
           named_barrier_sync(C::kTransBarrier + cw, 128);
