@@ -65,15 +65,18 @@ def kernel_menu(arch: str) -> list[dict]:
 
 
 def kernel_plan(arch: str, m: int, n: int, k: int, *, batch: int = 1, a_dtype="bfloat16", config: int = -1,
-                num_sms: int = 132, out_dtype="bfloat16", a_mn_major: bool = False, splits: int = 0) -> dict:
+                num_sms: int = 132, out_dtype="bfloat16", a_mn_major: bool = False, splits: int = 0,
+                b_mn_major: bool = False) -> dict:
     """The plan the CUDA dispatcher of ``arch`` ("sm_90a", "sm_100a", "sm_103a") runs for an M x N x K
     problem on a GPU with ``num_sms`` SMs, from the same C++ code (``cpp/include/jax_tmem/menu.h``) the
     launcher calls: ``{"config", "name", "splits", "workspace_floats"}``. ``config`` >= 0 forces a menu
     entry (ValueError if the arch has no such entry), ``splits`` > 0 the K splits of a split-K entry.
     ``out_dtype`` matters where the output rows must be a multiple of 16 bytes (the TMA-store epilogue),
-    ``a_dtype`` for the K blocks of a split, ``a_mn_major`` for swap-AB (which needs a K-major lhs)."""
+    ``a_dtype`` for the K blocks of a split, ``a_mn_major`` for swap-AB (which needs a K-major lhs),
+    ``b_mn_major`` for which swap-AB entries read the weight (an MN-major 8-bit one: the 128-row entries)."""
     cfg, name, s, ws = _ext().kernel_choice(arch, int(batch), int(m), int(n), int(k), _name(a_dtype), int(config),
-                                            int(num_sms), _name(out_dtype), bool(a_mn_major), int(splits))
+                                            int(num_sms), _name(out_dtype), bool(a_mn_major), int(splits),
+                                            bool(b_mn_major))
     return {"config": int(cfg), "name": name, "splits": int(s), "workspace_floats": int(ws)}
 
 

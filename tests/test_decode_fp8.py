@@ -8,6 +8,7 @@ float64 reference, NaN-poisoned outputs, bitwise repeatable, bitwise equal to th
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -21,6 +22,7 @@ import pytest
 import jax_tmem
 from jax_tmem import report
 from jax_tmem._core import arch as _arch, canon as _canon
+from jax_tmem.ops import gemm as gemm_op
 
 from conftest import BF16, E4M3, E5M2, F32, rand, seed_of
 
@@ -96,9 +98,14 @@ def test_fp8_kn_decode_matches_reference(m, n, k, out_dtype):
     gemm = [d for d in jax_tmem.decisions() if d.op == "gemm"][-1]
     assert gemm.path == "kernel" and "swap-AB" in gemm.target, gemm
     assert not [d for d in jax_tmem.decisions() if d.op == "layout"], "the weight was transposed by XLA"
-    # the same weight stored (N, K) runs the same kernel on the same K-major tiles: bitwise equal
+    # the same weight stored (N, K), forced through the entry and K splits of this plan (its own heuristic
+    # picks the 64-row entries for M <= 32), runs the same MMAs on the same K-major tiles: bitwise equal
+    cfg = int(re.search(r"config (\d+)", gemm.target).group(1))
+    splits = re.search(r"(\d+) K splits", gemm.target)
+    forced = (cfg, int(splits.group(1)) if splits else 1)
     wt = jnp.asarray(np.asarray(w).T)
-    nk = jax.jit(lambda a, b: jax_tmem.dot_general(a, b, NK, preferred_element_type=out_dtype, path="kernel"))
+    nk = jax.jit(lambda a, b: gemm_op.gemm(a, b, None, None, NK, np.dtype(out_dtype), gemm_op.Epilogue(), "kernel",
+                                           True, forced))
     np.testing.assert_array_equal(runs[0], np.asarray(nk(x, wt).astype(jnp.float32)))
 
 

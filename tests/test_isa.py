@@ -606,10 +606,11 @@ def test_kernel_menus_come_from_the_config_tables():
     to drift), with each entry's fields; what an entry is comes from its fields, not its id."""
     sm90 = isa.kernel_menu("sm_90a")
     sm100 = isa.kernel_menu("sm_100a")
-    assert [e["config"] for e in sm90] == [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
+    assert [e["config"] for e in sm90] == [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]
     assert [e["config"] for e in sm100] == [0, 1, 4, 8, 9, 11, 12, 13, 14]
     assert isa.kernel_menu("sm_103a") == sm100
-    assert [e["config"] for e in sm90 if e["swap_ab"]] == [11, 12, 13]
+    assert [e["config"] for e in sm90 if e["swap_ab"]] == [11, 12, 13, 15, 16, 17]
+    assert [e["block_m"] for e in sm90 if e["swap_ab"]] == [128, 128, 128, 64, 64, 64]
     assert [e["config"] for e in sm100 if e["split_k"]] == [11, 12, 13, 14]
     pair = {e["config"]: e for e in sm100}[4]
     assert pair["name"] == "256x256 CTA pair (cta_group::2)" and (pair["block_m"], pair["cluster_m"]) == (256, 2)
@@ -617,7 +618,7 @@ def test_kernel_menus_come_from_the_config_tables():
     assert by_entry["k128x256TmaStore"]["epilogue"] == "tma-store" and by_entry["k128x256TmaStore"]["block_n"] == 256
     assert by_entry["k128x128PingPong"]["schedule"] == "ping-pong"
     assert by_entry["k128x128Cluster2"]["cluster_m"] == 2
-    assert [e["block_n"] for e in sm90 if e["swap_ab"]] == [16, 32, 64]
+    assert [e["block_n"] for e in sm90 if e["swap_ab"]] == [16, 32, 64, 16, 32, 64]
     for e in sm90 + sm100:
         assert e["split_k"] == (e["split"] != "none") == (e["epilogue"] == "partial"), e
         assert e["swap_ab"] == (e["split"] == "swap-ab"), e
@@ -640,10 +641,10 @@ def test_heuristic_only_chooses_heuristic_entries(arch, sms):
             for k in (64, 4096, 65536):
                 for dt in ("bfloat16", "float8_e4m3fn", "float32", "int8"):
                     for out in ("bfloat16", "float32"):
-                        for mn in (False, True):
+                        for mn, bmn in ((False, False), (True, False), (False, True)):
                             c = isa.kernel_plan(arch, m, n, k, a_dtype=dt, out_dtype=out, a_mn_major=mn,
-                                                num_sms=sms)["config"]
-                            assert c in heuristic, (arch, m, n, k, dt, out, mn, c)
+                                                b_mn_major=bmn, num_sms=sms)["config"]
+                            assert c in heuristic, (arch, m, n, k, dt, out, mn, bmn, c)
                             chosen.add(c)
     assert chosen == heuristic, f"entries marked kHeuristic that the heuristic never chooses: {heuristic - chosen}"
 
@@ -820,7 +821,9 @@ def test_sm90_descriptor_stepping_matches_reencoding(lbo, swizzle):
 SM90_NAMES = {0: "128x128 cooperative", 1: "128x256 cooperative", 2: "128x64 cooperative",
               8: "128x256 cooperative, TMA-store epilogue", 9: "128x128 cooperative, TMA-store epilogue",
               11: "swap-AB 128(N)x16(M), split-K", 12: "swap-AB 128(N)x32(M), split-K",
-              13: "swap-AB 128(N)x64(M), split-K", 14: "128x128 cooperative, split-K"}
+              13: "swap-AB 128(N)x64(M), split-K", 14: "128x128 cooperative, split-K",
+              15: "swap-AB 64(N)x16(M), 512 B rows, split-K", 16: "swap-AB 64(N)x32(M), 512 B rows, split-K",
+              17: "swap-AB 64(N)x64(M), 512 B rows, split-K"}
 
 
 @pytest.mark.parametrize("m,n,k,batch,out,expect", [
@@ -830,9 +833,10 @@ SM90_NAMES = {0: "128x128 cooperative", 1: "128x256 cooperative", 2: "128x64 coo
     (128, 8192, 8192, 1, "bfloat16", 2),    # 32 / 64 / 128 tiles, none fills 132 SMs -> the narrowest
     (64, 8192, 8192, 1, "bfloat16", 13),    # decode, M <= 64: swap-AB, the narrowest wgmma N that holds M
     (33, 8192, 8192, 1, "bfloat16", 13),
-    (32, 8192, 8192, 1, "bfloat16", 12),
-    (16, 8192, 8192, 1, "bfloat16", 11),
-    (1, 8192, 8192, 1, "bfloat16", 11),
+    (32, 8192, 8192, 1, "bfloat16", 16),    # M <= 32: 64-row tiles, 512-byte weight rows
+    (17, 8192, 8192, 1, "bfloat16", 16),
+    (16, 8192, 8192, 1, "bfloat16", 15),
+    (1, 8192, 8192, 1, "bfloat16", 15),
     (512, 512, 65536, 1, "bfloat16", 14),   # 32 tiles of 128x64 < 132 / 2 and 1024 K blocks: split-K
     (256, 256, 64, 66, "bfloat16", 8),      # batch counts: 66 x 2 x 1 = 132 tiles of 128x256
     (8192, 8196, 8192, 1, "bfloat16", 1),   # rows of 16392 bytes: no TMA store, the register epilogue
@@ -846,17 +850,32 @@ def test_sm90_heuristic(m, n, k, batch, out, expect):
     assert name == SM90_NAMES[expect]
 
 
+@pytest.mark.parametrize("dtype,b_mn_major,expect", [
+    ("bfloat16", False, 15), ("bfloat16", True, 15), ("float8_e4m3fn", False, 15),
+    ("float8_e4m3fn", True, 11),  # an fp8 (K, N) weight: only the 128-row entries transpose it in smem
+])
+def test_sm90_decode_entry_by_weight_layout(dtype, b_mn_major, expect):
+    plan = isa.kernel_plan("sm_90a", 16, 4096, 4096, a_dtype=dtype, b_mn_major=b_mn_major, num_sms=132)
+    assert plan["config"] == expect, plan
+
+
 def test_sm90_swap_ab_needs_k_major_lhs():
     cfg, _ = isa.kernel_choice("sm_90a", 16, 8192, 8192, num_sms=132, a_mn_major=True)
     assert cfg == 2
 
 
 @pytest.mark.parametrize("m,n,k,dtype,splits", [
-    (16, 8192, 8192, "bfloat16", 2),        # 64 swap tiles of 128 weight rows: 2 splits fill 128 of 132 SMs
-    (16, 8192, 8192, "float8_e4m3fn", 2),
-    (16, 32768, 8192, "bfloat16", 1),       # 256 tiles fill the GPU alone
-    (16, 8192, 256, "bfloat16", 1),         # 4 K blocks of 64: at least 4 per split
-    (16, 1024, 8192, "bfloat16", 8),        # 8 tiles: 16 would fill, capped at 8 splits
+    (16, 8192, 8192, "bfloat16", 1),        # 128 swap tiles of 64 weight rows: over half the SMs, no split
+    (16, 8192, 8192, "float8_e4m3fn", 1),
+    (64, 8192, 8192, "bfloat16", 1),        # M = 64: the 128-row entry, 64 tiles: half the SMs already
+    (64, 4096, 14336, "bfloat16", 2),       # 32 tiles, 28 KB rows: 2 splits (each >= 8 KB of a row)
+    (64, 4096, 4096, "bfloat16", 1),        # 32 tiles, 8 KB rows: one split
+    (16, 4096, 4096, "bfloat16", 1),        # 64 tiles of 64 rows: half the SMs (decode_split_count)
+    (16, 2048, 4096, "bfloat16", 1),        # 32 tiles would take 2 splits, but the rows are 8 KB
+    (16, 32768, 8192, "bfloat16", 1),
+    (16, 1024, 8192, "bfloat16", 2),        # 16 tiles: 4 by the SMs, 2 by the 16 KB rows
+    (16, 256, 65536, "bfloat16", 8),        # 4 tiles: 16 by the SMs, capped at 8
+    (16, 256, 256, "bfloat16", 1),
     (512, 512, 65536, "bfloat16", 8),       # 16 tiles of 128x128
     (512, 512, 65536, "float32", 8),
 ])
@@ -872,7 +891,7 @@ def test_one_split_plans_need_no_workspace():
     """Issue 15: a swap-AB / split-K plan with one K split asked XLA for a workspace of M x N floats (64 MiB
     for 16 x 1048584 x 2056) and ran a reduce pass; with one split the kernel finishes the output."""
     plan = isa.kernel_plan("sm_90a", 16, 1048584, 2056, a_dtype="bfloat16", num_sms=132)
-    assert plan["config"] in (11, 12, 13) and plan["splits"] == 1 and plan["workspace_floats"] == 0, plan
+    assert plan["config"] == 15 and plan["splits"] == 1 and plan["workspace_floats"] == 0, plan
     for arch, sms in (("sm_90a", 132), ("sm_100a", 148)):
         plan = isa.kernel_plan(arch, 16, 4096, 4096, config=11, splits=1, num_sms=sms)
         assert (plan["splits"], plan["workspace_floats"]) == (1, 0), plan
@@ -883,18 +902,20 @@ def test_one_split_plans_need_no_workspace():
 def test_sm90_forced_splits_clamped_to_k_blocks():
     plan = isa.kernel_plan("sm_90a", 16, 4096, 200, config=11, splits=9)  # 200 bf16 = 4 K blocks of 64
     assert plan["config"] == 11 and plan["splits"] == 4
+    plan = isa.kernel_plan("sm_90a", 16, 4096, 600, config=15, splits=9)  # 600 bf16 = 3 ring slots of 256
+    assert plan["config"] == 15 and plan["splits"] == 3
     plan = isa.kernel_plan("sm_90a", 1000, 1000, 1000, config=14, splits=3)
     assert plan["splits"] == 3 and plan["workspace_floats"] == 3 * 1000 * 1000
     assert isa.kernel_plan("sm_90a", 8192, 8192, 8192, config=8)["workspace_floats"] == 0
 
 
-@pytest.mark.parametrize("config", [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14])
+@pytest.mark.parametrize("config", [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17])
 def test_sm90_forced_config_is_kept(config):
     cfg, name = isa.kernel_choice("sm_90a", 8192, 8192, 8192, config=config)
     assert cfg == config and name
 
 
-@pytest.mark.parametrize("arch,config", [("sm_90a", 4), ("sm_90a", 15), ("sm_90a", -2), ("sm_100a", 2),
+@pytest.mark.parametrize("arch,config", [("sm_90a", 4), ("sm_90a", 18), ("sm_90a", -2), ("sm_100a", 2),
                                          ("sm_100a", 3), ("sm_103a", 6), ("sm_100a", 15)])
 def test_config_outside_the_menu_raises(arch, config):
     with pytest.raises(ValueError, match="menu entry"):

@@ -164,7 +164,7 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
   const int64_t out_rows = p.batch * (C::kPartialOut == 2 ? p.n : p.m);
   const int64_t out_cols = C::kPartialOut == 2 ? p.m : p.n;
   if constexpr (C::kPartialOut != 0) {
-    const int64_t k_blocks = (p.k + C::BLOCK_K - 1) / C::BLOCK_K;
+    const int64_t k_blocks = (p.k + C::STAGE_K - 1) / C::STAGE_K;  // ring slots along K
     if (p.splits < 1 || p.splits > k_blocks)
       return "split-K: splits " + std::to_string(p.splits) + " outside [1, " + std::to_string(k_blocks) + "] K blocks";
     // One split: the kernel finishes the output itself (epilogue::finish_element), no workspace or reduce.

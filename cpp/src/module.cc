@@ -301,10 +301,12 @@ NB_MODULE(_jax_tmem, m) {
 
   m.def("kernel_choice", [](const std::string& arch, int64_t batch, int64_t m_, int64_t n, int64_t k,
                             const std::string& a_dtype, int config, int num_sms, const std::string& out_dtype,
-                            bool a_mn_major, int splits) {
+                            bool a_mn_major, int splits, bool b_mn_major) {
     jax_tmem::GemmProblem p;
     p.batch = batch; p.m = m_; p.n = n; p.k = k; p.config = config; p.a_mn_major = a_mn_major; p.splits = splits;
+    p.b_mn_major = b_mn_major;
     p.a_type = jax_tmem::dtype_from_name(a_dtype.c_str());  // the element size sets the K blocks of a split
+    p.b_type = p.a_type;  // one element width per wgmma: with b_mn_major, which decode entries may read b
     p.out_type = jax_tmem::dtype_from_name(out_dtype.c_str());  // its size: may rows take the TMA-store epilogue
     if (!jax_tmem::dtype_is_operand(p.a_type)) throw std::invalid_argument("unknown a_dtype " + a_dtype);
     if (!jax_tmem::dtype_is_output(p.out_type))
@@ -321,6 +323,7 @@ NB_MODULE(_jax_tmem, m) {
     return nb::make_tuple(plan.config, table.find(plan.config)->name, plan.splits, plan.ws_floats);
   }, nb::arg("arch"), nb::arg("batch"), nb::arg("m"), nb::arg("n"), nb::arg("k"), nb::arg("a_dtype"),
      nb::arg("config"), nb::arg("num_sms"), nb::arg("out_dtype"), nb::arg("a_mn_major"), nb::arg("splits"),
+     nb::arg("b_mn_major") = false,
      "The plan the CUDA dispatcher runs for this problem: (menu entry, its name, K splits, f32 workspace "
      "floats) - the same code (jax_tmem/menu.h) the launchers call.");
 

@@ -18,8 +18,8 @@ std::string run(const GemmLaunch& L) {
 }
 
 // One configuration (a line of jax_tmem/sm90_configs.def) of one kernel family, as a kernel Config.
-template <DType A, DType B, bool AMN, bool BMN, int BN, int ST, menu::Schedule SCHED, menu::Epilogue EPI, int CM,
-          menu::Split SPLIT>
+template <DType A, DType B, bool AMN, bool BMN, int BM, int BN, int ST, menu::Schedule SCHED, menu::Epilogue EPI,
+          int CM, menu::Split SPLIT>
 std::string run_config(const GemmLaunch& L) {
   using menu::Epilogue;
   if constexpr (SPLIT == menu::Split::kSwapAB && BMN) {
@@ -27,9 +27,11 @@ std::string run_config(const GemmLaunch& L) {
     return "swap-AB entries need a K-major lhs (the activation)";
   } else if constexpr (menu::sm90_swap_only_family(A, AMN, BMN) && SPLIT != menu::Split::kSwapAB) {
     return "an MN-major 8-bit operand is read by the swap-AB entries only (a decode lhs of <= 64 rows)";
+  } else if constexpr (BM == 64 && menu::sm90_swap_only_family(A, AMN, BMN)) {
+    return "the 64-row swap-AB entries read a K-major or 16-bit weight (an MN-major 8-bit one: the 128-row entries)";
   } else {
     return run<Config<A, B, BN, ST, AMN, BMN, SCHED == menu::Schedule::kPingPong, EPI == Epilogue::kStaged, CM,
-                      EPI == Epilogue::kTmaStore, static_cast<int>(SPLIT)>>(L);
+                      EPI == Epilogue::kTmaStore, static_cast<int>(SPLIT), BM>>(L);
   }
 }
 
@@ -38,10 +40,10 @@ std::string run_config(const GemmLaunch& L) {
 template <DType A, DType B, bool AMN, bool BMN>
 std::string run_tile(const GemmLaunch& L, const menu::KernelConfig& c) {
   switch (static_cast<menu::Sm90>(c.id)) {
-#define JT_SM90_CONFIG(entry, id, bn, st, sched, epi, cm, split, build, name)                                 \
+#define JT_SM90_CONFIG(entry, id, bm, bn, st, sched, epi, cm, split, build, name)                             \
   case menu::Sm90::entry:                                                                                     \
     if constexpr (menu::built(menu::Build::build))                                                           \
-      return run_config<A, B, AMN, BMN, bn, st, menu::Schedule::sched, menu::Epilogue::epi, cm, menu::Split::split>(L); \
+      return run_config<A, B, AMN, BMN, bm, bn, st, menu::Schedule::sched, menu::Epilogue::epi, cm, menu::Split::split>(L); \
     else                                                                                                      \
       return menu::not_built_message(c);
 #include "jax_tmem/sm90_configs.def"

@@ -92,7 +92,7 @@ def kernel_plan(arch: str, canon, a_dtype, config, out_dtype) -> tuple[int, str,
     try:
         c, name, s, ws = mod.kernel_choice(arch, canon.batch, canon.m, canon.n, canon.k, np.dtype(a_dtype).name,
                                            cfg, max(sms, 1), np.dtype(out_dtype).name, bool(canon.a_mn_major),
-                                           splits)
+                                           splits, bool(canon.b_mn_major))
     except ValueError as e:
         raise ValueError(f"jax_tmem: kernel config {config}: {e}") from None
     entry = menu(arch)[int(c)]

@@ -22,6 +22,11 @@ enum class Epilogue : uint8_t { kRegister, kStaged, kTmaStore, kPartial };
 enum class Split : uint8_t { kNone = 0, kSplitK = 1, kSwapAB = 2 };
 enum class Build : uint8_t { kHeuristic, kSweep };
 
+// sm_90a: 128-byte K chunks per ring slot. The 64-row entries (one consumer warpgroup) stage 4, so that
+// each TMA request reads 512 contiguous bytes of a weight row; the 128-row entries one. (The kernel's
+// Config::K_CHUNKS and the plan's K-split bound both read this.)
+constexpr int sm90_k_chunks(int block_m) { return block_m == 64 ? 4 : 1; }
+
 // kHeuristic entries are always compiled; kSweep ones with CMake's JAX_TMEM_CONFIGS=all.
 constexpr bool built(Build b) { return b == Build::kHeuristic || JAX_TMEM_ALL_CONFIGS; }
 
@@ -34,6 +39,7 @@ struct KernelConfig {
   Epilogue epilogue;
   Split split;
   Build build;
+  int k_chunks;  // 128-byte K chunks per ring slot
 
   constexpr bool built() const { return menu::built(build); }
   constexpr bool partial() const { return split != Split::kNone; }
@@ -54,14 +60,14 @@ inline const char* to_string(Split s) { return s == Split::kSplitK ? "split-k" :
 
 // ---- the tables ---------------------------------------------------------------------------------------
 enum class Sm90 : int {
-#define JT_SM90_CONFIG(entry, id, bn, st, sched, epi, cm, split, build, name) entry = id,
+#define JT_SM90_CONFIG(entry, id, bm, bn, st, sched, epi, cm, split, build, name) entry = id,
 #include "jax_tmem/sm90_configs.def"
 #undef JT_SM90_CONFIG
 };
 
 inline constexpr KernelConfig kSm90Configs[] = {
-#define JT_SM90_CONFIG(entry, id, bn, st, sched, epi, cm, split, build, name) \
-  {id, #entry, name, 128, bn, st, cm, Schedule::sched, Epilogue::epi, Split::split, Build::build},
+#define JT_SM90_CONFIG(entry, id, bm, bn, st, sched, epi, cm, split, build, name) \
+  {id, #entry, name, bm, bn, st, cm, Schedule::sched, Epilogue::epi, Split::split, Build::build, sm90_k_chunks(bm)},
 #include "jax_tmem/sm90_configs.def"
 #undef JT_SM90_CONFIG
 };
@@ -74,7 +80,7 @@ enum class Sm100 : int {
 
 inline constexpr KernelConfig kSm100Configs[] = {
 #define JT_SM100_CONFIG(entry, id, bm, bn, st, epi, split, build, name) \
-  {id, #entry, name, bm, bn, st, bm / 128, Schedule::kCooperative, Epilogue::epi, Split::split, Build::build},
+  {id, #entry, name, bm, bn, st, bm / 128, Schedule::kCooperative, Epilogue::epi, Split::split, Build::build, 1},
 #include "jax_tmem/sm100_configs.def"
 #undef JT_SM100_CONFIG
 };
@@ -94,11 +100,14 @@ struct ConfigTable {
   // The entry the heuristic names by its enum value (always present: the enum comes from the table).
   template <class E>
   constexpr const KernelConfig& at(E e) const { return *find(static_cast<int>(e)); }
-  // The narrowest entry with this split whose block_n holds `cols` (null if none): swap-AB by M.
-  const KernelConfig* narrowest(Split split, int64_t cols) const {
+  // The narrowest entry with this split whose block_n holds `cols` (null if none): swap-AB by M. With
+  // `block_m` > 0, among the entries of that many rows only.
+  const KernelConfig* narrowest(Split split, int64_t cols, int block_m = 0) const {
     const KernelConfig* best = nullptr;
     for (const KernelConfig& c : *this)
-      if (c.split == split && c.block_n >= cols && (!best || c.block_n < best->block_n)) best = &c;
+      if (c.split == split && c.block_n >= cols && (block_m == 0 || c.block_m == block_m) &&
+          (!best || c.block_n < best->block_n))
+        best = &c;
     return best;
   }
   // The widest block_n of the entries with this split (0 if none).

@@ -89,10 +89,24 @@ inline int split_count(int64_t tiles, int64_t k_blocks, int num_sms) {
   return s < 1 ? 1 : static_cast<int>(s);
 }
 
-// Tiles of a partial entry (128 rows, in the kernel's orientation: for swap-AB rows = N, columns = M).
+// The swap-AB entries (decode): K splits only while the tiles busy fewer than half the SMs, as many as
+// bring the work units to about half, and each split at least 8 KB of every weight row (64 blocks of
+// 128 bytes). A weight streams near full bandwidth from ~64 SMs, and each split adds partial sums and a
+// reduce pass (H200, 2026-11-24 15:08, sweep_configs.py, x XLA: M = 64, 32 tiles of 128 rows: K = 4096
+// 1 split 1.008, 2 splits 0.997, 4 0.880; K = 14336 1.056 / 1.002 with 2 / 4 splits, 0.934 with 1;
+// 48 tiles, K = 4096: 1.073 / 0.934 with 1 / 2; M = 16, 64 tiles of 64 rows: 1 split 1.016-1.044, 2
+// splits 0.838-0.968). At most 8.
+inline int decode_split_count(int64_t tiles, int64_t k_blocks, int num_sms) {
+  int64_t s = (num_sms / 2) / (tiles < 1 ? 1 : tiles);
+  if (s > 8) s = 8;
+  if (s > k_blocks / 64) s = k_blocks / 64;
+  return s < 1 ? 1 : static_cast<int>(s);
+}
+
+// Tiles of a partial entry (block_m rows, in the kernel's orientation: for swap-AB rows = N, columns = M).
 inline int64_t partial_tiles(const GemmProblem& p, const KernelConfig& c) {
   const int64_t rows = c.swap_ab() ? p.n : p.m, cols = c.swap_ab() ? p.m : p.n;
-  return p.batch * ((rows + 127) / 128) * ((cols + c.block_n - 1) / c.block_n);
+  return p.batch * ((rows + c.block_m - 1) / c.block_m) * ((cols + c.block_n - 1) / c.block_n);
 }
 
 // The entry (`config` >= 0 forces it; the caller checked it is in `table`) and its splits (p.splits > 0
@@ -102,16 +116,18 @@ inline int64_t partial_tiles(const GemmProblem& p, const KernelConfig& c) {
 //    SMs idle and K is long (>= 32 blocks of 128 bytes): the split-K entry.
 // `partial_ok`: the dtype has partial entries (not int8). `ws_available` >= 0 caps the workspace: a
 // heuristic plan that needs more falls back to one without (a forced entry is kept, and the launcher
-// reports the short workspace).
+// reports the short workspace). `swap_rows` > 0: the decode entries of that many rows are preferred, and
+// their K splits follow decode_split_count.
 template <class Dense>
 inline Plan make_plan(const ConfigTable& table, const GemmProblem& p, int num_sms, int64_t ws_available,
-                      bool partial_ok, Dense dense) {
+                      bool partial_ok, int swap_rows, Dense dense) {
   const bool ws_ok = ws_available != 0 && partial_ok;
   const KernelConfig* t;
   if (p.config >= 0) {
     t = table.find(p.config);
   } else if (ws_ok && !p.a_mn_major && p.m <= table.widest(Split::kSwapAB)) {
-    t = table.narrowest(Split::kSwapAB, p.m);
+    t = swap_rows > 0 ? table.narrowest(Split::kSwapAB, p.m, swap_rows) : nullptr;
+    if (t == nullptr) t = table.narrowest(Split::kSwapAB, p.m);
   } else {
     int64_t tiles = 0;
     t = &table.at(dense(p, &tiles));
@@ -119,14 +135,19 @@ inline Plan make_plan(const ConfigTable& table, const GemmProblem& p, int num_sm
   }
   Plan plan{t->id, 1, 0};
   if (t->partial()) {
-    const int64_t kb = k_blocks_128B(p);
-    int64_t s = p.splits > 0 ? p.splits : split_count(partial_tiles(p, *t), kb, num_sms);
+    const int64_t kb = (k_blocks_128B(p) + t->k_chunks - 1) / t->k_chunks;  // ring slots along K
+    const int64_t tiles = partial_tiles(p, *t);
+    // decode_split_count was measured on sm_90a (swap_rows > 0); sm_100a keeps split_count until a
+    // Blackwell measurement says otherwise.
+    int64_t s = p.splits > 0 ? p.splits
+              : t->swap_ab() && swap_rows > 0 ? decode_split_count(tiles, k_blocks_128B(p), num_sms)
+                                              : split_count(tiles, kb, num_sms);
     if (s > kb) s = kb;
     plan.splits = static_cast<int>(s < 1 ? 1 : s);
     // One split: the kernel finishes the output itself (no partials, no workspace, no reduce pass).
     plan.ws_floats = plan.splits > 1 ? workspace_floats(p, plan.splits) : 0;
     if (p.config < 0 && ws_available >= 0 && plan.ws_floats > ws_available)
-      return make_plan(table, p, num_sms, 0, partial_ok, dense);
+      return make_plan(table, p, num_sms, 0, partial_ok, swap_rows, dense);
   }
   return plan;
 }
@@ -135,8 +156,14 @@ inline Plan make_plan(const ConfigTable& table, const GemmProblem& p, int num_sm
 // FLOP), with the TMA-store epilogue where the output rows allow it (measured 2026-11-21 12:08 on the
 // H200, interleaved sweep: 128x256 TMA store 1.009-1.016 x jnp.dot on the large bf16 shapes and 1.375 x
 // on fp8 8192^3, against 0.88-0.94 and 1.26 for the register epilogue).
+// Decode of M <= 32 rows: the 64-row swap-AB entries (512-byte weight rows per TMA request, twice the
+// CTAs), except for an MN-major 8-bit weight, which only the 128-row entries transpose. M of 33-64 keeps
+// the 128-row entry: the 64-row one holds 3 ring slots at N = 64 (H200, 2026-11-24 15:08, sweep_configs.py,
+// x XLA on the 8B layer GEMMs, bf16, each entry at its best split: M = 16 64-row 0.95-1.04, 128-row
+// 0.90-0.99; M = 32 0.94-1.10 against 0.94-1.06; M = 64 0.88-1.05 against 0.96-1.07).
 inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = -1) {
-  return make_plan(kSm90Table, p, num_sms, ws_available, true, [num_sms](const GemmProblem& q, int64_t* tiles) {
+  const int swap_rows = p.m <= 32 && !sm90_swap_only_family(p.b_type, p.b_mn_major, false) ? 64 : 128;
+  return make_plan(kSm90Table, p, num_sms, ws_available, true, swap_rows, [num_sms](const GemmProblem& q, int64_t* tiles) {
     static constexpr int kWidths[] = {256, 128, 64};
     const int block_n = widest_filling_tile_n(q, num_sms, kWidths, 3);
     const bool tma = out_tma_ok(q);
@@ -149,7 +176,7 @@ inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = 
 // sm_100a / sm_103a: sm100_choose's dense entry; int8 has no partial entries (its s32 accumulators
 // would be summed in f32).
 inline Plan sm100_plan(const GemmProblem& p, int num_sms, int64_t ws_available = -1) {
-  return make_plan(kSm100Table, p, num_sms, ws_available, p.a_type != DType::kS8,
+  return make_plan(kSm100Table, p, num_sms, ws_available, p.a_type != DType::kS8, 0,
                    [num_sms](const GemmProblem& q, int64_t* tiles) {
     const Sm100 t = sm100_choose(q, num_sms);
     const KernelConfig& c = kSm100Table.at(t);

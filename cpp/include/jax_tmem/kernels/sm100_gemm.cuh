@@ -87,6 +87,7 @@ struct Config {
   static constexpr int kStages = kStages_;
   static constexpr bool kAMN = kAMN_, kBMN = kBMN_;
   static constexpr int BLOCK_K = 1024 / ELEM_BITS;  // one 128-byte swizzle row along K
+  static constexpr int STAGE_K = BLOCK_K;  // K elements per ring slot (the launcher's K-split bound)
   static constexpr int UMMA_K = 256 / ELEM_BITS;    // K of one tcgen05.mma (always 32 bytes)
   static constexpr int MN_CHUNK = 1024 / ELEM_BITS; // elements of one 128B swizzle atom along M/N (MN-major)
   static constexpr int A_BYTES = BLOCK_M * 128;

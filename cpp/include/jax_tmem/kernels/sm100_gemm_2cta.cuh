@@ -31,6 +31,7 @@ struct Config2Cta {
   static constexpr bool kAMN = kAMN_, kBMN = kBMN_;
   static constexpr int ELEM_BYTES = dtype_bytes(kA);
   static constexpr int BLOCK_K = 128 / ELEM_BYTES;
+  static constexpr int STAGE_K = BLOCK_K;
   static constexpr int UMMA_K = 32 / ELEM_BYTES;
   static constexpr int MN_CHUNK = 128 / ELEM_BYTES;
   static constexpr int CTA_M = BLOCK_M / 2, CTA_N = BLOCK_N / 2;  // this CTA's share of A rows / B columns

@@ -46,6 +46,18 @@ template <class C>
 __device__ __forceinline__ void partial_store(const float (&acc)[C::ACC_REGS], const Params& p, int batch,
                                               int split, int row0, int col0) {
   const int64_t slab = static_cast<int64_t>(split) * p.batch + batch;
+  if (p.splits == 1 && epilogue::plain(p.epi)) {  // one split, nothing to apply: cast and store
+    for_each_fragment_pair<C>(acc, row0, col0, p.m, p.n, [&](int row, int col, float v0, float v1) {
+      if constexpr (C::kPartialOut == 1) {
+        epilogue::store_element(v0, p.epi, int64_t(batch) * p.m + row, col, p.n);
+        if (col + 1 < p.n) epilogue::store_element(v1, p.epi, int64_t(batch) * p.m + row, col + 1, p.n);
+      } else {
+        epilogue::store_element(v0, p.epi, int64_t(batch) * p.n + col, row, p.m);
+        if (col + 1 < p.n) epilogue::store_element(v1, p.epi, int64_t(batch) * p.n + col + 1, row, p.m);
+      }
+    });
+    return;
+  }
   for_each_fragment_pair<C>(acc, row0, col0, p.m, p.n, [&](int row, int col, float v0, float v1) {
     if (p.splits == 1) {  // one split: finish the output here (no workspace, no reduce pass)
       if constexpr (C::kPartialOut == 1) {

@@ -18,6 +18,7 @@
 #include "jax_tmem/epilogue.cuh"
 #include "jax_tmem/epilogue_tma.cuh"
 #include "jax_tmem/kernels/sm90_epilogue.cuh"
+#include "jax_tmem/kernel_config.h"
 #include "jax_tmem/pipeline.cuh"
 #include "jax_tmem/ptx/cluster.cuh"
 #include "jax_tmem/ptx/mbarrier.cuh"
@@ -57,8 +58,14 @@ namespace jax_tmem::sm90 {
 //   128B-swizzled tile (transpose_a_half: 32-bit loads, byte permutes, 16-byte stores), fences the async
 //   proxy and syncs its 128 threads before its wgmma: the weight is read once, never transposed in
 //   memory, and the consumers (idle in a memory-bound decode GEMM) do the work.
+// BLOCK_M = 64 (the decode swap-AB entries 15-17): one consumer warpgroup, and each ring slot holds
+//   K_CHUNKS = 4 chunks of 128 bytes per row (4 TMA boxes, issued back to back), so the weight's rows are
+//   read 512 contiguous bytes at a time. Twice the CTAs of the 128-row tiles for the same N, with no
+//   K split: measured with scripts/stream_probe.cu (pure TMA streaming of a decode weight, H200,
+//   2026-11-24), 512-byte rows stream at 2.9-3.4 TB/s from 32-64 CTAs where 128-byte rows reach 2.3-3.1.
 template <DType kA_, DType kB_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_, bool kPingPong_ = false,
-          bool kSmemEpilogue_ = false, int kClusterM_ = 1, bool kTmaStore_ = false, int kPartialOut_ = 0>
+          bool kSmemEpilogue_ = false, int kClusterM_ = 1, bool kTmaStore_ = false, int kPartialOut_ = 0,
+          int kBlockM_ = 128>
 struct Config {
   static constexpr int kPartialOut = kPartialOut_;
   static constexpr DType kA = kA_, kB = kB_;
@@ -73,7 +80,9 @@ struct Config {
   static constexpr int OUT_BOX_ROWS = 64;  // a consumer warpgroup's rows
   static constexpr int OUT_BOX_BYTES = OUT_BOX_ROWS * 128;  // x 128 bytes, 1024-aligned (128B swizzle)
   static constexpr int OUT_BYTES = kTmaStore ? 2 * 2 * OUT_BOX_BYTES : 0;  // 2 buffers per warpgroup
-  static constexpr int BLOCK_M = 128;
+  static constexpr int BLOCK_M = kBlockM_;
+  static constexpr int CONSUMERS = BLOCK_M / 64;  // consumer warpgroups (64 rows each)
+  static constexpr int K_CHUNKS = menu::sm90_k_chunks(BLOCK_M);  // 128-byte K chunks per ring slot
   static constexpr int BLOCK_N = BLOCK_N_;
   static constexpr int CLUSTER_M = kClusterM_;
   static constexpr int BOX_M = BLOCK_M, BOX_N = BLOCK_N / CLUSTER_M;  // rows of A / B one CTA loads per tile
@@ -83,15 +92,17 @@ struct Config {
   static constexpr int ELEM_BYTES = dtype_bytes(kA);
   static constexpr int BLOCK_K = 128 / ELEM_BYTES;     // one 128-byte swizzle row along K
   static constexpr int INSTR_K = 32 / ELEM_BYTES;      // K of one wgmma (16 for 16-bit types)
-  static constexpr int A_BYTES = BLOCK_M * 128;
-  static constexpr int B_BYTES = BLOCK_N * 128;
+  static constexpr int STAGE_K = K_CHUNKS * BLOCK_K;   // K elements per ring slot
+  static constexpr int A_CHUNK = BLOCK_M * 128, B_CHUNK = BLOCK_N * 128;  // bytes of one K chunk
+  static constexpr int A_BYTES = K_CHUNKS * A_CHUNK;
+  static constexpr int B_BYTES = K_CHUNKS * B_CHUNK;
   static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;  // kATrans: A is the MN-major tile
   static constexpr int TRANS_BYTES = kATrans ? 2 * 2 * 64 * 128 : 0;  // 2 warpgroups x 2 buffers x 64 rows
   // kATrans: as many slots as fit beside the transposed buffers (the menu's count assumes none).
   static constexpr int kStages = kATrans ? (220 * 1024 - TRANS_BYTES) / STAGE_BYTES : kStages_;
   static constexpr int SMEM_BYTES =
       kStages * STAGE_BYTES + TRANS_BYTES + OUT_BYTES + EPI_BYTES + 1024 + (2 * kStages + 2) * 8;
-  static constexpr int NUM_THREADS = 384;
+  static constexpr int NUM_THREADS = 128 * (1 + CONSUMERS);
   static constexpr int kGroupM = 8;
   static constexpr int kTransBarrier = 8;  // kATrans: named barriers 8 + cw (one per consumer warpgroup)
   static constexpr int ACC_REGS = BLOCK_N / 2;         // f32 accumulators per consumer thread
@@ -110,7 +121,9 @@ struct Config {
   static_assert(SMEM_BYTES + 1024 < (1 << 18), "descriptor stepping (sm90_desc_advance) needs addresses < 2^18");
   static_assert(CLUSTER_M == 1 || (CLUSTER_M == 2 && !kPingPong), "B multicast: (2,1,1) clusters, cooperative only");
   static_assert(CLUSTER_M == 1 || (BLOCK_N / CLUSTER_M) % 64 == 0, "each CTA multicasts whole 64-row (8 KB) pieces of B");
-  static_assert(STAGE_BYTES % 1024 == 0, "128B-swizzle tiles must stay 1024-byte aligned");
+  static_assert(STAGE_BYTES % 1024 == 0 && B_CHUNK % 1024 == 0, "128B-swizzle tiles must stay 1024-byte aligned");
+  static_assert(BLOCK_M == 128 || (BLOCK_M == 64 && kPartialOut == 2 && !kATrans),
+                "64-row tiles: the swap-AB entries with a K-major or 16-bit weight only");
 };
 
 // One K step (INSTR_K deep) of the 64 x BLOCK_N x INSTR_K warpgroup MMA.
@@ -189,7 +202,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::kStages; ++s) {
       mbarrier_init(&full[s], 1);
-      mbarrier_init(&empty[s], C::kPingPong ? 4 : 8 * C::CLUSTER_M);
+      mbarrier_init(&empty[s], C::kPingPong ? 4 : 4 * C::CONSUMERS * C::CLUSTER_M);
     }
     mbarrier_init(&order[0], 4);  // one arrive per warp of the other consumer warpgroup
     mbarrier_init(&order[1], 4);
@@ -204,7 +217,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
   const sched::PersistentScheduler<C::kGroupM> scheduler{(p.m + C::TILE_M - 1) / C::TILE_M,
                                                          (p.n + C::BLOCK_N - 1) / C::BLOCK_N, p.batch};
   const int num_tiles = scheduler.num_tiles();
-  const int k_blocks = (p.k + C::BLOCK_K - 1) / C::BLOCK_K;
+  const int k_blocks = (p.k + C::STAGE_K - 1) / C::STAGE_K;  // ring slots per tile
   // Work units (tile, K split): sched::WorkUnits, shared with the sm_100a kernels.
   const sched::WorkUnits work(num_tiles, k_blocks, C::kPartialOut ? p.splits : 1);
   const int splits = work.splits, num_units = work.num_units;
@@ -231,16 +244,20 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
           mbarrier_wait(&empty[st.stage], st.phase ^ 1u);
           uint8_t* sa = smem + st.stage * C::STAGE_BYTES;
           uint8_t* sb = sa + C::A_BYTES;
-          const int k0 = kb * C::BLOCK_K;
+          const int k0 = kb * C::STAGE_K;
           mbarrier_arrive_expect_tx(&full[st.stage], C::STAGE_BYTES);
-          if constexpr (C::kATrans) {  // one 128(m) x 128(k) box of 8-bit elements, MN-major
-            tma_load_3d(sa, &tma_a, &full[st.stage], m0, k0, ab);
-          } else if constexpr (C::kAMN) {
 #pragma unroll
-            for (int j = 0; j < C::BLOCK_M / 64; ++j)
-              tma_load_3d(sa + j * 8192, &tma_a, &full[st.stage], m0 + 64 * j, k0, ab);
-          } else {
-            tma_load_3d(sa, &tma_a, &full[st.stage], k0, m0, ab);
+          for (int c = 0; c < C::K_CHUNKS; ++c) {  // chunk c of A (BLOCK_M rows x 128 bytes) at c * A_CHUNK
+            const int kc = k0 + c * C::BLOCK_K;
+            if constexpr (C::kATrans) {  // one 128(m) x 128(k) box of 8-bit elements, MN-major
+              tma_load_3d(sa, &tma_a, &full[st.stage], m0, kc, ab);
+            } else if constexpr (C::kAMN) {
+#pragma unroll
+              for (int j = 0; j < C::BLOCK_M / 64; ++j)
+                tma_load_3d(sa + c * C::A_CHUNK + j * 8192, &tma_a, &full[st.stage], m0 + 64 * j, kc, ab);
+            } else {
+              tma_load_3d(sa + c * C::A_CHUNK, &tma_a, &full[st.stage], kc, m0, ab);
+            }
           }
           if constexpr (C::CLUSTER_M > 1) {  // our half of B, into both CTAs
             constexpr uint16_t kMask = (1u << C::CLUSTER_M) - 1;
@@ -260,7 +277,9 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
             for (int j = 0; j < C::BLOCK_N / 64; ++j)
               tma_load_3d(sb + j * 8192, &tma_b, &full[st.stage], n0 + 64 * j, k0, bb);
           } else {
-            tma_load_3d(sb, &tma_b, &full[st.stage], k0, n0, bb);
+#pragma unroll
+            for (int c = 0; c < C::K_CHUNKS; ++c)
+              tma_load_3d(sb + c * C::B_CHUNK, &tma_b, &full[st.stage], k0 + c * C::BLOCK_K, n0, bb);
           }
           st.advance();
         }
@@ -380,15 +399,19 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
         fence_operands(acc);
         wgmma_fence();
 #pragma unroll
-        for (int ks = 0; ks < C::BLOCK_K / C::INSTR_K; ++ks) {
-          const uint64_t da = desc::sm90_desc_advance(desc_a0, a_off + ks * K_STEP_A);
-          const uint64_t db = desc::sm90_desc_advance(desc_b0, stage_off + ks * K_STEP_B);
-          mma_step<C>(acc, da, db, (kb > kb0 || ks > 0) ? 1u : 0u);
+        for (int c = 0; c < C::K_CHUNKS; ++c) {
+#pragma unroll
+          for (int ks = 0; ks < C::BLOCK_K / C::INSTR_K; ++ks) {
+            const uint64_t da = desc::sm90_desc_advance(desc_a0, a_off + c * C::A_CHUNK + ks * K_STEP_A);
+            const uint64_t db = desc::sm90_desc_advance(desc_b0, stage_off + c * C::B_CHUNK + ks * K_STEP_B);
+            mma_step<C>(acc, da, db, (kb > kb0 || c > 0 || ks > 0) ? 1u : 0u);
+          }
         }
         wgmma_commit();
         fence_operands(acc);
         // The MMAs of the previous k-block have retired once at most one group is pending:
-        // hand its slot back to the producer.
+        // hand its slot back to the producer. (Releasing each slot after a wait<0> instead measured
+        // slower on the decode entries: 14.9 -> 16.2 us, 16 x 4096 x 4096, stream_probe.cu, 2026-11-24.)
         wgmma_wait<1>();
         fence_operands(acc);
         if (prev_stage >= 0) release(prev_stage);

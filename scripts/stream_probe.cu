@@ -1,0 +1,301 @@
+// jax_tmem diagnostic (not part of the package): how fast can one weight matrix be streamed from HBM into
+// shared memory by TMA, in the tile shapes a decode GEMM uses? No math: a consumer warp only hands each
+// ring slot back. Compares the swap-AB kernels' box (128 rows x 128 bytes per k-block) with boxes that
+// bring 512 contiguous bytes of each row per stage, for 32-264 CTAs, against a plain coalesced read.
+//
+//   nvcc -std=c++17 -O3 -arch=sm_90a -Icpp/include -Icpp/src -o /tmp/stream_probe scripts/stream_probe.cu && /tmp/stream_probe
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "jax_tmem/pipeline.cuh"
+#include "jax_tmem/ptx/common.cuh"
+#include "jax_tmem/ptx/mbarrier.cuh"
+#include "jax_tmem/ptx/tma.cuh"
+#include "sm90_launch.cuh"
+#include <functional>
+
+using namespace jax_tmem;
+using namespace jax_tmem::ptx;
+
+#define CK(x)                                                                  \
+  do {                                                                         \
+    cudaError_t e = (x);                                                       \
+    if (e != cudaSuccess) {                                                    \
+      printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e), __FILE__, __LINE__); \
+      exit(1);                                                                 \
+    }                                                                          \
+  } while (0)
+
+__device__ __forceinline__ void tma_load_4d(void* dst, const void* map, uint64_t* bar, int c0, int c1, int c2, int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%3, %4, %5, %6}], [%2];" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+}
+
+// MODE 0: one {64 k, 128 rows} box per stage (the swap-AB kernels' A tile, 16 KB).
+// MODE 1: one {64 k, 8 rows, 4 k-chunks, 16 row-groups} box per stage (64 KB; each row's 512 bytes are
+//         requested 8 requests apart; the shared-memory image is four canonical K-major tiles with SBO 4 KB).
+// MODE 2: four MODE-0 boxes per stage, back to back (64 KB).
+// FEAT bits (the GEMM kernel's launch, one at a time): 1 = 256 threads, 2 = 206 KB of shared memory,
+// 4 = prefetch.tensormap + griddepcontrol.launch_dependents at the start.
+template <int MODE, int STAGES, int FEAT = 0>
+__global__ void __launch_bounds__(256) stream_kernel(const __grid_constant__ CUtensorMap map, int n_tiles, int splits,
+                                                    int k_elems, unsigned long long* sink) {
+  constexpr int STAGE_BYTES = MODE == 0 ? 16384 : MODE >= 3 ? 32768 : 65536;
+  constexpr int KS = MODE == 0 ? 64 : 256;  // k elements per stage
+  int prev = -1;
+  uint8_t* smem = aligned_dynamic_smem();
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + STAGES * STAGE_BYTES);
+  uint64_t* empty = full + STAGES;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) mbarrier_init(&full[s], 1), mbarrier_init(&empty[s], 1);
+    fence_barrier_init();
+  }
+  __syncthreads();
+  if constexpr ((FEAT & 4) != 0) {
+    if (threadIdx.x == 0) prefetch_tensormap(&map);
+    griddep_launch_dependents();
+  }
+  const int units = n_tiles * splits;
+  const int kst = (k_elems + KS - 1) / KS;
+  PipelineState<STAGES> st;
+  unsigned long long acc = 0;
+  for (int u = blockIdx.x; u < units; u += gridDim.x) {
+    const int t = u / splits, s = u % splits;
+    const int k0 = (int)((long long)kst * s / splits), k1 = (int)((long long)kst * (s + 1) / splits);
+    for (int kb = k0; kb < k1; ++kb) {
+      if (threadIdx.x == 0) {
+        mbarrier_wait(&empty[st.stage], st.phase ^ 1u);
+        uint8_t* dst = smem + st.stage * STAGE_BYTES;
+        mbarrier_arrive_expect_tx(&full[st.stage], STAGE_BYTES);
+        if constexpr (MODE == 0) tma_load_3d(dst, &map, &full[st.stage], kb * KS, t * 128, 0);
+        if constexpr (MODE == 1) tma_load_4d(dst, &map, &full[st.stage], 0, 0, kb * 4, t * 16);
+        if constexpr (MODE == 2)
+          for (int j = 0; j < 4; ++j) tma_load_3d(dst + j * 16384, &map, &full[st.stage], kb * KS + 64 * j, t * 128, 0);
+        if constexpr (MODE >= 3)
+          for (int j = 0; j < 4; ++j) tma_load_3d(dst + j * 8192, &map, &full[st.stage], kb * KS + 64 * j, t * 64, 0);
+      } else if (threadIdx.x == 32) {
+        mbarrier_wait(&full[st.stage], st.phase);
+        acc += *reinterpret_cast<volatile uint32_t*>(smem + st.stage * STAGE_BYTES + 4 * (kb & 31));
+        if constexpr (MODE == 4) {  // as the GEMM consumers do: slot s goes back after the wait on s + 1
+          if (prev >= 0) mbarrier_arrive(&empty[prev]);
+          prev = st.stage;
+        } else {
+          mbarrier_arrive(&empty[st.stage]);
+        }
+      }
+      st.advance();
+    }
+    if (MODE == 4 && threadIdx.x == 32 && prev >= 0) mbarrier_arrive(&empty[prev]), prev = -1;
+  }
+  if (threadIdx.x == 32 && acc == 0x1234567) sink[0] = acc;
+}
+
+__global__ void ldg_kernel(const uint4* p, long long n16, unsigned long long* sink) {
+  uint32_t acc = 0;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n16; i += (long long)gridDim.x * blockDim.x) {
+    uint4 v = ldg_stream_v4(p + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x1234567) sink[0] = acc;
+}
+
+__global__ void empty_kernel() {}
+
+using EncodeFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*, const cuuint64_t*,
+                              const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                              CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+static EncodeFn encode() {
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult q;
+  CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q));
+  return reinterpret_cast<EncodeFn>(p);
+}
+
+static CUtensorMap make_map(int mode, void* base, long long n, long long k, CUtensorMapL2promotion promo) {
+  CUtensorMap m;
+  CUresult r;
+  if (mode == 1) {
+    cuuint64_t dims[4] = {64, 8, (cuuint64_t)(k / 64), (cuuint64_t)(n / 8)};
+    cuuint64_t strides[3] = {(cuuint64_t)(k * 2), 128, (cuuint64_t)(8 * k * 2)};
+    cuuint32_t box[4] = {64, 8, 4, 16}, es[4] = {1, 1, 1, 1};
+    r = encode()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, base, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                 CU_TENSOR_MAP_SWIZZLE_128B, promo, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  } else {
+    cuuint64_t dims[3] = {(cuuint64_t)k, (cuuint64_t)n, 1};
+    cuuint64_t strides[2] = {(cuuint64_t)(k * 2), (cuuint64_t)(n * k * 2)};
+    cuuint32_t box[3] = {64, mode >= 3 ? 64u : 128u, 1}, es[3] = {1, 1, 1};
+    r = encode()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, base, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                 CU_TENSOR_MAP_SWIZZLE_128B, promo, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  }
+  if (r != CUDA_SUCCESS) {
+    printf("encode failed (mode %d): %d\n", mode, (int)r);
+    exit(1);
+  }
+  return m;
+}
+
+// Mean time per call of `launch(i)` (i = 0 .. iters - 1), the calls captured in one CUDA graph (no host
+// launch cost between them, as under XLA's command buffers).
+static float time_graph(const std::function<void(cudaStream_t, int)>& launch, int iters) {
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < iters; ++i) launch(s, i);
+  CK(cudaStreamEndCapture(s, &g));
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  CK(cudaGraphLaunch(ge, s));
+  CK(cudaStreamSynchronize(s));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  float best = 1e30f;
+  for (int r = 0; r < 3; ++r) {
+    CK(cudaEventRecord(e0, s));
+    CK(cudaGraphLaunch(ge, s));
+    CK(cudaEventRecord(e1, s));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    if (ms < best) best = ms;
+  }
+  CK(cudaGetLastError());
+  CK(cudaGraphExecDestroy(ge));
+  CK(cudaGraphDestroy(g));
+  CK(cudaStreamDestroy(s));
+  return best * 1000.f / iters;
+}
+
+template <int MODE, int STAGES, int FEAT = 0>
+static float run(std::vector<void*>& bufs, long long n, long long k, int splits, int grid, CUtensorMapL2promotion promo,
+                 unsigned long long* sink, int iters) {
+  constexpr int STAGE_BYTES = MODE == 0 ? 16384 : MODE >= 3 ? 32768 : 65536;
+  const int smem = (FEAT & 2) ? 206 * 1024 : STAGES * STAGE_BYTES + 1024 + 2 * STAGES * 8;
+  const int threads = (FEAT & 1) ? 256 : 64;
+  auto kern = stream_kernel<MODE, STAGES, FEAT>;
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  std::vector<CUtensorMap> maps;
+  for (void* b : bufs) maps.push_back(make_map(MODE, b, n, k, promo));
+  const int n_tiles = (int)(n / (MODE >= 3 ? 64 : 128));
+  if (grid <= 0) grid = n_tiles * splits;
+  return time_graph([&](cudaStream_t st, int i) {
+    kern<<<grid, threads, smem, st>>>(maps[i % maps.size()], n_tiles, splits, (int)k, sink);
+  }, iters);
+}
+
+// Our swap-AB decode kernel (menu entry 11: 128(N) x 16(M) tiles, partial sums + the reduce pass) on
+// out (M x N, bf16) = act (M x K) . W^T, W (N x K) row-major: the launch the dispatcher makes.
+template <int BM = 128>
+static float run_ours(std::vector<void*>& bufs, long long n, long long k, long long m, int splits, void* act,
+                      void* out, float* ws, int iters) {
+  using C = jax_tmem::sm90::Config<DType::kBF16, DType::kBF16, 16, BM == 128 ? 12 : 5, false, false, false, false, 1,
+                                   false, 2, BM>;
+  GemmLaunch L = {};
+  GemmProblem& p = L.p;
+  p.m = n, p.n = m, p.k = k, p.lda = k, p.ldb = k;
+  p.a_type = p.b_type = p.out_type = DType::kBF16;
+  p.splits = splits;
+  L.out = out;
+  L.ws = ws;
+  L.ws_count = (long long)splits * m * ((n + 3) / 4 * 4);
+  L.num_sms = 132;
+  L.cc = 90;
+  L.device = 0;
+  L.inputs[static_cast<int>(Role::kB)] = act;
+  std::string err;
+  const float us = time_graph([&](cudaStream_t st, int i) {
+    L.stream = st;
+    L.inputs[static_cast<int>(Role::kA)] = bufs[i % bufs.size()];
+    std::string e = jax_tmem::sm90::run<C>(L);
+    if (!e.empty()) err = e;
+  }, iters);
+  if (!err.empty()) printf("ours: %s\n", err.c_str());
+  return us;
+}
+
+int main(int argc, char** argv) {
+  int sms;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  unsigned long long* sink;
+  CK(cudaMalloc(&sink, 8));
+  const int iters = 200;
+  struct Shape { long long n, k; };
+  const Shape shapes[] = {{4096, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}};
+  // Rotate over enough distinct weights that none is still in L2 (50 MB) when it comes round again.
+  const long long max_bytes = 28672LL * 4096 * 2;
+  std::vector<void*> bufs(6);
+  for (auto& b : bufs) {
+    CK(cudaMalloc(&b, max_bytes));
+    CK(cudaMemset(b, 0x3c, max_bytes));
+  }
+  void *act, *out;
+  float* ws;
+  CK(cudaMalloc(&act, 64LL * 14336 * 2));
+  CK(cudaMemset(act, 0x3c, 64LL * 14336 * 2));
+  CK(cudaMalloc(&out, 64LL * 28672 * 2));
+  CK(cudaMalloc(&ws, 8LL * 64 * 28672 * 4));
+  if (argc > 1) {  // for Nsight Compute: our 64-row kernel on one shape, a few calls: N K splits
+    const long long n = atoll(argv[1]), k = atoll(argv[2]);
+    run_ours<64>(bufs, n, k, 16, atoi(argv[3]), act, out, ws, 4);
+    run_ours<128>(bufs, n, k, 16, atoi(argv[3]), act, out, ws, 4);
+    return 0;
+  }
+  printf("SMs %d; empty kernel in a graph: %.2f us/launch\n", sms,
+         time_graph([&](cudaStream_t st, int) { empty_kernel<<<132, 64, 0, st>>>(); }, iters));
+  for (const Shape& s : shapes) {
+    const double bytes = (double)s.n * s.k * 2;
+    printf("\n== weight %lld x %lld bf16 (%.1f MB): us per pass, TB/s ==\n", s.n, s.k, bytes / 1e6);
+    {
+      float best = 1e9;
+      for (int g : {sms, 2 * sms, 4 * sms}) {
+        const long long n16 = (long long)(bytes / 16);
+        const float us = time_graph([&](cudaStream_t st, int i) {
+          ldg_kernel<<<g, 512, 0, st>>>((const uint4*)bufs[i % bufs.size()], n16, sink);
+        }, iters);
+        if (us < best) best = us;
+        printf("  ldg coalesced, grid %4d x 512       : %7.2f us  %.2f TB/s\n", g, us, bytes / us / 1e6);
+      }
+    }
+    const int tiles = (int)(s.n / 128);
+    for (int splits : {1, 2, 4, 8}) {
+      const int units = tiles * splits;
+      const int grid = units < sms ? units : sms;
+      float t0 = run<0, 13>(bufs, s.n, s.k, splits, grid, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, sink, iters);
+      float t0n = run<0, 13>(bufs, s.n, s.k, splits, grid, CU_TENSOR_MAP_L2_PROMOTION_NONE, sink, iters);
+      float t0h = run<0, 6>(bufs, s.n, s.k, splits, units < 2 * sms ? units : 2 * sms,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, sink, iters);
+      float t1 = run<1, 3>(bufs, s.n, s.k, splits, grid, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, sink, iters);
+      float t2 = run<2, 3>(bufs, s.n, s.k, splits, grid, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, sink, iters);
+      const float to = run_ours(bufs, s.n, s.k, 16, splits, act, out, ws, iters);
+      const int u64 = tiles * 2 * splits;
+      const float p64_5 = run<3, 5>(bufs, s.n, s.k, splits, u64 < sms ? u64 : sms, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, sink, iters);
+      const float p64_6 = run<3, 6>(bufs, s.n, s.k, splits, u64 < sms ? u64 : sms, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, sink, iters);
+      const float d64_5 = run<4, 5>(bufs, s.n, s.k, splits, u64 < sms ? u64 : sms, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, sink, iters);
+      const float d64_6 = run<4, 6>(bufs, s.n, s.k, splits, u64 < sms ? u64 : sms, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, sink, iters);
+      const int g64 = u64 < sms ? u64 : sms;
+      const CUtensorMapL2promotion P = CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+      printf("  splits %d: 5-stage pure + 256 threads %6.2f | + 206 KB smem %6.2f | + prefetch/launch_dependents %6.2f | all %6.2f\n",
+             splits, run<3, 5, 1>(bufs, s.n, s.k, splits, g64, P, sink, iters), run<3, 5, 2>(bufs, s.n, s.k, splits, g64, P, sink, iters),
+             run<3, 5, 4>(bufs, s.n, s.k, splits, g64, P, sink, iters), run<3, 5, 7>(bufs, s.n, s.k, splits, g64, P, sink, iters));
+      printf("  splits %d: pure 64 rows x 512 B stages (%d units): 5 stages %6.2f us, 6 stages %6.2f us | "
+             "release one slot late: 5 stages %6.2f, 6 stages %6.2f\n", splits, u64, p64_5, p64_6, d64_5, d64_6);
+      const float t64 = run_ours<64>(bufs, s.n, s.k, 16, splits, act, out, ws, iters);
+      printf("  splits %d: OURS (swap-AB 128x16, M = 16, + reduce) %6.2f us (%.2f TB/s) | 64x16, 512 B rows %6.2f us (%.2f TB/s)\n",
+             splits, to, bytes / to / 1e6, t64, bytes / t64 / 1e6);
+      printf("  splits %d (%4d units, grid %3d): box128x128B %6.2f (%.2f) | promo none %6.2f (%.2f) | "
+             "2 CTA/SM x6 %6.2f (%.2f) | 4D 512B/row %6.2f (%.2f) | 4 boxes/stage %6.2f (%.2f)\n",
+             splits, units, grid, t0, bytes / t0 / 1e6, t0n, bytes / t0n / 1e6, t0h, bytes / t0h / 1e6, t1,
+             bytes / t1 / 1e6, t2, bytes / t2 / 1e6);
+    }
+  }
+  return 0;
+}
