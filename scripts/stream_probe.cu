@@ -1,7 +1,10 @@
 // jax_tmem diagnostic (not part of the package): how fast can one weight matrix be streamed from HBM into
 // shared memory by TMA, in the tile shapes a decode GEMM uses? No math: a consumer warp only hands each
 // ring slot back. Compares the swap-AB kernels' box (128 rows x 128 bytes per k-block) with boxes that
-// bring 512 contiguous bytes of each row per stage, for 32-264 CTAs, against a plain coalesced read.
+// bring 512 contiguous bytes of each row per stage, for 32-264 CTAs, against a plain coalesced read, and
+// times our real swap-AB kernels (sm90::run on the same weights) next to them: the gap between the two
+// is the kernel's own cost (docs/PERF.md, 2026-11-24: it was the epilogue's cold code). Every variant is
+// captured 200 times in one CUDA graph. `stream_probe N K splits` runs only our two kernels, for ncu.
 //
 //   nvcc -std=c++17 -O3 -arch=sm_90a -Icpp/include -Icpp/src -o /tmp/stream_probe scripts/stream_probe.cu && /tmp/stream_probe
 #include <cuda.h>

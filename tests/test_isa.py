@@ -850,13 +850,15 @@ def test_sm90_heuristic(m, n, k, batch, out, expect):
     assert name == SM90_NAMES[expect]
 
 
-@pytest.mark.parametrize("dtype,b_mn_major,expect", [
-    ("bfloat16", False, 15), ("bfloat16", True, 15), ("float8_e4m3fn", False, 15),
-    ("float8_e4m3fn", True, 11),  # an fp8 (K, N) weight: only the 128-row entries transpose it in smem
+@pytest.mark.parametrize("dtype,b_mn_major,expect,splits", [
+    ("bfloat16", False, 15, 1), ("bfloat16", True, 15, 1), ("float8_e4m3fn", False, 15, 1),
+    # an fp8 (K, N) weight: only the 128-row entries transpose it in shared memory, and their busy
+    # consumers keep split_count's K splits (32 tiles -> 4 splits, 128 CTAs)
+    ("float8_e4m3fn", True, 11, 4),
 ])
-def test_sm90_decode_entry_by_weight_layout(dtype, b_mn_major, expect):
+def test_sm90_decode_entry_by_weight_layout(dtype, b_mn_major, expect, splits):
     plan = isa.kernel_plan("sm_90a", 16, 4096, 4096, a_dtype=dtype, b_mn_major=b_mn_major, num_sms=132)
-    assert plan["config"] == expect, plan
+    assert (plan["config"], plan["splits"]) == (expect, splits), plan
 
 
 def test_sm90_swap_ab_needs_k_major_lhs():

@@ -116,11 +116,11 @@ inline int64_t partial_tiles(const GemmProblem& p, const KernelConfig& c) {
 //    SMs idle and K is long (>= 32 blocks of 128 bytes): the split-K entry.
 // `partial_ok`: the dtype has partial entries (not int8). `ws_available` >= 0 caps the workspace: a
 // heuristic plan that needs more falls back to one without (a forced entry is kept, and the launcher
-// reports the short workspace). `swap_rows` > 0: the decode entries of that many rows are preferred, and
-// their K splits follow decode_split_count.
+// reports the short workspace). `swap_rows` > 0: the decode entries of that many rows are preferred;
+// `decode_splits`: their K splits follow decode_split_count, else split_count.
 template <class Dense>
 inline Plan make_plan(const ConfigTable& table, const GemmProblem& p, int num_sms, int64_t ws_available,
-                      bool partial_ok, int swap_rows, Dense dense) {
+                      bool partial_ok, int swap_rows, bool decode_splits, Dense dense) {
   const bool ws_ok = ws_available != 0 && partial_ok;
   const KernelConfig* t;
   if (p.config >= 0) {
@@ -137,17 +137,15 @@ inline Plan make_plan(const ConfigTable& table, const GemmProblem& p, int num_sm
   if (t->partial()) {
     const int64_t kb = (k_blocks_128B(p) + t->k_chunks - 1) / t->k_chunks;  // ring slots along K
     const int64_t tiles = partial_tiles(p, *t);
-    // decode_split_count was measured on sm_90a (swap_rows > 0); sm_100a keeps split_count until a
-    // Blackwell measurement says otherwise.
     int64_t s = p.splits > 0 ? p.splits
-              : t->swap_ab() && swap_rows > 0 ? decode_split_count(tiles, k_blocks_128B(p), num_sms)
+              : t->swap_ab() && decode_splits ? decode_split_count(tiles, k_blocks_128B(p), num_sms)
                                               : split_count(tiles, kb, num_sms);
     if (s > kb) s = kb;
     plan.splits = static_cast<int>(s < 1 ? 1 : s);
     // One split: the kernel finishes the output itself (no partials, no workspace, no reduce pass).
     plan.ws_floats = plan.splits > 1 ? workspace_floats(p, plan.splits) : 0;
     if (p.config < 0 && ws_available >= 0 && plan.ws_floats > ws_available)
-      return make_plan(table, p, num_sms, 0, partial_ok, swap_rows, dense);
+      return make_plan(table, p, num_sms, 0, partial_ok, swap_rows, decode_splits, dense);
   }
   return plan;
 }
@@ -161,9 +159,16 @@ inline Plan make_plan(const ConfigTable& table, const GemmProblem& p, int num_sm
 // the 128-row entry: the 64-row one holds 3 ring slots at N = 64 (H200, 2026-11-24 15:08, sweep_configs.py,
 // x XLA on the 8B layer GEMMs, bf16, each entry at its best split: M = 16 64-row 0.95-1.04, 128-row
 // 0.90-0.99; M = 32 0.94-1.10 against 0.94-1.06; M = 64 0.88-1.05 against 0.96-1.07).
+// K splits: decode_split_count, except for the transposing (MN-major 8-bit weight) kernels, whose
+// consumers are busy transposing: they keep split_count's more CTAs (bench_decode.py, 8B e4m3 (K, N),
+// 2026-11-24 15:25: 1.51 / 3.85 x XLA at M = 1 / 16 with decode_split_count, 2.58 / 6.27 with split_count).
+// decode_split_count was measured on sm_90a only: sm_100a keeps split_count until a Blackwell
+// measurement says otherwise.
 inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = -1) {
-  const int swap_rows = p.m <= 32 && !sm90_swap_only_family(p.b_type, p.b_mn_major, false) ? 64 : 128;
-  return make_plan(kSm90Table, p, num_sms, ws_available, true, swap_rows, [num_sms](const GemmProblem& q, int64_t* tiles) {
+  const bool transposes = sm90_swap_only_family(p.b_type, p.b_mn_major, false);
+  const int swap_rows = p.m <= 32 && !transposes ? 64 : 128;
+  return make_plan(kSm90Table, p, num_sms, ws_available, true, swap_rows, !transposes,
+                   [num_sms](const GemmProblem& q, int64_t* tiles) {
     static constexpr int kWidths[] = {256, 128, 64};
     const int block_n = widest_filling_tile_n(q, num_sms, kWidths, 3);
     const bool tma = out_tma_ok(q);
@@ -176,7 +181,7 @@ inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = 
 // sm_100a / sm_103a: sm100_choose's dense entry; int8 has no partial entries (its s32 accumulators
 // would be summed in f32).
 inline Plan sm100_plan(const GemmProblem& p, int num_sms, int64_t ws_available = -1) {
-  return make_plan(kSm100Table, p, num_sms, ws_available, p.a_type != DType::kS8, 0,
+  return make_plan(kSm100Table, p, num_sms, ws_available, p.a_type != DType::kS8, 0, false,
                    [num_sms](const GemmProblem& q, int64_t* tiles) {
     const Sm100 t = sm100_choose(q, num_sms);
     const KernelConfig& c = kSm100Table.at(t);

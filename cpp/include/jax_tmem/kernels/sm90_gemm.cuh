@@ -104,6 +104,12 @@ struct Config {
       kStages * STAGE_BYTES + TRANS_BYTES + OUT_BYTES + EPI_BYTES + 1024 + (2 * kStages + 2) * 8;
   static constexpr int NUM_THREADS = 128 * (1 + CONSUMERS);
   static constexpr int kGroupM = 8;
+  // fp8 swap-AB (decode, K-major or transposed weight): each ring slot's MMAs accumulate into a fresh
+  // register set, added into the f32 accumulator once they retire (wait<0>): Hopper's fp8 wgmma keeps
+  // ~14 bits inside one accumulation chain, so an unsplit K of 14336 (a decode GEMM with one K split)
+  // reached 1.02e-2 of max |ref| (2026-11-24); the chain is now one slot (128 or 512 elements of K),
+  // as DeepGEMM promotes every 128.
+  static constexpr bool kPromote = kPartialOut == 2 && ELEM_BYTES == 1;
   static constexpr int kTransBarrier = 8;  // kATrans: named barriers 8 + cw (one per consumer warpgroup)
   static constexpr int ACC_REGS = BLOCK_N / 2;         // f32 accumulators per consumer thread
 
@@ -357,6 +363,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     // warp-uniform and keeps the descriptors in uniform registers (no R2UR per wgmma).
     const int cw = __shfl_sync(0xffffffffu, warpgroup - 1, 0);
     float acc[C::ACC_REGS];
+    float part[C::ACC_REGS];  // kPromote: one ring slot's sums (unused otherwise)
     PipelineState<C::kStages> st;
     // Descriptor constants (bytes). K-major: SBO = 8 rows x 128 B. MN-major: LBO = the 8 KB between
     // 64-element chunks along M/N, SBO = 8 K-rows x 128 B.
@@ -384,11 +391,15 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
       const sched::TileCoord tc = scheduler.coord(t);
       const int cta_row0 = tc.m_blk * C::TILE_M + rank * C::BLOCK_M;
       int prev_stage = -1;
+      if constexpr (C::kPromote) {
+#pragma unroll
+        for (int r = 0; r < C::ACC_REGS; ++r) acc[r] = 0.f;
+      }
       for (int kb = kb0; kb < kb1; ++kb) {
         mbarrier_wait(&full[st.stage], st.phase);
         const uint32_t stage_off = st.stage * C::STAGE_BYTES;
         // kATrans: A' buffer kb & 1 of this warpgroup; its previous reader, the wgmma of k-block kb - 2,
-        // retired at the last wait<1>.
+        // retired at the last wgmma wait.
         const uint32_t a_off = C::kATrans ? (kb & 1) * 8192 : stage_off;
         if constexpr (C::kATrans) {
           transpose_a_half(smem_addr(smem) + stage_off, smem_addr(trans) + cw * 16384 + (kb & 1) * 8192, cw,
@@ -396,7 +407,10 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
           fence_proxy_async_shared();  // our generic-proxy stores, before wgmma (async proxy) reads them
           named_barrier_sync(C::kTransBarrier + cw, 128);
         }
-        fence_operands(acc);
+        // The slot's MMAs into `d`; `first`: the first one overwrites it (scale-d 0).
+        float (&d)[C::ACC_REGS] = C::kPromote ? part : acc;
+        const bool first = C::kPromote || kb == kb0;
+        fence_operands(d);
         wgmma_fence();
 #pragma unroll
         for (int c = 0; c < C::K_CHUNKS; ++c) {
@@ -404,18 +418,28 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
           for (int ks = 0; ks < C::BLOCK_K / C::INSTR_K; ++ks) {
             const uint64_t da = desc::sm90_desc_advance(desc_a0, a_off + c * C::A_CHUNK + ks * K_STEP_A);
             const uint64_t db = desc::sm90_desc_advance(desc_b0, stage_off + c * C::B_CHUNK + ks * K_STEP_B);
-            mma_step<C>(acc, da, db, (kb > kb0 || c > 0 || ks > 0) ? 1u : 0u);
+            mma_step<C>(d, da, db, (!first || c > 0 || ks > 0) ? 1u : 0u);
           }
         }
         wgmma_commit();
-        fence_operands(acc);
-        // The MMAs of the previous k-block have retired once at most one group is pending:
-        // hand its slot back to the producer. (Releasing each slot after a wait<0> instead measured
-        // slower on the decode entries: 14.9 -> 16.2 us, 16 x 4096 x 4096, stream_probe.cu, 2026-11-24.)
-        wgmma_wait<1>();
-        fence_operands(acc);
-        if (prev_stage >= 0) release(prev_stage);
-        prev_stage = st.stage;
+        fence_operands(d);
+        if constexpr (C::kPromote) {
+          // The slot's MMAs retire, their sums join acc in f32, and the slot goes back. (Reading the
+          // retired set of two after a wait<1> made ptxas serialize every wgmma: C7514.)
+          wgmma_wait<0>();
+          fence_operands(part);
+#pragma unroll
+          for (int r = 0; r < C::ACC_REGS; ++r) acc[r] += part[r];
+          release(st.stage);
+        } else {
+          // The MMAs of the previous k-block have retired once at most one group is pending:
+          // hand its slot back to the producer. (Releasing each slot after a wait<0> instead measured
+          // slower on the bf16 decode entries: 14.9 -> 16.2 us, 16 x 4096 x 4096, stream_probe.cu.)
+          wgmma_wait<1>();
+          fence_operands(acc);
+          if (prev_stage >= 0) release(prev_stage);
+          prev_stage = st.stage;
+        }
         st.advance();
       }
       wgmma_wait<0>();
