@@ -200,8 +200,9 @@ static float run(std::vector<void*>& bufs, long long n, long long k, int splits,
 template <int BM = 128>
 static float run_ours(std::vector<void*>& bufs, long long n, long long k, long long m, int splits, void* act,
                       void* out, float* ws, int iters) {
-  using C = jax_tmem::sm90::Config<DType::kBF16, DType::kBF16, 16, BM == 128 ? 12 : 5, false, false, false, false, 1,
-                                   false, 2, BM>;
+  constexpr int kStages =  // the menu entry's ring depth (sm90_configs.def)
+      menu::kSm90Table.at(BM == 128 ? menu::Sm90::k128x16SwapAB : menu::Sm90::k64x16SwapAB).stages;
+  using C = jax_tmem::sm90::Config<DType::kBF16, DType::kBF16, 16, kStages, false, false, false, false, 1, false, 2, BM>;
   GemmLaunch L = {};
   GemmProblem& p = L.p;
   p.m = n, p.n = m, p.k = k, p.lda = k, p.ldb = k;

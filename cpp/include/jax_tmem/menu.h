@@ -114,19 +114,26 @@ inline int64_t partial_tiles(const GemmProblem& p, const KernelConfig& c) {
 //  * M <= the widest swap-AB entry with a K-major A (decode): swap-AB with the narrowest N that holds M;
 //  * else the arch's dense choice `dense(p)` -> (entry, its tile count); if even that leaves half the
 //    SMs idle and K is long (>= 32 blocks of 128 bytes): the split-K entry.
+// An arch's decode (swap-AB) policy: `rows` > 0 prefers the entries of that many rows; `bandwidth_splits`
+// takes decode_split_count for their K splits, else split_count. The default: the narrowest entry,
+// split_count (sm_100a, unmeasured).
+struct DecodePolicy {
+  int rows = 0;
+  bool bandwidth_splits = false;
+};
+
 // `partial_ok`: the dtype has partial entries (not int8). `ws_available` >= 0 caps the workspace: a
 // heuristic plan that needs more falls back to one without (a forced entry is kept, and the launcher
-// reports the short workspace). `swap_rows` > 0: the decode entries of that many rows are preferred;
-// `decode_splits`: their K splits follow decode_split_count, else split_count.
+// reports the short workspace).
 template <class Dense>
 inline Plan make_plan(const ConfigTable& table, const GemmProblem& p, int num_sms, int64_t ws_available,
-                      bool partial_ok, int swap_rows, bool decode_splits, Dense dense) {
+                      bool partial_ok, DecodePolicy decode, Dense dense) {
   const bool ws_ok = ws_available != 0 && partial_ok;
   const KernelConfig* t;
   if (p.config >= 0) {
     t = table.find(p.config);
   } else if (ws_ok && !p.a_mn_major && p.m <= table.widest(Split::kSwapAB)) {
-    t = swap_rows > 0 ? table.narrowest(Split::kSwapAB, p.m, swap_rows) : nullptr;
+    t = decode.rows > 0 ? table.narrowest(Split::kSwapAB, p.m, decode.rows) : nullptr;
     if (t == nullptr) t = table.narrowest(Split::kSwapAB, p.m);
   } else {
     int64_t tiles = 0;
@@ -135,17 +142,17 @@ inline Plan make_plan(const ConfigTable& table, const GemmProblem& p, int num_sm
   }
   Plan plan{t->id, 1, 0};
   if (t->partial()) {
-    const int64_t kb = (k_blocks_128B(p) + t->k_chunks - 1) / t->k_chunks;  // ring slots along K
+    const int64_t k128 = k_blocks_128B(p), kb = (k128 + t->k_chunks - 1) / t->k_chunks;  // ring slots along K
     const int64_t tiles = partial_tiles(p, *t);
     int64_t s = p.splits > 0 ? p.splits
-              : t->swap_ab() && decode_splits ? decode_split_count(tiles, k_blocks_128B(p), num_sms)
-                                              : split_count(tiles, kb, num_sms);
+              : t->swap_ab() && decode.bandwidth_splits ? decode_split_count(tiles, k128, num_sms)
+                                                        : split_count(tiles, kb, num_sms);
     if (s > kb) s = kb;
     plan.splits = static_cast<int>(s < 1 ? 1 : s);
     // One split: the kernel finishes the output itself (no partials, no workspace, no reduce pass).
     plan.ws_floats = plan.splits > 1 ? workspace_floats(p, plan.splits) : 0;
     if (p.config < 0 && ws_available >= 0 && plan.ws_floats > ws_available)
-      return make_plan(table, p, num_sms, 0, partial_ok, swap_rows, decode_splits, dense);
+      return make_plan(table, p, num_sms, 0, partial_ok, decode, dense);
   }
   return plan;
 }
@@ -166,8 +173,8 @@ inline Plan make_plan(const ConfigTable& table, const GemmProblem& p, int num_sm
 // measurement says otherwise.
 inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = -1) {
   const bool transposes = sm90_swap_only_family(p.b_type, p.b_mn_major, false);
-  const int swap_rows = p.m <= 32 && !transposes ? 64 : 128;
-  return make_plan(kSm90Table, p, num_sms, ws_available, true, swap_rows, !transposes,
+  const DecodePolicy decode{p.m <= 32 && !transposes ? 64 : 128, !transposes};
+  return make_plan(kSm90Table, p, num_sms, ws_available, true, decode,
                    [num_sms](const GemmProblem& q, int64_t* tiles) {
     static constexpr int kWidths[] = {256, 128, 64};
     const int block_n = widest_filling_tile_n(q, num_sms, kWidths, 3);
@@ -181,7 +188,7 @@ inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = 
 // sm_100a / sm_103a: sm100_choose's dense entry; int8 has no partial entries (its s32 accumulators
 // would be summed in f32).
 inline Plan sm100_plan(const GemmProblem& p, int num_sms, int64_t ws_available = -1) {
-  return make_plan(kSm100Table, p, num_sms, ws_available, p.a_type != DType::kS8, 0, false,
+  return make_plan(kSm100Table, p, num_sms, ws_available, p.a_type != DType::kS8, DecodePolicy{},
                    [num_sms](const GemmProblem& q, int64_t* tiles) {
     const Sm100 t = sm100_choose(q, num_sms);
     const KernelConfig& c = kSm100Table.at(t);
