@@ -328,6 +328,7 @@ def test_split_k_and_swap_ab(config, splits, dtypes, b_major):
     arch = _require_kernels()
     if not any(e["config"] == config for e in _menu(arch)):
         pytest.skip(f"config {config} is not in the {arch} menu")
+    _require_config(arch, config)
     from jax_tmem.ops import gemm as gemm_op
     cases = [(1, 1000, 1000, 0, BF16, False), (7, 136, 4104, 2, F32, True), (64, 264, 520, 0, F16, True),
              (33, 8, 200, 3, BF16, False), (130, 1, 776, 0, F32, False)]

@@ -47,8 +47,7 @@ namespace jax_tmem::sm90 {
 // kTmaStore: the cooperative epilogue writes each warpgroup's 64 rows in 128-byte-wide column chunks
 //   into a double-buffered, 128B-swizzled shared-memory box (stmatrix for 16-bit outputs) and one
 //   thread stores it with a TMA bulk tensor store (edges clipped by TMA); the stores drain while the
-//   next tile's MMAs run.
-//   Menu config 8.
+//   next tile's MMAs run. Menu config 8.
 // kPartialOut (1 split-K, 2 swap-AB with split-K): no epilogue here; each work unit (tile, K range)
 //   writes its f32 accumulators to the workspace (partial_store) and a second kernel reduces them
 //   in a fixed order and runs the epilogue (splitk_reduce.cuh): deterministic. Menu configs 11-14.
@@ -56,8 +55,9 @@ namespace jax_tmem::sm90 {
 //   8-bit operands K-major only, so TMA brings each 128(m) x 128(k) A tile MN-major into the ring slot,
 //   and each consumer warpgroup transposes its own 64 rows into a private double-buffered K-major,
 //   128B-swizzled tile (transpose_a_half: 32-bit loads, byte permutes, 16-byte stores), fences the async
-//   proxy and syncs its 128 threads before its wgmma: the weight is read once, never transposed in
-//   memory, and the consumers (idle in a memory-bound decode GEMM) do the work.
+//   proxy and syncs its 128 threads before its wgmma, one k-block ahead (k-block kb + 1 is transposed
+//   while the MMAs of kb run): the weight is read once, never transposed in memory, and the consumers
+//   (idle in a memory-bound decode GEMM) do the work.
 // BLOCK_M = 64 (the decode swap-AB entries 15-17): one consumer warpgroup, and each ring slot holds
 //   K_CHUNKS = 4 chunks of 128 bytes per row (4 TMA boxes, issued back to back), so the weight's rows are
 //   read 512 contiguous bytes at a time. Twice the CTAs of the 128-row tiles for the same N, with no
@@ -149,12 +149,10 @@ __device__ __forceinline__ void mma_step(float (&acc)[C::ACC_REGS], uint64_t da,
   else static_assert(A == DType::kInvalid, "no sm_90a wgmma for these operand types");
 }
 
-// kATrans: consumer warpgroup cw turns rows [64 cw, 64 cw + 64) of the slot's MN-major A tile (128 k-rows
-// of 128 m-bytes, 128B-swizzled as TMA wrote it) into `dst`, its K-major 64-row tile (64 m-rows of 128
-// k-bytes, the same swizzle), which its wgmma reads. The tile is 8 slabs of 16 k-rows: warp w
-// takes slabs 2w and 2w + 1 (one per half warp) and lane l of a half the m-bytes 64 cw + 4 (l % 16) ..
-// + 3: sixteen 32-bit loads, four 4x4 byte transposes (8 byte permutes each), four 16-byte stores (m-row
-// 4 (l % 16) + j, the slab's 16 k-bytes).
+// kATrans: consumer warpgroup cw turns rows [64 cw, 64 cw + 64) of the slot's MN-major A tile (128 k-rows of
+// 128 m-bytes, 128B-swizzled by TMA) into `dst`, its K-major 64-row tile (64 m-rows of 128 k-bytes, same
+// swizzle) that its wgmma reads. 8 slabs of 16 k-rows: warp w takes slabs 2w, 2w + 1 (one per half warp),
+// lane l of a half the m-bytes 64 cw + 4 (l % 16) .. + 3: 16 32-bit loads, 4x4 byte transposes, 4 16-byte stores.
 __device__ __forceinline__ void transpose4x4(uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3, uint32_t (&c)[4]) {
   using ptx::prmt;
   const uint32_t t0 = prmt(r0, r1, 0x5140), t1 = prmt(r2, r3, 0x5140);  // (r0.b0 r1.b0 r0.b1 r1.b1)
@@ -167,21 +165,29 @@ __device__ __forceinline__ void transpose4x4(uint32_t r0, uint32_t r1, uint32_t 
 
 __device__ __forceinline__ void transpose_a_half(uint32_t src, uint32_t dst, int cw, int warp_in_group, int lane) {
   using namespace jax_tmem::ptx;
-  const int slab = 2 * warp_in_group + (lane >> 4);
+  const int half = lane >> 4, slab = 2 * warp_in_group + half;
   const int m0 = 64 * cw + 4 * (lane & 15);
-  // Shared-space loads and stores by 32-bit address (through a generic pointer they compiled to LD.E /
-  // ST.E: 1-7 % slower end to end, 2026-11-24); all 16 loads issued first.
+  // Banks: half 1 reads its k-rows in the order i ^ 4 (its chunks differ from half 0's in bit 2: 1 wavefront
+  // per load, not 2); lane l stores m-row j ^ q at step j, q = (l >> 1) & 3 (4 wavefronts per store, not 8).
   const uint32_t row0 = src + 16 * slab * 128 + (m0 & 15);
+  const int q = (lane >> 1) & 3;
+  const uint32_t sel = q | ((1 ^ q) << 4) | ((2 ^ q) << 8) | ((3 ^ q) << 12);  // byte b <- byte b ^ q
   uint32_t r[16];
 #pragma unroll
-  for (int i = 0; i < 16; ++i) r[i] = lds_u32(row0 + i * 128 + ((((m0 >> 4) ^ (i & 7))) << 4));  // k % 8 == i % 8
-  uint32_t c[4][4];  // c[g][j]: m-row m0 + j, k-bytes 16 slab + 4 g .. + 3
+  for (int i = 0; i < 16; ++i) {
+    const int row = i ^ (4 * half);
+    r[i] = lds_u32(row0 + row * 128 + ((((m0 >> 4) ^ (row & 7))) << 4));  // k % 8 == row % 8
+  }
+#pragma unroll
+  for (int i = 0; i < 16; ++i) r[i] = prmt(r[i], 0u, sel);
+  uint32_t c[4][4];  // c[g][j]: m-row m0 + (j ^ q), k-bytes 16 slab + 4 (g ^ half) .. + 3
 #pragma unroll
   for (int g = 0; g < 4; ++g) transpose4x4(r[4 * g], r[4 * g + 1], r[4 * g + 2], r[4 * g + 3], c[g]);
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    const int m = m0 - 64 * cw + j;  // row of dst; (m & 7) is the global row's too
-    sts_v4_u32(dst + m * 128 + ((slab ^ (m & 7)) << 4), c[0][j], c[1][j], c[2][j], c[3][j]);
+    const int m = m0 - 64 * cw + (j ^ q);  // row of dst; (m & 7) is the global row's too
+    sts_v4_u32(dst + m * 128 + ((slab ^ (m & 7)) << 4), half ? c[1][j] : c[0][j], half ? c[0][j] : c[1][j],
+               half ? c[3][j] : c[2][j], half ? c[2][j] : c[3][j]);
   }
 }
 
@@ -395,18 +401,25 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
 #pragma unroll
         for (int r = 0; r < C::ACC_REGS; ++r) acc[r] = 0.f;
       }
+      // kATrans: k-block kb's A goes into this warpgroup's buffer kb & 1, one k-block ahead: k-block
+      // kb + 1 is transposed while the MMAs of kb run (they read the other buffer).
+      const auto transpose = [&](const PipelineState<C::kStages>& s, int kb) {
+        mbarrier_wait(&full[s.stage], s.phase);
+        transpose_a_half(smem_addr(smem) + s.stage * C::STAGE_BYTES, smem_addr(trans) + cw * 16384 + (kb & 1) * 8192,
+                         cw, warp % 4, lane);
+        fence_proxy_async_shared();  // our generic-proxy stores, before wgmma (async proxy) reads them
+      };
+      if constexpr (C::kATrans) {
+        named_barrier_sync(C::kTransBarrier + cw, 128);  // the previous unit's MMAs retired in every warp
+        transpose(st, kb0);
+      }
       for (int kb = kb0; kb < kb1; ++kb) {
-        mbarrier_wait(&full[st.stage], st.phase);
+        if constexpr (!C::kATrans) mbarrier_wait(&full[st.stage], st.phase);
         const uint32_t stage_off = st.stage * C::STAGE_BYTES;
-        // kATrans: A' buffer kb & 1 of this warpgroup; its previous reader, the wgmma of k-block kb - 2,
-        // retired at the last wgmma wait.
         const uint32_t a_off = C::kATrans ? (kb & 1) * 8192 : stage_off;
-        if constexpr (C::kATrans) {
-          transpose_a_half(smem_addr(smem) + stage_off, smem_addr(trans) + cw * 16384 + (kb & 1) * 8192, cw,
-                              warp % 4, lane);
-          fence_proxy_async_shared();  // our generic-proxy stores, before wgmma (async proxy) reads them
-          named_barrier_sync(C::kTransBarrier + cw, 128);
-        }
+        // kATrans: every warp's rows of kb are written, and every warp's MMAs of kb - 1 retired (the
+        // wait<0> below), so buffer (kb + 1) & 1 is free after this barrier.
+        if constexpr (C::kATrans) named_barrier_sync(C::kTransBarrier + cw, 128);
         // The slot's MMAs into `d`; `first`: the first one overwrites it (scale-d 0).
         float (&d)[C::ACC_REGS] = C::kPromote ? part : acc;
         const bool first = C::kPromote || kb == kb0;
@@ -423,6 +436,13 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
         }
         wgmma_commit();
         fence_operands(d);
+        if constexpr (C::kATrans) {
+          if (kb + 1 < kb1) {
+            PipelineState<C::kStages> next = st;
+            next.advance();
+            transpose(next, kb + 1);
+          }
+        }
         if constexpr (C::kPromote) {
           // The slot's MMAs retire, their sums join acc in f32, and the slot goes back. (Reading the
           // retired set of two after a wait<1> made ptxas serialize every wgmma: C7514.)
