@@ -829,8 +829,12 @@ SM90_NAMES = {0: "128x128 cooperative", 1: "128x256 cooperative", 2: "128x64 coo
 @pytest.mark.parametrize("m,n,k,batch,out,expect", [
     (8192, 8192, 8192, 1, "bfloat16", 8),   # 64 x 32 = 2048 tiles of 128x256 >= 132: the widest tile
     (4096, 4096, 4096, 1, "bfloat16", 8),   # 32 x 16 = 512
-    (2048, 2048, 2048, 1, "bfloat16", 9),   # 16 x 8 = 128 < 132 at 256 wide; 16 x 16 = 256 at 128 wide
-    (128, 8192, 8192, 1, "bfloat16", 2),    # 32 / 64 / 128 tiles, none fills 132 SMs -> the narrowest
+    (2048, 2048, 2048, 1, "bfloat16", 8),   # 16 x 8 = 128 tiles of 128x256: one wave, 97 % of the SMs
+    (128, 8192, 8192, 1, "bfloat16", 2),    # 32 / 64 / 128 tiles: only 128x64 fills >= 90 % of the SMs
+    (256, 8192, 8192, 1, "bfloat16", 9),    # 64 / 128 tiles: 128x128 (the old rule: 128x64, 0.87 x XLA)
+    (256, 57344, 8192, 1, "bfloat16", 9),   # 448 tiles of 128x256 = 3.4 waves (85 %); 896 of 128x128: 97 %
+    (256, 10240, 8192, 1, "bfloat16", 2),   # 80 / 160 / 320 tiles: 61 / 61 / 81 % -> the fullest waves
+    (256, 6144, 4096, 1, "bfloat16", 9),    # 48 / 96 / 192 tiles: 36 / 73 / 73 % -> the widest of equals
     (64, 8192, 8192, 1, "bfloat16", 13),    # decode, M <= 64: swap-AB, the narrowest wgmma N that holds M
     (33, 8192, 8192, 1, "bfloat16", 13),
     (32, 8192, 8192, 1, "bfloat16", 16),    # M <= 32: 64-row tiles, 512-byte weight rows
@@ -841,7 +845,7 @@ SM90_NAMES = {0: "128x128 cooperative", 1: "128x256 cooperative", 2: "128x64 coo
     (256, 256, 64, 66, "bfloat16", 8),      # batch counts: 66 x 2 x 1 = 132 tiles of 128x256
     (8192, 8196, 8192, 1, "bfloat16", 1),   # rows of 16392 bytes: no TMA store, the register epilogue
     (8192, 8196, 8192, 1, "float32", 8),    # the same N in f32: 32784-byte rows, TMA store
-    (2048, 2044, 2048, 1, "float16", 0),
+    (2048, 2044, 2048, 1, "float16", 1),    # 128 tiles of 128x256, 4088-byte rows: the register epilogue
 ])
 def test_sm90_heuristic(m, n, k, batch, out, expect):
     """Also: swap-AB needs a K-major lhs (see test_sm90_swap_ab_needs_k_major_lhs)."""

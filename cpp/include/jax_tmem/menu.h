@@ -22,6 +22,24 @@ inline int widest_filling_tile_n(const GemmProblem& p, int num_sms, const int* w
   return widths[count - 1];
 }
 
+// sm_90a: the widest BLOCK_N of `widths` (widest first) whose 128-row tiles keep >= 90 % of the SMs busy
+// over whole waves (tiles / (waves x SMs)): wider tiles load fewer bytes per FLOP, but a last wave a
+// quarter full idles the GPU for it. None: the one with the fullest waves (the widest among equals).
+// (H200, 2026-11-24 19:31, sweep_configs.py, bf16 M = 256 of the 8B / 70B layer GEMMs: the old rule's
+// choices 0.67-0.98 x XLA; 128x128 at 128 tiles 1.02 / 1.06 x, at 896 tiles 0.93 against 128x256's 0.81.)
+inline int widest_even_tile_n(const GemmProblem& p, int num_sms, const int* widths, int count) {
+  int best = widths[count - 1];
+  double best_fill = -1.0;
+  for (int i = 0; i < count; ++i) {
+    const int64_t tiles = p.batch * ((p.m + 127) / 128) * ((p.n + widths[i] - 1) / widths[i]);
+    const int64_t waves = (tiles + num_sms - 1) / num_sms;
+    const double fill = static_cast<double>(tiles) / static_cast<double>(waves * num_sms);
+    if (fill >= 0.9) return widths[i];
+    if (fill > best_fill + 1e-9) best = widths[i], best_fill = fill;
+  }
+  return best;
+}
+
 // The TMA-store epilogue writes the output through a tensor map: its rows (and so its batch stride)
 // must be a multiple of 16 bytes. Otherwise the heuristic takes the register epilogue.
 inline bool out_tma_ok(const GemmProblem& p) { return (p.n * dtype_bytes(p.out_type)) % 16 == 0; }
@@ -157,8 +175,8 @@ inline Plan make_plan(const ConfigTable& table, const GemmProblem& p, int num_sm
   return plan;
 }
 
-// sm_90a: the widest cooperative 128-row tile that fills the SMs (wider tiles load fewer bytes per
-// FLOP), with the TMA-store epilogue where the output rows allow it (measured 2026-11-21 12:08 on the
+// sm_90a: the widest cooperative 128-row tile that keeps the SMs busy in whole waves (widest_even_tile_n),
+// with the TMA-store epilogue where the output rows allow it (measured 2026-11-21 12:08 on the
 // H200, interleaved sweep: 128x256 TMA store 1.009-1.016 x jnp.dot on the large bf16 shapes and 1.375 x
 // on fp8 8192^3, against 0.88-0.94 and 1.26 for the register epilogue).
 // Decode of M <= 32 rows: the 64-row swap-AB entries (512-byte weight rows per TMA request, twice the
@@ -177,7 +195,7 @@ inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = 
   return make_plan(kSm90Table, p, num_sms, ws_available, true, decode,
                    [num_sms](const GemmProblem& q, int64_t* tiles) {
     static constexpr int kWidths[] = {256, 128, 64};
-    const int block_n = widest_filling_tile_n(q, num_sms, kWidths, 3);
+    const int block_n = widest_even_tile_n(q, num_sms, kWidths, 3);
     const bool tma = out_tma_ok(q);
     *tiles = q.batch * ((q.m + 127) / 128) * ((q.n + block_n - 1) / block_n);
     return block_n == 256 ? (tma ? Sm90::k128x256TmaStore : Sm90::k128x256)
