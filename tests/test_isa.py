@@ -876,6 +876,10 @@ def test_sm90_swap_ab_needs_k_major_lhs():
     (64, 8192, 8192, "bfloat16", 1),        # M = 64: the 128-row entry, 64 tiles: half the SMs already
     (64, 4096, 14336, "bfloat16", 2),       # 32 tiles, 28 KB rows: 2 splits (each >= 8 KB of a row)
     (64, 4096, 4096, "bfloat16", 1),        # 32 tiles, 8 KB rows: one split
+    (64, 4096, 14336, "float8_e4m3fn", 2),  # 8-bit weights: each split >= 2 KB of a row
+    (64, 4096, 4096, "float8_e4m3fn", 2),
+    (64, 6144, 4096, "float8_e4m3fn", 1),   # 48 tiles: (132 / 2) / 48 = 1 split
+    (16, 4096, 4096, "float8_e4m3fn", 1),   # 64 tiles of 64 rows
     (16, 4096, 4096, "bfloat16", 1),        # 64 tiles of 64 rows: half the SMs (decode_split_count)
     (16, 2048, 4096, "bfloat16", 1),        # 32 tiles would take 2 splits, but the rows are 8 KB
     (16, 32768, 8192, "bfloat16", 1),

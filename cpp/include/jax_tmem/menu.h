@@ -113,11 +113,13 @@ inline int split_count(int64_t tiles, int64_t k_blocks, int num_sms) {
 // reduce pass (H200, 2026-11-24 15:08, sweep_configs.py, x XLA: M = 64, 32 tiles of 128 rows: K = 4096
 // 1 split 1.008, 2 splits 0.997, 4 0.880; K = 14336 1.056 / 1.002 with 2 / 4 splits, 0.934 with 1;
 // 48 tiles, K = 4096: 1.073 / 0.934 with 1 / 2; M = 16, 64 tiles of 64 rows: 1 split 1.016-1.044, 2
-// splits 0.838-0.968). At most 8.
-inline int decode_split_count(int64_t tiles, int64_t k_blocks, int num_sms) {
+// splits 0.838-0.968). At most 8. An 8-bit weight's splits need only 2 KB of each row (`min_blocks` 16):
+// its 128-row entries stream 16 KB ring slots with a promotion per slot and gain from the extra CTAs
+// (H200, 2026-11-24 19:24, e4m3 M = 64, 32 tiles, 1 / 2 splits: K = 4096 0.96 / 1.00, K = 14336 0.77 / 1.00).
+inline int decode_split_count(int64_t tiles, int64_t k_blocks, int num_sms, int min_blocks = 64) {
   int64_t s = (num_sms / 2) / (tiles < 1 ? 1 : tiles);
   if (s > 8) s = 8;
-  if (s > k_blocks / 64) s = k_blocks / 64;
+  if (s > k_blocks / min_blocks) s = k_blocks / min_blocks;
   return s < 1 ? 1 : static_cast<int>(s);
 }
 
@@ -162,8 +164,9 @@ inline Plan make_plan(const ConfigTable& table, const GemmProblem& p, int num_sm
   if (t->partial()) {
     const int64_t k128 = k_blocks_128B(p), kb = (k128 + t->k_chunks - 1) / t->k_chunks;  // ring slots along K
     const int64_t tiles = partial_tiles(p, *t);
+    const int min_blocks = dtype_bytes(p.a_type) == 1 ? 16 : 64;  // decode_split_count: 2 KB / 8 KB per row
     int64_t s = p.splits > 0 ? p.splits
-              : t->swap_ab() && decode.bandwidth_splits ? decode_split_count(tiles, k128, num_sms)
+              : t->swap_ab() && decode.bandwidth_splits ? decode_split_count(tiles, k128, num_sms, min_blocks)
                                                         : split_count(tiles, kb, num_sms);
     if (s > kb) s = kb;
     plan.splits = static_cast<int>(s < 1 ? 1 : s);
