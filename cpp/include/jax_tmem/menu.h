@@ -11,13 +11,17 @@
 
 namespace jax_tmem::menu {
 
+// Tiles of 128 rows x block_n columns over the problem's batch x M x N output.
+inline int64_t tiles_128(const GemmProblem& p, int block_n) {
+  return p.batch * ((p.m + 127) / 128) * ((p.n + block_n - 1) / block_n);
+}
+
 // The widest BLOCK_N of `widths` (widest first) whose 128-row tiles give every SM at least one tile
 // (wider tiles load fewer bytes per FLOP); if none does (small M and N, e.g. decode), the narrowest,
 // which gives the most CTAs and so the most memory parallelism. Deterministic.
 inline int widest_filling_tile_n(const GemmProblem& p, int num_sms, const int* widths, int count) {
   for (int i = 0; i < count; ++i) {
-    const int64_t tiles = p.batch * ((p.m + 127) / 128) * ((p.n + widths[i] - 1) / widths[i]);
-    if (tiles >= num_sms) return widths[i];
+    if (tiles_128(p, widths[i]) >= num_sms) return widths[i];
   }
   return widths[count - 1];
 }
@@ -31,7 +35,7 @@ inline int widest_even_tile_n(const GemmProblem& p, int num_sms, const int* widt
   int best = widths[count - 1];
   double best_fill = -1.0;
   for (int i = 0; i < count; ++i) {
-    const int64_t tiles = p.batch * ((p.m + 127) / 128) * ((p.n + widths[i] - 1) / widths[i]);
+    const int64_t tiles = tiles_128(p, widths[i]);
     const int64_t waves = (tiles + num_sms - 1) / num_sms;
     const double fill = static_cast<double>(tiles) / static_cast<double>(waves * num_sms);
     if (fill >= 0.9) return widths[i];
@@ -113,10 +117,11 @@ inline int split_count(int64_t tiles, int64_t k_blocks, int num_sms) {
 // reduce pass (H200, 2026-11-24 15:08, sweep_configs.py, x XLA: M = 64, 32 tiles of 128 rows: K = 4096
 // 1 split 1.008, 2 splits 0.997, 4 0.880; K = 14336 1.056 / 1.002 with 2 / 4 splits, 0.934 with 1;
 // 48 tiles, K = 4096: 1.073 / 0.934 with 1 / 2; M = 16, 64 tiles of 64 rows: 1 split 1.016-1.044, 2
-// splits 0.838-0.968). At most 8. An 8-bit weight's splits need only 2 KB of each row (`min_blocks` 16):
+// splits 0.838-0.968). At most 8. An 8-bit weight's splits need only 2 KB of each row (16 blocks):
 // its 128-row entries stream 16 KB ring slots with a promotion per slot and gain from the extra CTAs
 // (H200, 2026-11-24 19:24, e4m3 M = 64, 32 tiles, 1 / 2 splits: K = 4096 0.96 / 1.00, K = 14336 0.77 / 1.00).
-inline int decode_split_count(int64_t tiles, int64_t k_blocks, int num_sms, int min_blocks = 64) {
+inline int decode_split_count(int64_t tiles, int64_t k_blocks, int num_sms, int weight_bytes) {
+  const int min_blocks = weight_bytes == 1 ? 16 : 64;
   int64_t s = (num_sms / 2) / (tiles < 1 ? 1 : tiles);
   if (s > 8) s = 8;
   if (s > k_blocks / min_blocks) s = k_blocks / min_blocks;
@@ -164,10 +169,10 @@ inline Plan make_plan(const ConfigTable& table, const GemmProblem& p, int num_sm
   if (t->partial()) {
     const int64_t k128 = k_blocks_128B(p), kb = (k128 + t->k_chunks - 1) / t->k_chunks;  // ring slots along K
     const int64_t tiles = partial_tiles(p, *t);
-    const int min_blocks = dtype_bytes(p.a_type) == 1 ? 16 : 64;  // decode_split_count: 2 KB / 8 KB per row
-    int64_t s = p.splits > 0 ? p.splits
-              : t->swap_ab() && decode.bandwidth_splits ? decode_split_count(tiles, k128, num_sms, min_blocks)
-                                                        : split_count(tiles, kb, num_sms);
+    int64_t s = p.splits;
+    if (s <= 0)
+      s = t->swap_ab() && decode.bandwidth_splits ? decode_split_count(tiles, k128, num_sms, dtype_bytes(p.b_type))
+                                                  : split_count(tiles, kb, num_sms);
     if (s > kb) s = kb;
     plan.splits = static_cast<int>(s < 1 ? 1 : s);
     // One split: the kernel finishes the output itself (no partials, no workspace, no reduce pass).
@@ -200,7 +205,7 @@ inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = 
     static constexpr int kWidths[] = {256, 128, 64};
     const int block_n = widest_even_tile_n(q, num_sms, kWidths, 3);
     const bool tma = out_tma_ok(q);
-    *tiles = q.batch * ((q.m + 127) / 128) * ((q.n + block_n - 1) / block_n);
+    *tiles = tiles_128(q, block_n);
     return block_n == 256 ? (tma ? Sm90::k128x256TmaStore : Sm90::k128x256)
          : block_n == 128 ? (tma ? Sm90::k128x128TmaStore : Sm90::k128x128) : Sm90::k128x64;
   });
