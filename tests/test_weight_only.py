@@ -79,6 +79,53 @@ def test_weight_only_kernel_path_matches_float64(b, m, n, k, fmt, gs, out):
     np.testing.assert_array_equal(run(), got)
 
 
+TMA_SHAPES = [(1, 1, 136, 512), (1, 7, 200, 1536), (2, 16, 96, 2048), (1, 13, 520, 4608), (1, 3, 72, 16384),
+              (3, 5, 40, 512), (1, 16, 64, 2560)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("config", [4, 5, 6, 7, 8, 9])
+@pytest.mark.parametrize("b,m,n,k", TMA_SHAPES)
+@pytest.mark.parametrize("fmt,gs", [("mxfp4", None), ("nvfp4", 2.5)])
+def test_weight_only_tma_kernel_matches_float64(config, b, m, n, k, fmt, gs):
+    """The TMA-fed 4-bit kernel (configs 4-9, kernels/w4_tma.cuh) on a GPU: tails in N (rows past N
+    zero-filled by TMA, never stored) and in K (a last stage half past K), rings that wrap several times
+    (K = 16384), batches, 1-16 tokens; f32 out NaN-poisoned first, within f32 accumulation of float64, a
+    second run bitwise equal."""
+    where, why = _kernel_where()
+    if not where.startswith("cuda") or why:
+        pytest.skip(why or "the TMA-fed 4-bit kernel runs on a GPU")
+    x, wq, ws = _operands(seed_of("wo-tma", config, b, m, n, k, fmt, gs), b, m, n, k, fmt, gs)
+
+    def poisoned(poison, x, wq, ws):
+        del poison
+        return scaled_gemm.scaled_matmul_ffi(x, wq, None, ws, np.dtype(np.float32), block_scale.get_format(fmt).block,
+                                             config=config, global_scale=gs)
+    f = jax.jit(poisoned, donate_argnums=0)
+    run = lambda: np.asarray(f(jnp.full((b, m, n), jnp.nan, jnp.float32), x, wq, ws), np.float64)
+    got = run()
+    ref, mag = _ref64(x, wq, ws, gs)
+    assert np.isfinite(got).all()
+    err = (np.abs(got - ref) / np.maximum(mag, 1e-30)).max()
+    assert err < 2e-5, f"max error {err:.3g}"
+    np.testing.assert_array_equal(run(), got)
+
+
+@pytest.mark.gpu
+def test_weight_only_tma_kernel_says_which_k_it_needs():
+    """K / block not a multiple of 16 (TMA reads the scales' rows as they are): the TMA configurations
+    refuse in words; the heuristic takes the plain-load kernel."""
+    where, why = _kernel_where()
+    if not where.startswith("cuda") or why:
+        pytest.skip(why or "the TMA-fed 4-bit kernel runs on a GPU")
+    x, wq, ws = _operands(5, 1, 4, 40, 160, "mxfp4")
+    call = lambda c: scaled_gemm.scaled_matmul_ffi(x, wq, None, ws, np.dtype(np.float32), 32, config=c)
+    with pytest.raises(Exception, match="multiple of 16"):
+        jax.block_until_ready(jax.jit(lambda: call(6))())
+    ref, mag = _ref64(x, wq, ws)
+    assert (np.abs(np.asarray(jax.jit(lambda: call(-1))(), np.float64) - ref) / np.maximum(mag, 1e-30)).max() < 2e-5
+
+
 def test_weight_only_auto_takes_the_kernel_for_decode_and_logs_it():
     where, why = _kernel_where()
     x, wq, ws = _operands(3, 1, 16, 64, 128, "mxfp4")

@@ -3,10 +3,13 @@
 // only (MXFP4: UE8M0 per 32; NVFP4: UE4M3 per 16) and an optional float32 global scale.
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <string>
 
 #include "jax_tmem/kernels/w4_gemm.cuh"
+#include "jax_tmem/kernels/w4_tma.cuh"
 #include "jax_tmem/launch.h"
+#include "jax_tmem/tma_desc.h"
 
 namespace jax_tmem {
 namespace {
@@ -24,9 +27,50 @@ std::string launch(const GemmLaunch& L, const w4::Params& prm) {
   return e == cudaSuccess ? "" : std::string("weight-only 4-bit kernel launch failed: ") + cudaGetErrorString(e);
 }
 
+// TMA reads the scales' rows as they are: K / V bytes each must be a multiple of 16.
+bool tma_fits(const GemmProblem& p) { return (p.k / p.sf_vec) % 16 == 0; }
+
+// The TMA-fed kernel (kernels/w4_tma.cuh): maps of the packed weights (bytes, 128B-swizzled boxes of 16 R
+// rows x 128 bytes), of the scales (boxes of 16 R rows x KW * 128 / V bytes) and of the activations
+// (boxes of 8 MT tokens x 256), then the launch.
+template <class OutT, int MT, int V, int R, int KW, int ST>
+std::string launch_tma(const GemmLaunch& L, const w4::Params& prm) {
+  using Plan = w4::TmaPlan<R, KW, V, ST, MT>;
+  const GemmProblem& p = L.p;
+  CUtensorMap wmap, smap, xmap;
+  const bool batched = p.stride_b != 0;  // a batch stride of 0: one operand for every batch (coordinate 0)
+  std::string err = tma::encode_operand(&wmap, prm.w, DType::kE2M1, p.k, p.n, batched ? p.batch : 1, p.ldb,
+                                        p.stride_b, 256, Plan::kRows);
+  if (err.empty())
+    err = tma::encode_operand(&smap, prm.s, DType::kU8, p.k / V, p.n, batched ? p.batch : 1, p.k / V, prm.stride_s,
+                              Plan::kSB, Plan::kRows, CU_TENSOR_MAP_SWIZZLE_NONE);
+  if (err.empty())
+    err = tma::encode_operand(&xmap, prm.x, DType::kBF16, p.k, p.m, p.stride_a != 0 ? p.batch : 1, p.lda, p.stride_a,
+                              256, 8 * MT, CU_TENSOR_MAP_SWIZZLE_NONE);
+  if (!err.empty()) return "weight-only 4-bit (TMA): " + err;
+  auto kernel = w4::w4_tma_kernel<OutT, MT, R, KW, V, ST>;
+  // The dynamic shared-memory limit, raised once per device before the first launch there (a function
+  // attribute, allowed while XLA captures the call into a command buffer).
+  static std::atomic<int> ready[kMaxDevices];
+  if (L.device < 0 || L.device >= kMaxDevices) return "device ordinal outside [0, kMaxDevices)";
+  if (!ready[L.device].load(std::memory_order_acquire)) {
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Plan::kSmemBytes);
+    if (e != cudaSuccess) return std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(e);
+    ready[L.device].store(1, std::memory_order_release);
+  }
+  const dim3 grid(static_cast<unsigned>((p.n + Plan::kRows - 1) / Plan::kRows),
+                  static_cast<unsigned>((p.m + 8 * MT - 1) / (8 * MT)), static_cast<unsigned>(p.batch));
+  kernel<<<grid, (KW + 1) * 32, Plan::kSmemBytes, L.stream>>>(wmap, smap, xmap, prm);
+  const cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? "" : std::string("weight-only 4-bit (TMA) kernel launch failed: ") + cudaGetErrorString(e);
+}
+
 // The private `config` attribute (benchmarks): 0: R = 1 (2 for > 16 tokens), one chunk per step; 1: R = 2;
-// 2: two chunks per step; 3: both. -1: the heuristic.
-constexpr int kW4Configs = 4;
+// 2: two chunks per step; 3: both; 4-9: the TMA-fed kernel (<= 16 tokens, K / block a multiple of 16):
+// 4: R = 1, 8 consumer warps, 4 stages; 5: R = 2, 8 warps, 4 stages; 6: R = 4, 8 warps, 3 stages; 7: R = 2,
+// 4 warps, 6 stages; 8: R = 3 (2 at 16 tokens), 12 warps, 3 stages; 9: R = 2 (1), 16 warps (12), 3 stages.
+// -1: the heuristic.
+constexpr int kW4Configs = 10;
 
 template <class OutT, int MT, int V>
 std::string by_config(const GemmLaunch& L, const w4::Params& prm, int config) {
@@ -37,16 +81,35 @@ std::string by_config(const GemmLaunch& L, const w4::Params& prm, int config) {
     case 2: return launch<OutT, MT, V, R0, 2>(L, prm);
     case 3: return launch<OutT, MT, V, R1, 2>(L, prm);
   }
+  if constexpr (MT <= 2) {
+    if (config >= 4 && config < kW4Configs && !tma_fits(L.p))
+      return "weight-only 4-bit config " + std::to_string(config) + " (TMA) needs K / block a multiple of 16";
+    switch (config) {
+      case 4: return launch_tma<OutT, MT, V, 1, 8, 4>(L, prm);
+      case 5: return launch_tma<OutT, MT, V, 2, 8, 4>(L, prm);
+      case 6: return launch_tma<OutT, MT, V, 4, 8, 3>(L, prm);
+      case 7: return launch_tma<OutT, MT, V, 2, 4, 6>(L, prm);
+      case 8: return launch_tma<OutT, MT, V, MT == 1 ? 3 : 2, 12, 3>(L, prm);  // (R - 1 at 16 tokens: spills)
+      case 9: return launch_tma<OutT, MT, V, MT == 1 ? 2 : 1, MT == 1 ? 16 : 12, 3>(L, prm);
+    }
+  }
   return "weight-only 4-bit config " + std::to_string(config) + " outside [-1, " + std::to_string(kW4Configs) + ")";
 }
 
 template <class OutT, int V>
 std::string by_tokens(const GemmLaunch& L, const w4::Params& prm) {
   const int64_t m = L.p.m;
-  // The heuristic (H200, 2026-11-23, benchmarks/bench_w4.py, docs/PERF.md): up to 8 tokens config 0; 9-16
-  // tokens R = 2 (x fragments used twice: 8192^2 24.9 vs 40.6 us), two chunks per step for small weights
-  // (4096^2: 8.5 vs 9.6 us); beyond, tiles of 32 tokens (all configurations within 2 %).
+  // The heuristic (H200, benchmarks/bench_w4.py, docs/PERF.md). Up to 16 tokens the TMA-fed kernel where
+  // TMA can map the scales (2026-11-24): 64-row CTAs (config 6) when they fill >= 90 % of the SMs in one
+  // wave (8192^2: 16.4 vs 20.2 us at M = 1, 18.6 vs 23.7 at M = 16), else 32-row ones (config 5; 4096^2:
+  // 6.4 vs 7.6 us). Otherwise the plain-load kernel (2026-11-23): up to 8 tokens config 0; 9-16 tokens
+  // R = 2 (x fragments used twice: 8192^2 24.9 vs 40.6 us), two chunks per step for small weights (4096^2:
+  // 8.5 vs 9.6 us); beyond, tiles of 32 tokens (all configurations within 2 %).
   int config = L.p.config;
+  if (config < 0 && m <= 16 && tma_fits(L.p)) {
+    const int64_t sms = L.num_sms > 0 ? L.num_sms : 132;
+    config = (L.p.n + 63) / 64 * 10 >= sms * 9 ? 6 : 5;
+  }
   if (config < 0) config = m <= 8 ? 0 : m <= 16 ? (L.p.n * L.p.k <= (int64_t(1) << 24) ? 3 : 1) : 2;
   if (m <= 8) return by_config<OutT, 1, V>(L, prm, config);
   if (m <= 16) return by_config<OutT, 2, V>(L, prm, config);

@@ -41,12 +41,12 @@ inline CUtensorMapDataType tma_dtype(DType t) {
 }
 
 // A 3-D view {cols (contiguous), rows, batch} of an operand, loaded in boxes {box_cols, box_rows, 1}
-// with a 128-byte swizzle. `rows == 1` tolerates any row pitch (it is never stepped). A 4-bit operand
+// with a 128-byte swizzle (or `swizzle`). `rows == 1` tolerates any row pitch (it is never stepped). A 4-bit operand
 // (packed two per byte, element 2i in the low nibble: XLA's E(4) layout, what kind::mxf4/mxf4nvf4 read
 // from shared memory) is mapped as bytes: cols, pitches and box_cols in elements, halved here.
 inline std::string encode_operand(CUtensorMap* map, const void* base, DType t, int64_t cols, int64_t rows,
                                   int64_t batch, int64_t ld, int64_t batch_stride, uint32_t box_cols,
-                                  uint32_t box_rows) {
+                                  uint32_t box_rows, CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B) {
   EncodeTiledFn fn = encode_fn();
   if (fn == nullptr) return "cuTensorMapEncodeTiled is not available from the CUDA driver";
   if (dtype_bits(t) == 4) {
@@ -69,7 +69,7 @@ inline std::string encode_operand(CUtensorMap* map, const void* base, DType t, i
   cuuint32_t box[3] = {box_cols, box_rows, 1};
   cuuint32_t estr[3] = {1, 1, 1};
   CUresult r = fn(map, tma_dtype(t), 3, const_cast<void*>(base), dims, strides, box, estr,
-                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                  CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) return "cuTensorMapEncodeTiled failed with CUresult " + std::to_string(static_cast<int>(r));
   return "";

@@ -42,22 +42,60 @@ struct Params {
   int64_t lda, ldb, stride_x, stride_w, stride_s;  // elements (w: elements, i.e. 2 per byte)
 };
 
-// Eight e2m1 values (one 32-bit word, element i in bits [4i, 4i + 4)) -> four bf16x2 (elements 2j, 2j+1).
-__device__ __forceinline__ void e2m1x8_to_bf16(uint32_t v, uint32_t (&r)[4]) {
-  // bf16 of 0, 0.5, 1, 1.5, 2, 3, 4, 6: 0000 3F00 3F80 3FC0 4000 4040 4080 40C0 (low | high bytes).
-  constexpr uint32_t kLo0 = 0xC0800000u, kLo1 = 0xC0804000u, kHi0 = 0x3F3F3F00u, kHi1 = 0x40404040u;
+// The first table words of the e2m1 -> bf16 lookups below (bf16 of 0, 0.5, 1, 1.5, 2, 3, 4, 6: 0000 3F00
+// 3F80 3FC0 4000 4040 4080 40C0, low | high bytes), held in registers: PRMT takes one table word as an
+// immediate, the other must be a register, and left to itself the compiler rematerialises the constant
+// before every lookup (one IMAD each, 4 per word; SASS of 2026-11-24), also when the value is an opaque
+// constant (it lands in a uniform register, which PRMT's first operand cannot read, and is copied out
+// for each use). `zero` must be 0 at run time but per-lane to the compiler (the callers pass lane & (m
+// >> 31)), so the words stay in two ordinary registers.
+struct E2M1Tables {
+  uint32_t lo0, hi0;
+};
+__device__ __forceinline__ E2M1Tables e2m1_tables(uint32_t zero) {
+  return {0xC0800000u | zero, 0x3F3F3F00u | zero};
+}
+
+// Eight e2m1 values (one 32-bit word, element i in bits [4i, 4i + 4)) -> four bf16x2 (elements 2j, 2j+1),
+// through the tables lo0 | lo1 (low bytes of the 8 magnitudes' bf16) and hi0 | hi1 (high bytes, msb clear).
+__device__ __forceinline__ void e2m1x8_lookup(uint32_t v, uint32_t lo0, uint32_t lo1, uint32_t hi0, uint32_t hi1,
+                                              uint32_t (&r)[4]) {
   const uint32_t mag = v & 0x77777777u, mag_hi = mag >> 16;
-  const uint32_t lo03 = ptx::prmt(kLo0, kLo1, mag), hi03 = ptx::prmt(kHi0, kHi1, mag);
-  const uint32_t lo47 = ptx::prmt(kLo0, kLo1, mag_hi), hi47 = ptx::prmt(kHi0, kHi1, mag_hi);
-  // Sign bytes: the msb of byte i is element i's sign (odd elements: v's bytes; even: v << 4's).
+  const uint32_t lo03 = ptx::prmt(lo0, lo1, mag), hi03 = ptx::prmt(hi0, hi1, mag);
+  const uint32_t lo47 = ptx::prmt(lo0, lo1, mag_hi), hi47 = ptx::prmt(hi0, hi1, mag_hi);
+  // Sign bytes: the msb of byte i is element i's sign (odd elements: v's bytes; even: v << 4's). The
+  // tables' high bytes have a clear msb, so each merge is one LOP3.
   const uint32_t v4 = v << 4;
   const uint32_t s03 = ptx::prmt(v, v4, 0x1504u), s47 = ptx::prmt(v, v4, 0x3726u);
-  const uint32_t h03 = (hi03 & 0x7F7F7F7Fu) | (s03 & 0x80808080u);
-  const uint32_t h47 = (hi47 & 0x7F7F7F7Fu) | (s47 & 0x80808080u);
+  const uint32_t h03 = hi03 | (s03 & 0x80808080u);
+  const uint32_t h47 = hi47 | (s47 & 0x80808080u);
   r[0] = ptx::prmt(lo03, h03, 0x5140u);
   r[1] = ptx::prmt(lo03, h03, 0x7362u);
   r[2] = ptx::prmt(lo47, h47, 0x5140u);
   r[3] = ptx::prmt(lo47, h47, 0x7362u);
+}
+
+// The unscaled tables: bf16 of 0, 0.5, 1, 1.5, 2, 3, 4, 6 = 0000 3F00 3F80 3FC0 4000 4040 4080 40C0.
+__device__ __forceinline__ void e2m1x8_to_bf16(uint32_t v, const E2M1Tables& tb, uint32_t (&r)[4]) {
+  e2m1x8_lookup(v, tb.lo0, 0xC0804000u, tb.hi0, 0x40404040u, r);
+}
+
+// The tables of one block, its scale folded in (bf16x2 `scale` in both halves): the 8 magnitudes times
+// the scale by four bf16x2 multiplies (the same products as multiplying each widened value, NaN and
+// subnormals included), split into low and high bytes. An MXFP4 thread reads 4 words per block, so
+// this replaces 16 multiplies by 8 instructions.
+struct ScaledTables {
+  uint32_t lo0, lo1, hi0, hi1;
+};
+__device__ __forceinline__ uint32_t bmul2(uint32_t a, uint32_t b) {
+  __nv_bfloat162 r = __hmul2(*reinterpret_cast<__nv_bfloat162*>(&a), *reinterpret_cast<__nv_bfloat162*>(&b));
+  return *reinterpret_cast<uint32_t*>(&r);
+}
+__device__ __forceinline__ ScaledTables e2m1_scaled_tables(uint32_t scale) {
+  const uint32_t u01 = bmul2(0x3F000000u, scale), u23 = bmul2(0x3FC03F80u, scale);
+  const uint32_t u45 = bmul2(0x40404000u, scale), u67 = bmul2(0x40C04080u, scale);
+  return {ptx::prmt(u01, u23, 0x6420u), ptx::prmt(u45, u67, 0x6420u), ptx::prmt(u01, u23, 0x7531u),
+          ptx::prmt(u45, u67, 0x7531u)};
 }
 
 // A block scale as bf16x2 (both halves): UE8M0 2^(e - 127) (0 -> 2^-127, 255 -> NaN), or UE4M3.
@@ -72,11 +110,6 @@ __device__ __forceinline__ uint32_t scale_bf16x2(uint32_t byte) {
     h = *reinterpret_cast<const unsigned short*>(&b);
   }
   return h | (h << 16);
-}
-
-__device__ __forceinline__ uint32_t bmul2(uint32_t a, uint32_t b) {
-  __nv_bfloat162 r = __hmul2(*reinterpret_cast<__nv_bfloat162*>(&a), *reinterpret_cast<__nv_bfloat162*>(&b));
-  return *reinterpret_cast<uint32_t*>(&r);
 }
 
 template <class OutT>
@@ -98,6 +131,7 @@ __global__ void __launch_bounds__(KW * 32) w4_gemm_kernel(const Params p) {
   const uint8_t* w = p.w + b * (p.stride_w / 2);
   const uint8_t* s = p.s + b * p.stride_s;
   const int sf_cols = p.k / V, m_left = p.m - tok0;
+  const E2M1Tables tb = e2m1_tables(lane & (static_cast<uint32_t>(p.m) >> 31));
 
   float acc[R][MT][4];
 #pragma unroll
@@ -175,8 +209,8 @@ __global__ void __launch_bounds__(KW * 32) w4_gemm_kernel(const Params p) {
         for (int i = 0; i < R; ++i) {
           uint32_t lo[4], hi[4];  // rows g and g + 8: bf16x2 of elements (0,1) (2,3) (4,5) (6,7)
           const uint4 w0 = st.wv[i][0], w1 = st.wv[i][1];
-          e2m1x8_to_bf16(j == 0 ? w0.x : j == 1 ? w0.y : j == 2 ? w0.z : w0.w, lo);
-          e2m1x8_to_bf16(j == 0 ? w1.x : j == 1 ? w1.y : j == 2 ? w1.z : w1.w, hi);
+          e2m1x8_to_bf16(j == 0 ? w0.x : j == 1 ? w0.y : j == 2 ? w0.z : w0.w, tb, lo);
+          e2m1x8_to_bf16(j == 0 ? w1.x : j == 1 ? w1.y : j == 2 ? w1.z : w1.w, tb, hi);
           const uint32_t sl = scale_bf16x2<V>(st.sc[i][0][j >> 1]), sh = scale_bf16x2<V>(st.sc[i][1][j >> 1]);
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
