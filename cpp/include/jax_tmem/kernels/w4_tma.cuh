@@ -30,25 +30,6 @@
 
 namespace jax_tmem::w4 {
 
-__device__ __forceinline__ uint4 lds_v4(uint32_t addr) {
-  uint4 v;
-  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "r"(addr)
-               : "memory");
-  return v;
-}
-__device__ __forceinline__ uint32_t lds_u8(uint32_t addr) {
-  uint32_t v;
-  asm volatile("ld.shared.u8 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
-  return v;
-}
-__device__ __forceinline__ uint32_t lds_u16(uint32_t addr) {
-  uint32_t v;
-  asm volatile("ld.shared.u16 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
-  return v;
-}
-
 // The shared-memory plan of one configuration: ST stages of {KW / 2 weight boxes of 16 R rows x 128
 // bytes, 16 R rows x SB scale bytes, KW / 2 activation boxes of 8 MT tokens x 256 bf16}, then 2 ST
 // mbarriers; the consumers' partial sums reuse the ring.
@@ -147,14 +128,15 @@ __global__ void __launch_bounds__((KW + 1) * 32) w4_tma_kernel(const __grid_cons
     for (int i = 0; i < R; ++i)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        wv[i][h] = lds_v4(st + w_off + (16 * i + 8 * h) * 128);
-        sc[i][h] = V == 32 ? lds_u8(st + s_off + (16 * i + 8 * h) * P::kSB) : lds_u16(st + s_off + (16 * i + 8 * h) * P::kSB);
+        wv[i][h] = ptx::lds_v4(st + w_off + (16 * i + 8 * h) * 128);
+        const uint32_t sa = st + s_off + (16 * i + 8 * h) * P::kSB;
+        sc[i][h] = V == 32 ? ptx::lds_u8(sa) : ptx::lds_u16(sa);
       }
     uint4 xa[4][MT];
 #pragma unroll
     for (int j = 0; j < 4; ++j)
 #pragma unroll
-      for (int t = 0; t < MT; ++t) xa[j][t] = lds_v4(st + x_off + t * 8 * 512 + 16 * j);
+      for (int t = 0; t < MT; ++t) xa[j][t] = ptx::lds_v4(st + x_off + t * 8 * 512 + 16 * j);
     // Every consumer thread releases the slot after its own loads, ordered before the producer's next
     // TMA write into it (an async-proxy write after generic-proxy reads: fence.proxy.async).
     ptx::fence_proxy_async_shared();
@@ -202,29 +184,11 @@ __global__ void __launch_bounds__((KW + 1) * 32) w4_tma_kernel(const __grid_cons
     }
   }
 
-  // Every stage is consumed (each full barrier was waited on), so the ring is free: the KW partial sums
-  // go there and are added in warp order (bitwise repeatable), then alpha and the store.
+  // Every stage is consumed (each full barrier was waited on), so the ring is free for the partial sums.
   asm volatile("bar.sync 1, %0;" ::"r"(KW * 32) : "memory");
-  float* red = reinterpret_cast<float*>(smem);
-#pragma unroll
-  for (int i = 0; i < R; ++i)
-#pragma unroll
-    for (int t = 0; t < MT; ++t)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) red[(((warp * R + i) * MT + t) * 4 + c) * 32 + lane] = acc[i][t][c];
-  asm volatile("bar.sync 1, %0;" ::"r"(KW * 32) : "memory");
-  const float alpha = p.alpha ? *p.alpha : 1.0f;
-  constexpr int kSlots = R * MT * 4 * 32;
-  for (int slot = threadIdx.x; slot < kSlots; slot += KW * 32) {
-    const int ln = slot & 31, c = (slot >> 5) & 3, t = (slot >> 7) % MT, i = (slot >> 7) / MT;
-    float v = 0.0f;
-#pragma unroll
-    for (int ww = 0; ww < KW; ++ww) v += red[ww * kSlots + slot];
-    const int gg = ln >> 2;
-    const int row = row0 + 16 * i + 8 * (c >> 1) + ((gg >> 1) | ((gg & 1) << 2));
-    const int tok = tok0 + 8 * t + 2 * (ln & 3) + (c & 1);
-    if (row < p.n && tok < p.m) store_out<OutT>(p.out, (int64_t(b) * p.m + tok) * p.n + row, v * alpha);
-  }
+  reduce_store<OutT, MT, R, KW, true>(reinterpret_cast<float*>(smem), acc,
+                                      [] { asm volatile("bar.sync 1, %0;" ::"r"(KW * 32) : "memory"); }, row0, tok0,
+                                      b, p);
 }
 
 }  // namespace jax_tmem::w4
