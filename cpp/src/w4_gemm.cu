@@ -81,7 +81,10 @@ std::string by_config(const GemmLaunch& L, const w4::Params& prm, int config) {
     case 2: return launch<OutT, MT, V, R0, 2>(L, prm);
     case 3: return launch<OutT, MT, V, R1, 2>(L, prm);
   }
-  if constexpr (MT <= 2) {
+  if constexpr (MT > 2) {
+    if (config >= 4 && config < kW4Configs)
+      return "weight-only 4-bit config " + std::to_string(config) + " (TMA) takes at most 16 tokens";
+  } else {
     if (config >= 4 && config < kW4Configs && !tma_fits(L.p))
       return "weight-only 4-bit config " + std::to_string(config) + " (TMA) needs K / block a multiple of 16";
     switch (config) {
@@ -100,9 +103,9 @@ template <class OutT, int V>
 std::string by_tokens(const GemmLaunch& L, const w4::Params& prm) {
   const int64_t m = L.p.m;
   // The heuristic (H200, benchmarks/bench_w4.py, docs/PERF.md). Up to 16 tokens the TMA-fed kernel where
-  // TMA can map the scales (2026-11-24): 64-row CTAs (config 6) when they fill >= 90 % of the SMs in one
-  // wave (8192^2: 16.4 vs 20.2 us at M = 1, 18.6 vs 23.7 at M = 16), else 32-row ones (config 5; 4096^2:
-  // 6.4 vs 7.6 us). Otherwise the plain-load kernel (2026-11-23): up to 8 tokens config 0; 9-16 tokens
+  // TMA can map the scales (2026-11-24 22:29): 64-row CTAs (config 6) when they fill >= 90 % of the SMs
+  // in one wave (8192^2 MXFP4: 17.3 vs 20.4 us at M = 1, 19.1 vs 23.7 at M = 16), else 32-row ones
+  // (config 5; 4096^2: 7.4 vs 7.8 us at M = 1). Otherwise the plain-load kernel (2026-11-23): up to 8 tokens config 0; 9-16 tokens
   // R = 2 (x fragments used twice: 8192^2 24.9 vs 40.6 us), two chunks per step for small weights (4096^2:
   // 8.5 vs 9.6 us); beyond, tiles of 32 tokens (all configurations within 2 %).
   int config = L.p.config;
