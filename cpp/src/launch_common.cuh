@@ -98,11 +98,8 @@ inline std::string launch_splitk_reduce(const GemmLaunch& L, int splits, int64_t
   return "";
 }
 
-// What a kernel instantiation keeps per device. CUDA function attributes (the dynamic shared-memory
-// limit) belong to one device's context and occupancy is a property of one device, so nothing here is
-// process-wide: a slot per device ordinal. XLA runs different devices' thunks from different threads
-// at the same time, hence atomics; two threads racing on one device both set the same (idempotent)
-// attribute, which is harmless.
+// What a kernel instantiation keeps per device (see raise_smem_limit in launch.h): occupancy is a
+// property of one device too, so nothing here is process-wide: a slot per device ordinal.
 struct DeviceSlots {
   std::atomic<int> ready[kMaxDevices];     // 1 once the shared-memory attribute is set on that device
   std::atomic<int> clusters[kMaxDevices];  // co-resident clusters there (0 = not asked yet)
@@ -118,16 +115,10 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
   std::string err = encode_ab_maps<C>(L, &map_a, &map_b);
   if (!err.empty()) return err;
   // Per-device state (see DeviceSlots): the dynamic shared-memory limit is raised on each device before
-  // its first launch there (a function attribute, not a stream operation, so it is allowed while XLA
-  // captures the call into a command buffer), and the cluster occupancy is asked per device.
+  // its first launch there, and the cluster occupancy is asked per device.
   static DeviceSlots state;  // one per instantiation, zero-initialised (no guard, no lock)
-  if (L.device < 0 || L.device >= kMaxDevices)
-    return "device ordinal " + std::to_string(L.device) + " outside [0, " + std::to_string(kMaxDevices) + ")";
-  if (!state.ready[L.device].load(std::memory_order_acquire)) {
-    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
-    if (e != cudaSuccess) return std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(e);
-    state.ready[L.device].store(1, std::memory_order_release);
-  }
+  err = raise_smem_limit(kernel, C::SMEM_BYTES, L.device, state.ready);
+  if (!err.empty()) return err;
   constexpr int kCluster = C::CTAS_PER_TILE;
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];

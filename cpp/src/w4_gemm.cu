@@ -49,15 +49,9 @@ std::string launch_tma(const GemmLaunch& L, const w4::Params& prm) {
                               256, 8 * MT, CU_TENSOR_MAP_SWIZZLE_NONE);
   if (!err.empty()) return "weight-only 4-bit (TMA): " + err;
   auto kernel = w4::w4_tma_kernel<OutT, MT, R, KW, V, ST>;
-  // The dynamic shared-memory limit, raised once per device before the first launch there (a function
-  // attribute, allowed while XLA captures the call into a command buffer).
-  static std::atomic<int> ready[kMaxDevices];
-  if (L.device < 0 || L.device >= kMaxDevices) return "device ordinal outside [0, kMaxDevices)";
-  if (!ready[L.device].load(std::memory_order_acquire)) {
-    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Plan::kSmemBytes);
-    if (e != cudaSuccess) return std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(e);
-    ready[L.device].store(1, std::memory_order_release);
-  }
+  static std::atomic<int> ready[kMaxDevices];  // per instantiation and device (launch.h)
+  err = raise_smem_limit(kernel, Plan::kSmemBytes, L.device, ready);
+  if (!err.empty()) return err;
   const dim3 grid(static_cast<unsigned>((p.n + Plan::kRows - 1) / Plan::kRows),
                   static_cast<unsigned>((p.m + 8 * MT - 1) / (8 * MT)), static_cast<unsigned>(p.batch));
   kernel<<<grid, (KW + 1) * 32, Plan::kSmemBytes, L.stream>>>(wmap, smap, xmap, prm);

@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <string>
 
 #include "jax_tmem/gemm_problem.h"
@@ -10,6 +11,23 @@
 namespace jax_tmem {
 
 constexpr int kMaxDevices = 64;  // per-device state is kept for CUDA ordinals [0, kMaxDevices)
+
+// Raises `kernel`'s dynamic shared-memory limit to `bytes` on `device` before its first launch there:
+// `ready` is one slot per device ordinal, kept per kernel instantiation (a function attribute belongs to
+// one device's context, so nothing is process-wide). XLA runs different devices' thunks from different
+// threads at once, hence atomics; two threads racing on one device set the same attribute twice,
+// harmlessly. A function attribute, not a stream operation: allowed while XLA captures a command buffer.
+template <typename Kernel>
+std::string raise_smem_limit(Kernel kernel, int bytes, int device, std::atomic<int> (&ready)[kMaxDevices]) {
+  if (device < 0 || device >= kMaxDevices)
+    return "device ordinal " + std::to_string(device) + " outside [0, " + std::to_string(kMaxDevices) + ")";
+  if (!ready[device].load(std::memory_order_acquire)) {
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (e != cudaSuccess) return std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(e);
+    ready[device].store(1, std::memory_order_release);
+  }
+  return "";
+}
 
 struct GemmLaunch {
   GemmProblem p;

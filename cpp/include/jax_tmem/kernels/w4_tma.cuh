@@ -185,10 +185,10 @@ __global__ void __launch_bounds__((KW + 1) * 32) w4_tma_kernel(const __grid_cons
   }
 
   // Every stage is consumed (each full barrier was waited on), so the ring is free for the partial sums.
-  asm volatile("bar.sync 1, %0;" ::"r"(KW * 32) : "memory");
-  reduce_store<OutT, MT, R, KW, true>(reinterpret_cast<float*>(smem), acc,
-                                      [] { asm volatile("bar.sync 1, %0;" ::"r"(KW * 32) : "memory"); }, row0, tok0,
-                                      b, p);
+  // (named barrier 1 over the KW consumer warps: the producer warp has returned)
+  const auto consumers_sync = [] { ptx::named_barrier_sync(1, KW * 32); };
+  consumers_sync();
+  reduce_store<OutT, MT, R, KW, true>(reinterpret_cast<float*>(smem), acc, consumers_sync, row0, tok0, b, p);
 }
 
 }  // namespace jax_tmem::w4
