@@ -79,6 +79,25 @@ def test_weight_only_kernel_path_matches_float64(b, m, n, k, fmt, gs, out):
     np.testing.assert_array_equal(run(), got)
 
 
+def _check_config(tag, config, b, m, n, k, fmt, gs):
+    """One configuration of the 4-bit kernel: f32 out NaN-poisoned first (donated), every output finite and
+    within f32 accumulation of float64, a second run bitwise equal."""
+    x, wq, ws = _operands(seed_of(tag, config, b, m, n, k, fmt, gs), b, m, n, k, fmt, gs)
+
+    def poisoned(poison, x, wq, ws):
+        del poison
+        return scaled_gemm.scaled_matmul_ffi(x, wq, None, ws, np.dtype(np.float32), block_scale.get_format(fmt).block,
+                                             config=config, global_scale=gs)
+    f = jax.jit(poisoned, donate_argnums=0)
+    run = lambda: np.asarray(f(jnp.full((b, m, n), jnp.nan, jnp.float32), x, wq, ws), np.float64)
+    got = run()
+    ref, mag = _ref64(x, wq, ws, gs)
+    assert np.isfinite(got).all()
+    err = (np.abs(got - ref) / np.maximum(mag, 1e-30)).max()
+    assert err < 2e-5, f"max error {err:.3g}"
+    np.testing.assert_array_equal(run(), got)
+
+
 TMA_SHAPES = [(1, 1, 136, 512), (1, 7, 200, 1536), (2, 16, 96, 2048), (1, 13, 520, 4608), (1, 3, 72, 16384),
               (3, 5, 40, 512), (1, 16, 64, 2560)]
 
@@ -95,20 +114,29 @@ def test_weight_only_tma_kernel_matches_float64(config, b, m, n, k, fmt, gs):
     where, why = _kernel_where()
     if not where.startswith("cuda") or why:
         pytest.skip(why or "the TMA-fed 4-bit kernel runs on a GPU")
-    x, wq, ws = _operands(seed_of("wo-tma", config, b, m, n, k, fmt, gs), b, m, n, k, fmt, gs)
+    _check_config("wo-tma", config, b, m, n, k, fmt, gs)
 
-    def poisoned(poison, x, wq, ws):
-        del poison
-        return scaled_gemm.scaled_matmul_ffi(x, wq, None, ws, np.dtype(np.float32), block_scale.get_format(fmt).block,
-                                             config=config, global_scale=gs)
-    f = jax.jit(poisoned, donate_argnums=0)
-    run = lambda: np.asarray(f(jnp.full((b, m, n), jnp.nan, jnp.float32), x, wq, ws), np.float64)
-    got = run()
-    ref, mag = _ref64(x, wq, ws, gs)
-    assert np.isfinite(got).all()
-    err = (np.abs(got - ref) / np.maximum(mag, 1e-30)).max()
-    assert err < 2e-5, f"max error {err:.3g}"
-    np.testing.assert_array_equal(run(), got)
+
+WIDE_SHAPES = [(1, 17, 136, 512), (1, 33, 200, 1536), (2, 64, 96, 2048), (1, 64, 520, 4608), (1, 40, 72, 16384),
+               (3, 24, 40, 512), (1, 100, 264, 2560), (1, 64, 128, 8192), (1, 9, 136, 1024)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("config", [-1, 10, 11, 12, 13, 14, 15, 16])
+@pytest.mark.parametrize("b,m,n,k", WIDE_SHAPES)
+@pytest.mark.parametrize("fmt,gs", [("mxfp4", None), ("nvfp4", 2.5)])
+def test_weight_only_many_token_kernel_matches_float64(config, b, m, n, k, fmt, gs):
+    """The many-token 4-bit kernels (the heuristic above 16 tokens; config 10: the arch's; 11-13: mma.sync,
+    kernels/w4_wide.cuh; 14-16: wgmma, w4_wgmma.cuh, sm_90 only): K split over clusters of 1, 2 and 4 CTAs
+    (some with no stage of their own at K = 512), tails in N (128-row CTAs), K and M (16-, 32- and
+    64-token tiles, 100 tokens over two), batches, rings that wrap (K = 16384); f32 out NaN-poisoned
+    first, within f32 accumulation of float64, a second run bitwise equal."""
+    where, why = _kernel_where()
+    if not where.startswith("cuda") or why:
+        pytest.skip(why or "the many-token 4-bit kernel runs on a GPU")
+    if config >= 14 and jax.devices()[0].compute_capability != "9.0":
+        pytest.skip("the wgmma many-token kernel is sm_90 only (elsewhere config 10 takes the mma.sync one)")
+    _check_config("wo-wide", config, b, m, n, k, fmt, gs)
 
 
 @pytest.mark.gpu
@@ -120,8 +148,9 @@ def test_weight_only_tma_kernel_says_which_k_it_needs():
         pytest.skip(why or "the TMA-fed 4-bit kernel runs on a GPU")
     x, wq, ws = _operands(5, 1, 4, 40, 160, "mxfp4")
     call = lambda c: scaled_gemm.scaled_matmul_ffi(x, wq, None, ws, np.dtype(np.float32), 32, config=c)
-    with pytest.raises(Exception, match="multiple of 16"):
-        jax.block_until_ready(jax.jit(lambda: call(6))())
+    for config in (6, 10, 12, 15):
+        with pytest.raises(Exception, match="multiple of 16"):
+            jax.block_until_ready(jax.jit(lambda: call(config))())
     ref, mag = _ref64(x, wq, ws)
     assert (np.abs(np.asarray(jax.jit(lambda: call(-1))(), np.float64) - ref) / np.maximum(mag, 1e-30)).max() < 2e-5
 

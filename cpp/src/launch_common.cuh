@@ -125,14 +125,7 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
   cfg.blockDim = dim3(C::NUM_THREADS, 1, 1);
   cfg.dynamicSmemBytes = C::SMEM_BYTES;
   cfg.stream = L.stream;
-  if constexpr (kCluster > 1) {
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = kCluster;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-  }
+  if constexpr (kCluster > 1) set_cluster_x(cfg, attr, kCluster);
   int resident = L.num_sms / kCluster;
   if constexpr (kCluster > 1) {
     // An occupancy query (no stream work), once per device.

@@ -8,6 +8,8 @@
 
 #include "jax_tmem/kernels/w4_gemm.cuh"
 #include "jax_tmem/kernels/w4_tma.cuh"
+#include "jax_tmem/kernels/w4_wgmma.cuh"
+#include "jax_tmem/kernels/w4_wide.cuh"
 #include "jax_tmem/launch.h"
 #include "jax_tmem/tma_desc.h"
 
@@ -30,23 +32,32 @@ std::string launch(const GemmLaunch& L, const w4::Params& prm) {
 // TMA reads the scales' rows as they are: K / V bytes each must be a multiple of 16.
 bool tma_fits(const GemmProblem& p) { return (p.k / p.sf_vec) % 16 == 0; }
 
-// The TMA-fed kernel (kernels/w4_tma.cuh): maps of the packed weights (bytes, 128B-swizzled boxes of 16 R
-// rows x 128 bytes), of the scales (boxes of 16 R rows x KW * 128 / V bytes) and of the activations
-// (boxes of 8 MT tokens x 256), then the launch.
+// The maps of the TMA-fed kernels: the packed weights as bytes {K / 2, N, batch} in 128B-swizzled boxes
+// {128, rows}, the scales {K / V, N, batch} in boxes {sb, rows}, the activations {K, M, batch} in boxes
+// {x_cols, x_rows} (a batch stride of 0: one operand for every batch, coordinate 0).
+std::string encode_maps(const GemmLaunch& L, const w4::Params& prm, int v, int rows, int sb, int x_cols, int x_rows,
+                        CUtensorMapSwizzle x_swizzle, CUtensorMap (&maps)[3]) {
+  const GemmProblem& p = L.p;
+  const bool batched = p.stride_b != 0;
+  std::string err = tma::encode_operand(&maps[0], prm.w, DType::kE2M1, p.k, p.n, batched ? p.batch : 1, p.ldb,
+                                        p.stride_b, 256, rows);
+  if (err.empty())
+    err = tma::encode_operand(&maps[1], prm.s, DType::kU8, p.k / v, p.n, batched ? p.batch : 1, p.k / v, prm.stride_s,
+                              sb, rows, CU_TENSOR_MAP_SWIZZLE_NONE);
+  if (err.empty())
+    err = tma::encode_operand(&maps[2], prm.x, DType::kBF16, p.k, p.m, p.stride_a != 0 ? p.batch : 1, p.lda, p.stride_a,
+                              x_cols, x_rows, x_swizzle);
+  return err;
+}
+
+// The TMA-fed kernel (kernels/w4_tma.cuh): boxes of 16 R rows (weights: x 128 bytes; scales: x KW * 128 / V
+// bytes) and of 8 MT tokens x 256 activations, then the launch.
 template <class OutT, int MT, int V, int R, int KW, int ST>
 std::string launch_tma(const GemmLaunch& L, const w4::Params& prm) {
   using Plan = w4::TmaPlan<R, KW, V, ST, MT>;
   const GemmProblem& p = L.p;
-  CUtensorMap wmap, smap, xmap;
-  const bool batched = p.stride_b != 0;  // a batch stride of 0: one operand for every batch (coordinate 0)
-  std::string err = tma::encode_operand(&wmap, prm.w, DType::kE2M1, p.k, p.n, batched ? p.batch : 1, p.ldb,
-                                        p.stride_b, 256, Plan::kRows);
-  if (err.empty())
-    err = tma::encode_operand(&smap, prm.s, DType::kU8, p.k / V, p.n, batched ? p.batch : 1, p.k / V, prm.stride_s,
-                              Plan::kSB, Plan::kRows, CU_TENSOR_MAP_SWIZZLE_NONE);
-  if (err.empty())
-    err = tma::encode_operand(&xmap, prm.x, DType::kBF16, p.k, p.m, p.stride_a != 0 ? p.batch : 1, p.lda, p.stride_a,
-                              256, 8 * MT, CU_TENSOR_MAP_SWIZZLE_NONE);
+  CUtensorMap maps[3];
+  std::string err = encode_maps(L, prm, V, Plan::kRows, Plan::kSB, 256, 8 * MT, CU_TENSOR_MAP_SWIZZLE_NONE, maps);
   if (!err.empty()) return "weight-only 4-bit (TMA): " + err;
   auto kernel = w4::w4_tma_kernel<OutT, MT, R, KW, V, ST>;
   static std::atomic<int> ready[kMaxDevices];  // per instantiation and device (launch.h)
@@ -54,17 +65,94 @@ std::string launch_tma(const GemmLaunch& L, const w4::Params& prm) {
   if (!err.empty()) return err;
   const dim3 grid(static_cast<unsigned>((p.n + Plan::kRows - 1) / Plan::kRows),
                   static_cast<unsigned>((p.m + 8 * MT - 1) / (8 * MT)), static_cast<unsigned>(p.batch));
-  kernel<<<grid, (KW + 1) * 32, Plan::kSmemBytes, L.stream>>>(wmap, smap, xmap, prm);
+  kernel<<<grid, (KW + 1) * 32, Plan::kSmemBytes, L.stream>>>(maps[0], maps[1], maps[2], prm);
   const cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? "" : std::string("weight-only 4-bit (TMA) kernel launch failed: ") + cudaGetErrorString(e);
+}
+
+// The many-token kernels (kernels/w4_wide.cuh, w4_wgmma.cuh): 128-row CTAs, a ring of ST stages of 256 K
+// (Plan), K split over clusters of CS CTAs; the activations in 128B-swizzled boxes of 64 K x 8 MT tokens.
+template <class Plan, int MT, int V, int CS, class Kernel>
+std::string launch_ring(const GemmLaunch& L, const w4::Params& prm, Kernel kernel, int threads,
+                        std::atomic<int> (&ready)[kMaxDevices]) {
+  const GemmProblem& p = L.p;
+  CUtensorMap maps[3];
+  std::string err = encode_maps(L, prm, V, Plan::kRows, Plan::kSB, 64, 8 * MT, CU_TENSOR_MAP_SWIZZLE_128B, maps);
+  if (!err.empty()) return "weight-only 4-bit (many tokens): " + err;
+  err = raise_smem_limit(kernel, Plan::kSmemBytes, L.device, ready);
+  if (!err.empty()) return err;
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  cfg.gridDim = dim3(static_cast<unsigned>((p.n + Plan::kRows - 1) / Plan::kRows * CS),
+                     static_cast<unsigned>((p.m + 8 * MT - 1) / (8 * MT)), static_cast<unsigned>(p.batch));
+  cfg.blockDim = dim3(threads, 1, 1);
+  cfg.dynamicSmemBytes = Plan::kSmemBytes;
+  cfg.stream = L.stream;
+  if constexpr (CS > 1) set_cluster_x(cfg, attr, CS);
+  const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, maps[0], maps[1], maps[2], prm);
+  return e == cudaSuccess ? "" : std::string("weight-only 4-bit (many tokens) kernel launch failed: ") + cudaGetErrorString(e);
+}
+
+// mma.sync (every arch): 4 groups of 32 rows, each stage's K halved between two warps.
+template <class OutT, int MT, int V, int CS>
+std::string launch_wide(const GemmLaunch& L, const w4::Params& prm) {
+  constexpr int R = 2, WR = 4, WK = 2, ST = MT == 8 ? 4 : 6;
+  static std::atomic<int> ready[kMaxDevices];  // per instantiation and device (launch.h)
+  return launch_ring<w4::WidePlan<R, WR, WK, V, ST, MT>, MT, V, CS>(
+      L, prm, w4::w4_wide_kernel<OutT, MT, R, WR, WK, V, ST, CS>, (WR * WK + 1) * 32, ready);
+}
+
+// wgmma (sm_90a): 2 warpgroups of 64 rows.
+template <class OutT, int MT, int V, int CS>
+std::string launch_wgmma(const GemmLaunch& L, const w4::Params& prm) {
+  constexpr int ST = MT == 8 ? 4 : MT == 4 ? 6 : 8;
+  static std::atomic<int> ready[kMaxDevices];
+  return launch_ring<w4::WidePlan<1, 8, 1, V, ST, MT>, MT, V, CS>(L, prm, w4::w4_wgmma_kernel<OutT, MT, V, ST, CS>,
+                                                                 9 * 32, ready);
+}
+
+template <class OutT, int V, int CS>
+std::string many_tokens(const GemmLaunch& L, const w4::Params& prm, bool wgmma) {
+  const int64_t m = L.p.m;
+  if (wgmma) {
+    if (m <= 16) return launch_wgmma<OutT, 2, V, CS>(L, prm);
+    return m <= 32 ? launch_wgmma<OutT, 4, V, CS>(L, prm) : launch_wgmma<OutT, 8, V, CS>(L, prm);
+  }
+  return m <= 32 ? launch_wide<OutT, 4, V, CS>(L, prm) : launch_wide<OutT, 8, V, CS>(L, prm);
+}
+
+// Config 10: the heuristic's many-token kernel (wgmma on sm_90 above 32 tokens, else mma.sync) and K split
+// (the most CTAs of 1, 2 or 4 per cluster that fit one wave, each with >= 8 stages of 256 K);
+// 11-13: mma.sync with 1, 2, 4 CTAs per cluster; 14-16: wgmma (sm_90 only) with 1, 2, 4. Token tiles of
+// 16 (wgmma), 32 or 64 (beyond 64: more tiles over grid.y).
+template <class OutT, int V>
+std::string wide(const GemmLaunch& L, const w4::Params& prm, int config) {
+  const GemmProblem& p = L.p;
+  if (!tma_fits(p))
+    return "weight-only 4-bit config " + std::to_string(config) + " (TMA) needs K / block a multiple of 16";
+  const bool sm90 = L.cc == 90;
+  const bool wgmma = config == 10 ? sm90 && p.m > 32 : config >= 14;
+  if (wgmma && !sm90) return "weight-only 4-bit config " + std::to_string(config) + " (wgmma) runs on sm_90 only";
+  int cs = config == 10 ? 0 : 1 << ((config - 11) % 3);
+  if (cs == 0) {
+    const int64_t sms = L.num_sms > 0 ? L.num_sms : 132, stages = (p.k + 255) / 256;
+    const int64_t ctas = (p.n + 127) / 128 * ((p.m + 63) / 64) * p.batch;
+    cs = 1;
+    while (cs < 4 && ctas * cs * 2 <= sms && stages >= 16 * cs) cs *= 2;
+  }
+  switch (cs) {
+    case 1: return many_tokens<OutT, V, 1>(L, prm, wgmma);
+    case 2: return many_tokens<OutT, V, 2>(L, prm, wgmma);
+    default: return many_tokens<OutT, V, 4>(L, prm, wgmma);
+  }
 }
 
 // The private `config` attribute (benchmarks): 0: R = 1 (2 for > 16 tokens), one chunk per step; 1: R = 2;
 // 2: two chunks per step; 3: both; 4-9: the TMA-fed kernel (<= 16 tokens, K / block a multiple of 16):
 // 4: R = 1, 8 consumer warps, 4 stages; 5: R = 2, 8 warps, 4 stages; 6: R = 4, 8 warps, 3 stages; 7: R = 2,
-// 4 warps, 6 stages; 8: R = 3 (2 at 16 tokens), 12 warps, 3 stages; 9: R = 2 (1), 16 warps (12), 3 stages.
-// -1: the heuristic.
-constexpr int kW4Configs = 10;
+// 4 warps, 6 stages; 8: R = 3 (2 at 16 tokens), 12 warps, 3 stages; 9: R = 2 (1), 16 warps (12), 3 stages;
+// 10-16: the many-token kernels (`wide` above). -1: the heuristic.
+constexpr int kW4Configs = 17;
 
 template <class OutT, int MT, int V>
 std::string by_config(const GemmLaunch& L, const w4::Params& prm, int config) {
@@ -76,10 +164,10 @@ std::string by_config(const GemmLaunch& L, const w4::Params& prm, int config) {
     case 3: return launch<OutT, MT, V, R1, 2>(L, prm);
   }
   if constexpr (MT > 2) {
-    if (config >= 4 && config < kW4Configs)
+    if (config >= 4 && config < 10)
       return "weight-only 4-bit config " + std::to_string(config) + " (TMA) takes at most 16 tokens";
   } else {
-    if (config >= 4 && config < kW4Configs && !tma_fits(L.p))
+    if (config >= 4 && config < 10 && !tma_fits(L.p))
       return "weight-only 4-bit config " + std::to_string(config) + " (TMA) needs K / block a multiple of 16";
     switch (config) {
       case 4: return launch_tma<OutT, MT, V, 1, 8, 4>(L, prm);
@@ -107,6 +195,11 @@ std::string by_tokens(const GemmLaunch& L, const w4::Params& prm) {
     const int64_t sms = L.num_sms > 0 ? L.num_sms : 132;
     config = (L.p.n + 63) / 64 * 10 >= sms * 9 ? 6 : 5;
   }
+  // 17-64 tokens (2026-11-25): the many-token kernels where their 128-row CTAs alone fill >= 1/4 of the
+  // SMs (8192^2 MXFP4, M = 64: 31.6 us (wgmma) / 33.5 (mma.sync) against 71 for the plain-load kernel; M =
+  // 32: 24.5 (mma.sync) / 27.7 / 37.5); 4096^2 stays on the plain-load kernel (M = 32: 11.2 against 14.5).
+  if (config < 0 && m > 16 && tma_fits(L.p) && (L.p.n + 127) / 128 * 4 >= (L.num_sms > 0 ? L.num_sms : 132)) config = 10;
+  if (config >= 10 && config < kW4Configs) return wide<OutT, V>(L, prm, config);
   if (config < 0) config = m <= 8 ? 0 : m <= 16 ? (L.p.n * L.p.k <= (int64_t(1) << 24) ? 3 : 1) : 2;
   if (m <= 8) return by_config<OutT, 1, V>(L, prm, config);
   if (m <= 16) return by_config<OutT, 2, V>(L, prm, config);

@@ -29,6 +29,16 @@ std::string raise_smem_limit(Kernel kernel, int bytes, int device, std::atomic<i
   return "";
 }
 
+// Launches `cfg` as clusters of (x, 1, 1) CTAs (x > 1; `attr` must outlive the launch).
+inline void set_cluster_x(cudaLaunchConfig_t& cfg, cudaLaunchAttribute (&attr)[1], int x) {
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = x;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+}
+
 struct GemmLaunch {
   GemmProblem p;
   const void* inputs[kNumRoles];  // by role (operands.def); null for roles the call does not pass

@@ -98,6 +98,32 @@ __device__ __forceinline__ ScaledTables e2m1_scaled_tables(uint32_t scale) {
           ptx::prmt(u45, u67, 0x7531u)};
 }
 
+// Word j (0..3) of a thread's weight rows g (w0) and g + 8 (w1) widened into mma's A fragments of K
+// elements 8 j .. 8 j + 3 (a0) and 8 j + 4 .. 8 j + 7 (a1) of the thread's 32: MXFP4 through the rows'
+// scaled tables, NVFP4 times the rows' bf16x2 scale of that 16-K half (scl[row][j >> 1]).
+template <int V>
+__device__ __forceinline__ void widen_word(const uint4& w0, const uint4& w1, int j, const ScaledTables (&tab)[2],
+                                           const E2M1Tables& tb, const uint32_t (&scl)[2][2], uint32_t (&a0)[4],
+                                           uint32_t (&a1)[4]) {
+  uint32_t lo[4], hi[4];
+  const uint32_t v0 = j == 0 ? w0.x : j == 1 ? w0.y : j == 2 ? w0.z : w0.w;
+  const uint32_t v1 = j == 0 ? w1.x : j == 1 ? w1.y : j == 2 ? w1.z : w1.w;
+  if constexpr (V == 32) {
+    e2m1x8_lookup(v0, tab[0].lo0, tab[0].lo1, tab[0].hi0, tab[0].hi1, lo);
+    e2m1x8_lookup(v1, tab[1].lo0, tab[1].lo1, tab[1].hi0, tab[1].hi1, hi);
+  } else {
+    e2m1x8_to_bf16(v0, tb, lo);
+    e2m1x8_to_bf16(v1, tb, hi);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      lo[e] = bmul2(lo[e], scl[0][j >> 1]);
+      hi[e] = bmul2(hi[e], scl[1][j >> 1]);
+    }
+  }
+  a0[0] = lo[0], a0[1] = hi[0], a0[2] = lo[1], a0[3] = hi[1];
+  a1[0] = lo[2], a1[1] = hi[2], a1[2] = lo[3], a1[3] = hi[3];
+}
+
 // A block scale as bf16x2 (both halves): UE8M0 2^(e - 127) (0 -> 2^-127, 255 -> NaN), or UE4M3.
 template <int V>
 __device__ __forceinline__ uint32_t scale_bf16x2(uint32_t byte) {

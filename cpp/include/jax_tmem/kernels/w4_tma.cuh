@@ -157,24 +157,8 @@ __global__ void __launch_bounds__((KW + 1) * 32) w4_tma_kernel(const __grid_cons
     for (int j = 0; j < 4; ++j) {  // weight word j: K elements 8 j .. 8 j + 7 of the thread's 32 = two mma steps
 #pragma unroll
       for (int i = 0; i < R; ++i) {
-        uint32_t lo[4], hi[4];
-        const uint4 w0 = wv[i][0], w1 = wv[i][1];
-        const uint32_t v0 = j == 0 ? w0.x : j == 1 ? w0.y : j == 2 ? w0.z : w0.w;
-        const uint32_t v1 = j == 0 ? w1.x : j == 1 ? w1.y : j == 2 ? w1.z : w1.w;
-        if constexpr (V == 32) {
-          e2m1x8_lookup(v0, tab[i][0].lo0, tab[i][0].lo1, tab[i][0].hi0, tab[i][0].hi1, lo);
-          e2m1x8_lookup(v1, tab[i][1].lo0, tab[i][1].lo1, tab[i][1].hi0, tab[i][1].hi1, hi);
-        } else {
-          e2m1x8_to_bf16(v0, tb, lo);
-          e2m1x8_to_bf16(v1, tb, hi);
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            lo[e] = bmul2(lo[e], scl[i][0][j >> 1]);
-            hi[e] = bmul2(hi[e], scl[i][1][j >> 1]);
-          }
-        }
-        const uint32_t a0[4] = {lo[0], hi[0], lo[1], hi[1]};
-        const uint32_t a1[4] = {lo[2], hi[2], lo[3], hi[3]};
+        uint32_t a0[4], a1[4];
+        widen_word<V>(wv[i][0], wv[i][1], j, tab[i], tb, scl[i], a0, a1);
 #pragma unroll
         for (int t = 0; t < MT; ++t) {
           ptx::mma_m16n8k16_bf16(acc[i][t], a0, xa[j][t].x, xa[j][t].y);

@@ -26,6 +26,13 @@ __device__ __forceinline__ uint32_t mapa_shared(uint32_t smem_addr_local, uint32
   return r;
 }
 
+// A float from the shared memory of a CTA in the cluster (address from mapa_shared).
+__device__ __forceinline__ float lds_cluster_f32(uint32_t cluster_addr) {
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(cluster_addr) : "memory");
+  return v;
+}
+
 // Arrive on an mbarrier of another CTA in the cluster (address from mapa_shared).
 __device__ __forceinline__ void mbarrier_arrive_cluster(uint32_t remote_bar) {
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote_bar) : "memory");

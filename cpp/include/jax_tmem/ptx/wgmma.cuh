@@ -25,6 +25,13 @@ __device__ __forceinline__ void fence_operands(float (&d)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
+// For a register-A operand (wgmma's RS form): its registers stay live, unchanged, up to here (a use, not
+// a definition: ptxas serializes wgmmas whose input registers are redefined while they may run).
+__device__ __forceinline__ void keep_operands_u32(const uint32_t (&a)[4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) asm volatile("" ::"r"(a[i]) : "memory");
+}
+
 template <uint32_t kRegs>
 __device__ __forceinline__ void setmaxnreg_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kRegs));
