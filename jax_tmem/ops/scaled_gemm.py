@@ -21,7 +21,9 @@ they run XLA. Each call records its decision with the reason (``JAX_TMEM_LOG=1``
 Weight-only (``lhs_scales=None``): a high-precision lhs times a block-scaled rhs (the decode GEMM of a
 model served with MXFP4 / NVFP4 weights): ``out = lhs @ dequantize(rhs).T * rhs_global_scale``. With a
 bfloat16 lhs and mxfp4 / nvfp4 weights the custom call runs the weight-only 4-bit kernel
-(kernels/w4_gemm.cuh: the packed weights read once, widened to bf16 on chip, mma.sync; every built
+(kernels/w4_gemm.cuh: the packed weights read once, widened to bf16 on chip; up to 16 rows fed by TMA,
+w4_tma.cuh; 17-64 rows of large weights by 128-row CTAs splitting K over a cluster, w4_wide.cuh with
+mma.sync and, on sm_90a, w4_wgmma.cuh with the widened weights as wgmma's register operand; every built
 arch, the sm_100a/sm_103a build never run) with the roles a, b, sfb (and scale: the global scale).
 """
 
@@ -41,7 +43,8 @@ KERNEL_FORMATS = ("mxfp8", "mxfp8_e5m2")  # whole-byte elements: every kernel pa
 FP4_FORMATS = ("mxfp4", "nvfp4")  # x the same format: the CPU handler and the sm_100a/sm_103a kernel
 W4_FORMATS = FP4_FORMATS  # weight-only (lhs_scales=None) with a bfloat16 lhs: kernels/w4_gemm.cuh
 # "auto" takes the weight-only kernel up to this many lhs rows: H200, 2026-11-23 (docs/PERF.md): 1.85-6.5x
-# XLA's dequantize + bf16 GEMM at M <= 64, 0.55-0.59x at M = 256 (the kernel re-reads the weights per 32 tokens)
+# XLA's dequantize + bf16 GEMM at M <= 64, 0.55-0.59x at M = 256 (the kernel re-reads the weights per 32
+# tokens; the many-token kernels of 2026-11-25 re-read them per 64, not measured beyond 64)
 W4_AUTO_MAX_M = 64
 # Why "auto" does not take the sm_90a block-scaled kernel yet: measured slower than XLA's path.
 AUTO_PREFERS_XLA = ("the sm_90a block-scaled kernel (path='kernel') is slower than XLA's bf16 GEMM of the exactly "

@@ -5,10 +5,10 @@
 // dense bf16 peak against ~11 us to read 35.6 MB), and the activations, not the weights, dominate the
 // bytes a CTA reads (64 tokens x 2 B against 0.5 B per weight element). The <= 16-token kernels split K
 // over their warps, so a CTA held 16-64 rows and each CTA read every activation again from L2 (16 % of
-// copy at M = 64, slower than bf16; H200 2026-11-25: 8192^2 MXFP4 71 us, now 33.5 here). Here the
-// WR consumer warps split the rows instead (16 R each, 16 R WR per CTA) and share each stage's
-// activations: every widened weight fragment feeds 2 x MT mma.sync (MT = 8: 64 tokens), every
-// activation fragment R of them. The grid is refilled by splitting K over a cluster of CS CTAs (the same
+// copy at M = 64, slower than bf16; H200 2026-11-25: 8192^2 MXFP4 71 us, now 33.5 here). Here WR
+// groups of consumer warps split the rows instead (16 R each, 16 R WR per CTA; the WK warps of a group
+// split each stage's K) and share each stage's activations: every widened weight fragment feeds 2 x MT
+// mma.sync (MT = 8: 64 tokens), every activation fragment R of them. The grid is refilled by splitting K over a cluster of CS CTAs (the same
 // rows, consecutive K ranges), whose partial sums are added through distributed shared memory in rank
 // order (bitwise repeatable, no second launch, no workspace).
 //
@@ -163,7 +163,7 @@ __global__ void __launch_bounds__((WR * WK + 1) * 32) w4_wide_kernel(const __gri
     if (lane == 0) wide_produce<P, V, ST>(cta, &wmap, &smap, &xmap);
     if constexpr (CS == 1) return;
     __syncwarp();  // converged for the cluster barriers (.aligned)
-  } else {  // the consumers: warp w owns rows 16 R (w % WR) + 16 i + 8 h + sigma(g), chunks (w / WR) 4 / WK + ...
+  } else {  // the consumers: warp w owns rows 16 R (w % WR) + 16 i + 8 h + sigma(g), chunks c0 .. of each stage
     const int g = lane >> 2, q = lane & 3, sg = (g >> 1) | ((g & 1) << 2);
     const int wr = warp % WR, c0 = warp / WR * (P::kChunks / WK);
     const bool swap = q & 2;  // words 2, 3, 0, 1 (see the top)
