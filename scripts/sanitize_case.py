@@ -47,12 +47,13 @@ for cfg in [(e["config"], 3) if e["split_k"] else e["config"] for e in menu]:
     print("config", cfg, "rel err", err, flush=True)
     assert err < 1e-2
 # An fp8 decode weight stored (K, N): sm_90a's swap-AB kernel transposes its tiles in shared memory
-# (the consumer warpgroups, before their wgmma); tails in M, N and K; 1 and 3 K splits.
+# (the consumer warpgroups, before their wgmma); tails in M, N and K; 1 and 3 K splits; the 128- and
+# 256-token entries (18, 19; 18 over two column tiles).
 if arch == "sm_90a":
-    for m, n, k, s in [(16, 272, 4112, 1), (5, 1040, 208, 3)]:
+    for m, n, k, s, c in [(16, 272, 4112, 1, 11), (5, 1040, 208, 3, 11), (200, 272, 1040, 2, 18), (200, 272, 1040, 2, 19)]:
         x = jnp.asarray(rng.standard_normal((m, k)), "float8_e4m3fn")
         w = jnp.asarray(rng.standard_normal((k, n)), "float8_e4m3fn")
-        fn = lambda a, b, s=s: gemm_op.gemm(a, b, None, None, dn, jnp.dtype("float32"), gemm_op.Epilogue(), "kernel", True, (11, s))
+        fn = lambda a, b, s=s, c=c: gemm_op.gemm(a, b, None, None, dn, jnp.dtype("float32"), gemm_op.Epilogue(), "kernel", True, (c, s))
         out = jax.jit(fn)(x, w)
         ref = np.asarray(x, np.float64) @ np.asarray(w, np.float64)
         err = float(np.abs(np.asarray(out, np.float64) - ref).max() / np.abs(ref).max())

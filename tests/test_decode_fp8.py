@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import jax_tmem
-from jax_tmem import report
+from jax_tmem import isa, report
 from jax_tmem._core import arch as _arch, canon as _canon
 from jax_tmem.ops import gemm as gemm_op
 
@@ -37,8 +37,10 @@ def _canon_of(m, n, k, dn=KN):
 @pytest.mark.parametrize("m,a,b,arch,expect", [
     (16, E4M3, E4M3, "sm_90a", True),
     (1, E4M3, E4M3, "sm_90a", True),
-    (64, E4M3, E4M3, "sm_90a", True),     # the widest swap-AB entry
-    (65, E4M3, E4M3, "sm_90a", False),    # a dense plan: wgmma cannot read the weight MN-major
+    (64, E4M3, E4M3, "sm_90a", True),
+    (65, E4M3, E4M3, "sm_90a", True),     # the 128-token entry (config 18)
+    (256, E4M3, E4M3, "sm_90a", True),    # the 256-token entry (config 19)
+    (257, E4M3, E4M3, "sm_90a", False),   # a dense plan: wgmma cannot read the weight MN-major
     (16, E4M3, E5M2, "sm_90a", False),    # no swap-only family for this pair (XLA transposes the weight)
     (16, BF16, BF16, "sm_90a", False),    # 16-bit weights are read MN-major by wgmma itself
     (16, E4M3, E4M3, "sm_100a", False),   # tcgen05 reads MN-major 8-bit operands directly
@@ -53,8 +55,25 @@ def test_fp8_stays_k_major_elsewhere():
     """The swap-only family does not make fp8 an MN-major type for the other kernels: a prefill-sized
     (K, N) fp8 problem is still refused by the kernels (so XLA transposes it first), a decode one is not."""
     assert np.dtype(E4M3) in _arch.k_major_dtypes("sm_90a")
-    assert _arch.check("sm_90a", _canon_of(128, 4096, 4096), E4M3, E4M3, BF16, False) != ""
-    assert _arch.check("sm_90a", _canon_of(16, 4096, 4096), E4M3, E4M3, BF16, False) == ""
+    assert _arch.check("sm_90a", _canon_of(300, 4096, 4096), E4M3, E4M3, BF16, False) != ""
+    for m in (16, 128, 256):
+        assert _arch.check("sm_90a", _canon_of(m, 4096, 4096), E4M3, E4M3, BF16, False) == ""
+
+
+@pytest.mark.parametrize("m,n,entry", [(64, 4096, 13), (65, 4096, 18), (128, 4096, 18), (129, 8192, 19),
+                                         (256, 8192, 19), (256, 6144, 19), (256, 4096, 18)])
+def test_kn_plans_above_64_tokens(m, n, entry):
+    """M 65-256 with an MN-major e4m3 weight: the 128- and 256-token swap-AB entries (the 128-token one in
+    two column tiles where the 256-token one would split K more than twice: 32 tiles x 4 splits at
+    N = 4096 on 132 SMs); the same M with a K-major weight (or bf16) keeps the dense entries."""
+    e4 = np.dtype(E4M3).name
+    plan = lambda dt, mn, sms=132: isa.kernel_plan("sm_90a", m, n, 4096, a_dtype=dt, b_mn_major=mn, num_sms=sms)
+    assert plan(e4, True)["config"] == entry
+    assert plan(e4, True, 64)["config"] == (19 if m > 128 else entry)  # 64 SMs: 2 splits of the 32 tiles
+    if m > 64:
+        for dt, mn in ((e4, False), ("bfloat16", True), ("bfloat16", False)):
+            cfg = plan(dt, mn)["config"]
+            assert not _arch.menu("sm_90a")[cfg]["swap_ab"], (dt, mn, cfg)
 
 
 def _require_sm90():
@@ -75,7 +94,9 @@ def _ref(x, w):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("m,n,k", [(1, 4096, 4096), (16, 6144, 4096), (7, 1040, 1008), (33, 272, 4112),
-                                   (64, 16, 208), (16, 28672, 256), (64, 4112, 14336)])
+                                   (64, 16, 208), (16, 28672, 256), (64, 4112, 14336),
+                                   (65, 1040, 1008), (128, 4096, 4096), (129, 272, 4112), (200, 16, 208),
+                                   (256, 6144, 4096)])
 @pytest.mark.parametrize("out_dtype", [BF16, F32])
 def test_fp8_kn_decode_matches_reference(m, n, k, out_dtype):
     _require_sm90()

@@ -606,11 +606,11 @@ def test_kernel_menus_come_from_the_config_tables():
     to drift), with each entry's fields; what an entry is comes from its fields, not its id."""
     sm90 = isa.kernel_menu("sm_90a")
     sm100 = isa.kernel_menu("sm_100a")
-    assert [e["config"] for e in sm90] == [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]
+    assert [e["config"] for e in sm90] == [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 18, 19, 15, 16, 17]
     assert [e["config"] for e in sm100] == [0, 1, 4, 8, 9, 11, 12, 13, 14]
     assert isa.kernel_menu("sm_103a") == sm100
-    assert [e["config"] for e in sm90 if e["swap_ab"]] == [11, 12, 13, 15, 16, 17]
-    assert [e["block_m"] for e in sm90 if e["swap_ab"]] == [128, 128, 128, 64, 64, 64]
+    assert [e["config"] for e in sm90 if e["swap_ab"]] == [11, 12, 13, 18, 19, 15, 16, 17]
+    assert [e["block_m"] for e in sm90 if e["swap_ab"]] == [128, 128, 128, 128, 128, 64, 64, 64]
     assert [e["config"] for e in sm100 if e["split_k"]] == [11, 12, 13, 14]
     pair = {e["config"]: e for e in sm100}[4]
     assert pair["name"] == "256x256 CTA pair (cta_group::2)" and (pair["block_m"], pair["cluster_m"]) == (256, 2)
@@ -618,7 +618,7 @@ def test_kernel_menus_come_from_the_config_tables():
     assert by_entry["k128x256TmaStore"]["epilogue"] == "tma-store" and by_entry["k128x256TmaStore"]["block_n"] == 256
     assert by_entry["k128x128PingPong"]["schedule"] == "ping-pong"
     assert by_entry["k128x128Cluster2"]["cluster_m"] == 2
-    assert [e["block_n"] for e in sm90 if e["swap_ab"]] == [16, 32, 64, 16, 32, 64]
+    assert [e["block_n"] for e in sm90 if e["swap_ab"]] == [16, 32, 64, 128, 256, 16, 32, 64]
     for e in sm90 + sm100:
         assert e["split_k"] == (e["split"] != "none") == (e["epilogue"] == "partial"), e
         assert e["swap_ab"] == (e["split"] == "swap-ab"), e
@@ -636,7 +636,7 @@ def test_heuristic_only_chooses_heuristic_entries(arch, sms):
     makes: a grid of shapes, dtypes, layouts and output types, including decode and split-K."""
     heuristic = {e["config"] for e in isa.kernel_menu(arch) if e["heuristic"]}
     chosen = set()
-    for m in (1, 16, 17, 33, 64, 65, 128, 1000, 2048, 4096, 8192):
+    for m in (1, 16, 17, 33, 64, 65, 128, 200, 1000, 2048, 4096, 8192):
         for n in (8, 128, 1001, 4096, 4097, 16384):
             for k in (64, 4096, 65536):
                 for dt in ("bfloat16", "float8_e4m3fn", "float32", "int8"):
@@ -841,7 +841,9 @@ SM90_NAMES = {0: "128x128 cooperative", 1: "128x256 cooperative", 2: "128x64 coo
     (17, 8192, 8192, 1, "bfloat16", 16),
     (16, 8192, 8192, 1, "bfloat16", 15),
     (1, 8192, 8192, 1, "bfloat16", 15),
-    (512, 512, 65536, 1, "bfloat16", 14),   # 32 tiles of 128x64 < 132 / 2 and 1024 K blocks: split-K
+    (512, 512, 65536, 1, "bfloat16", 14),   # 32 tiles of 128x64 <= 132 / 4 and 1024 K blocks: split-K
+    (128, 4096, 4096, 1, "bfloat16", 2),    # 64 tiles <= 132 / 2 but 64 K blocks < 128: no split
+    (128, 4096, 14336, 1, "bfloat16", 14),  # 64 tiles <= 132 / 2 and 224 K blocks: split-K
     (256, 256, 64, 66, "bfloat16", 8),      # batch counts: 66 x 2 x 1 = 132 tiles of 128x256
     (8192, 8196, 8192, 1, "bfloat16", 1),   # rows of 16392 bytes: no TMA store, the register epilogue
     (8192, 8196, 8192, 1, "float32", 8),    # the same N in f32: 32784-byte rows, TMA store
@@ -919,17 +921,24 @@ def test_sm90_forced_splits_clamped_to_k_blocks():
     assert isa.kernel_plan("sm_90a", 8192, 8192, 8192, config=8)["workspace_floats"] == 0
 
 
-@pytest.mark.parametrize("config", [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17])
+@pytest.mark.parametrize("config", [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 18, 19, 15, 16, 17])
 def test_sm90_forced_config_is_kept(config):
     cfg, name = isa.kernel_choice("sm_90a", 8192, 8192, 8192, config=config)
     assert cfg == config and name
 
 
-@pytest.mark.parametrize("arch,config", [("sm_90a", 4), ("sm_90a", 18), ("sm_90a", -2), ("sm_100a", 2),
+@pytest.mark.parametrize("arch,config", [("sm_90a", 4), ("sm_90a", 20), ("sm_90a", -2), ("sm_100a", 2),
                                          ("sm_100a", 3), ("sm_103a", 6), ("sm_100a", 15)])
 def test_config_outside_the_menu_raises(arch, config):
     with pytest.raises(ValueError, match="menu entry"):
         isa.kernel_choice(arch, 256, 256, 256, config=config)
+
+
+def test_sm90_split_k_counts_k_bytes():
+    """The split-K rule counts K in 128-byte blocks: an e4m3 K of 14336 is 112 blocks (< 128): no split at
+    64 tiles; 16 tiles (<= 132 / 4) split from 32 blocks."""
+    assert isa.kernel_plan("sm_90a", 128, 4096, 14336, a_dtype="float8_e4m3fn")["config"] == 2
+    assert isa.kernel_plan("sm_90a", 128, 1024, 4096, a_dtype="float8_e4m3fn")["config"] == 14
 
 
 @pytest.mark.parametrize("m,n,dtype,expect", [

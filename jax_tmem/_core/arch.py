@@ -159,18 +159,17 @@ def swap_only(arch: str, fam) -> bool:
     return tuple(fam[:4]) + (True,) in _families_raw(arch)
 
 
-def swap_ab_rows(arch: str) -> int:
-    """The most lhs rows a swap-AB (decode) entry of ``arch`` takes (its widest narrow N), 0 if none."""
-    return max((int(e["block_n"]) for e in menu(arch).values() if e["swap_ab"]), default=0)
-
-
 def reads_mn_weight(arch: str, canon, a_dtype, b_dtype) -> bool:
     """True when ``arch``'s swap-AB kernel reads the rhs in place although it is an MN-major 8-bit weight
-    (an fp8 (K, N) weight as Flax stores it): lhs K-major with at most swap_ab_rows rows (the plan is
-    swap-AB then, cpp/include/jax_tmem/menu.h) and a swap-only family for (weight, activation)."""
+    (an fp8 (K, N) weight as Flax stores it): lhs K-major, a swap-only family for (weight, activation),
+    and the C++ plan for the problem (cpp/include/jax_tmem/menu.h; on sm_90a M <= 256) a swap-AB entry."""
     fam = (np.dtype(b_dtype).name, np.dtype(a_dtype).name, True, False)
-    return (bool(canon.b_mn_major) and not canon.a_mn_major and canon.m <= swap_ab_rows(arch)
-            and swap_only(arch, fam))
+    if not canon.b_mn_major or canon.a_mn_major or not swap_only(arch, fam):
+        return False
+    mod, _ = _ext.load()
+    cfg = mod.kernel_choice(arch, int(canon.batch), int(canon.m), int(canon.n), int(canon.k),
+                            np.dtype(b_dtype).name, -1, 132, "bfloat16", False, 0, True)[0]
+    return bool(menu(arch)[int(cfg)]["swap_ab"])
 
 
 def k_major_dtypes(arch: str) -> tuple:

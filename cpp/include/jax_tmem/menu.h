@@ -136,15 +136,21 @@ inline int64_t partial_tiles(const GemmProblem& p, const KernelConfig& c) {
 
 // The entry (`config` >= 0 forces it; the caller checked it is in `table`) and its splits (p.splits > 0
 // forces them, clamped to the K blocks). The heuristic, the same on both archs:
-//  * M <= the widest swap-AB entry with a K-major A (decode): swap-AB with the narrowest N that holds M;
+//  * M <= the policy's max_m with a K-major A (decode): swap-AB with the narrowest N that holds M;
 //  * else the arch's dense choice `dense(p)` -> (entry, its tile count); if even that leaves half the
-//    SMs idle and K is long (>= 32 blocks of 128 bytes): the split-K entry.
+//    SMs idle and K is long (>= 32 blocks of 128 bytes; the policy's long_k_blocks): the split-K entry.
 // An arch's decode (swap-AB) policy: `rows` > 0 prefers the entries of that many rows; `bandwidth_splits`
 // takes decode_split_count for their K splits, else split_count. The default: the narrowest entry,
 // split_count (sm_100a, unmeasured).
+// `max_m` > 0: the largest M given to the swap-AB entries (an M wider than every entry runs in column
+// tiles of the widest); 0: the widest entry's block_n. `long_k_blocks` > 0: the split-K entry replaces
+// a dense plan whose tiles leave half the SMs idle only for a K of at least that many 128-byte blocks,
+// else only when they leave three quarters idle (K >= 32 blocks); 0: half idle and K >= 32 blocks.
 struct DecodePolicy {
   int rows = 0;
   bool bandwidth_splits = false;
+  int max_m = 0;
+  int long_k_blocks = 0;
 };
 
 // `partial_ok`: the dtype has partial entries (not int8). `ws_available` >= 0 caps the workspace: a
@@ -157,13 +163,18 @@ inline Plan make_plan(const ConfigTable& table, const GemmProblem& p, int num_sm
   const KernelConfig* t;
   if (p.config >= 0) {
     t = table.find(p.config);
-  } else if (ws_ok && !p.a_mn_major && p.m <= table.widest(Split::kSwapAB)) {
+  } else if (ws_ok && !p.a_mn_major && p.m <= (decode.max_m > 0 ? decode.max_m : table.widest(Split::kSwapAB))) {
     t = decode.rows > 0 ? table.narrowest(Split::kSwapAB, p.m, decode.rows) : nullptr;
     if (t == nullptr) t = table.narrowest(Split::kSwapAB, p.m);
+    if (t == nullptr) t = table.narrowest(Split::kSwapAB, table.widest(Split::kSwapAB));
   } else {
     int64_t tiles = 0;
     t = &table.at(dense(p, &tiles));
-    if (ws_ok && 2 * tiles <= num_sms && k_blocks_128B(p) >= 32) t = table.narrowest(Split::kSplitK, 0);
+    const int64_t kb = k_blocks_128B(p);
+    const bool split = decode.long_k_blocks > 0
+                           ? (4 * tiles <= num_sms && kb >= 32) || (2 * tiles <= num_sms && kb >= decode.long_k_blocks)
+                           : 2 * tiles <= num_sms && kb >= 32;
+    if (ws_ok && split) t = table.narrowest(Split::kSplitK, 0);
   }
   Plan plan{t->id, 1, 0};
   if (t->partial()) {
@@ -197,18 +208,39 @@ inline Plan make_plan(const ConfigTable& table, const GemmProblem& p, int num_sm
 // 2026-11-24 15:25: 1.51 / 3.85 x XLA at M = 1 / 16 with decode_split_count, 2.58 / 6.27 with split_count).
 // decode_split_count was measured on sm_90a only: sm_100a keeps split_count until a Blackwell
 // measurement says otherwise.
+// M of 65-256 with an MN-major 8-bit weight: the 128x128 swap-AB entry (one or two column tiles), the
+// only sm_90a kernel that reads such a weight in place (the dense ones would need XLA's transpose of the
+// weight first); a K-major weight keeps the dense entries above M = 64.
+// Split-K (the dense tiles leave over half the SMs idle): only for K >= 128 blocks of 128 bytes, or with
+// three quarters of the SMs idle (H200, 2026-11-25 03:56, sweep_configs.py, x XLA, M = 128: 4096 x 4096
+// (64 tiles of 128x64, 32 K blocks) bf16 128x64 0.990 against split-K over 4 0.769, e4m3 1.027 / 0.682;
+// 4096 x 14336 e4m3 (112 blocks) 0.946 / 0.839; bf16 (224 blocks) 0.845 / 0.914).
+inline constexpr int kSm90DecodeMaxM = 64, kSm90TransposeMaxM = 256, kSm90LongKBlocks = 128;
 inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = -1) {
   const bool transposes = sm90_swap_only_family(p.b_type, p.b_mn_major, false);
-  const DecodePolicy decode{p.m <= 32 && !transposes ? 64 : 128, !transposes};
-  return make_plan(kSm90Table, p, num_sms, ws_available, true, decode,
-                   [num_sms](const GemmProblem& q, int64_t* tiles) {
+  const DecodePolicy decode{p.m <= 32 && !transposes ? 64 : 128, !transposes,
+                            transposes ? kSm90TransposeMaxM : kSm90DecodeMaxM, kSm90LongKBlocks};
+  const auto dense = [num_sms](const GemmProblem& q, int64_t* tiles) {
     static constexpr int kWidths[] = {256, 128, 64};
     const int block_n = widest_even_tile_n(q, num_sms, kWidths, 3);
     const bool tma = out_tma_ok(q);
     *tiles = tiles_128(q, block_n);
     return block_n == 256 ? (tma ? Sm90::k128x256TmaStore : Sm90::k128x256)
          : block_n == 128 ? (tma ? Sm90::k128x128TmaStore : Sm90::k128x128) : Sm90::k128x64;
-  });
+  };
+  Plan plan = make_plan(kSm90Table, p, num_sms, ws_available, true, decode, dense);
+  // The 256-token transposing entry transposes each weight tile once; where it needs more than 2 K
+  // splits to fill the SMs (few tiles: N <= ~4096), the 128-token entry's two column tiles need half as
+  // many (the same CTAs, half the partial sums, twice the K per CTA). H200, 2026-11-25, bench_decode.py,
+  // e4m3 (K, N), M = 256, us per layer: 8B (N = 4096 twice with 4 splits, 6144, 28672) 232 with the
+  // 128-token entry everywhere, 248 with the 256-token one; 70B (N = 8192-57344, <= 2 splits) 666 / 585.
+  if (transposes && p.config < 0 && plan.config == static_cast<int>(Sm90::k128x256SwapAB) && plan.splits > 2) {
+    GemmProblem q = p;
+    q.config = static_cast<int>(Sm90::k128x128SwapAB);
+    const Plan alt = make_plan(kSm90Table, q, num_sms, ws_available, true, decode, dense);
+    if (ws_available < 0 || alt.ws_floats <= ws_available) plan = alt;
+  }
+  return plan;
 }
 
 // sm_100a / sm_103a: sm100_choose's dense entry; int8 has no partial entries (its s32 accumulators

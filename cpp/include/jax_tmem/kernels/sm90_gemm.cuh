@@ -18,6 +18,7 @@
 #include "jax_tmem/epilogue.cuh"
 #include "jax_tmem/epilogue_tma.cuh"
 #include "jax_tmem/kernels/sm90_epilogue.cuh"
+#include "jax_tmem/kernels/sm90_transpose.cuh"
 #include "jax_tmem/kernel_config.h"
 #include "jax_tmem/pipeline.cuh"
 #include "jax_tmem/ptx/cluster.cuh"
@@ -50,7 +51,7 @@ namespace jax_tmem::sm90 {
 //   next tile's MMAs run. Menu config 8.
 // kPartialOut (1 split-K, 2 swap-AB with split-K): no epilogue here; each work unit (tile, K range)
 //   writes its f32 accumulators to the workspace (partial_store) and a second kernel reduces them
-//   in a fixed order and runs the epilogue (splitk_reduce.cuh): deterministic. Menu configs 11-14.
+//   in a fixed order and runs the epilogue (splitk_reduce.cuh): deterministic. Menu configs 11-19.
 // kATrans (8-bit A stored MN-major: swap-AB on an fp8 weight kept (K, N), as Flax stores it): wgmma reads
 //   8-bit operands K-major only, so TMA brings each 128(m) x 128(k) A tile MN-major into the ring slot,
 //   and each consumer warpgroup transposes its own 64 rows into a private double-buffered K-major,
@@ -110,6 +111,14 @@ struct Config {
   // reached 1.02e-2 of max |ref| (2026-11-24); the chain is now one slot (128 or 512 elements of K),
   // as DeepGEMM promotes every 128.
   static constexpr bool kPromote = kPartialOut == 2 && ELEM_BYTES == 1;
+  // kPromote at BLOCK_N = 256 (the transposing entry for 129-256 tokens): a slot's MMAs run in two halves
+  // of 128 columns, each into the 64-register set `part` and added into acc once it retires, so that 128
+  // + 64 accumulators fit beside the transpose's registers (the weight tile is transposed once for all
+  // 256 tokens instead of once per 128-token column tile).
+  static constexpr int PART_N = kPromote && BLOCK_N == 256 ? 128 : BLOCK_N;
+  // Registers per thread after setmaxnreg (producer / consumers; 128 x P + 128 x CONSUMERS x C <= 64 K):
+  // 40 / 232, or 24 / 240 for that entry, whose 192 accumulators and the transpose spilled at 232.
+  static constexpr int PRODUCER_REGS = PART_N < BLOCK_N ? 24 : 40, CONSUMER_REGS = PART_N < BLOCK_N ? 240 : 232;
   static constexpr int kTransBarrier = 8;  // kATrans: named barriers 8 + cw (one per consumer warpgroup)
   static constexpr int ACC_REGS = BLOCK_N / 2;         // f32 accumulators per consumer thread
 
@@ -132,11 +141,10 @@ struct Config {
                 "64-row tiles: the swap-AB entries with a K-major or 16-bit weight only");
 };
 
-// One K step (INSTR_K deep) of the 64 x BLOCK_N x INSTR_K warpgroup MMA.
-template <class C>
-__device__ __forceinline__ void mma_step(float (&acc)[C::ACC_REGS], uint64_t da, uint64_t db, uint32_t scale_d) {
+// One K step (INSTR_K deep) of the 64 x N x INSTR_K warpgroup MMA (N: the tile's BLOCK_N unless given).
+template <class C, int N = C::BLOCK_N>
+__device__ __forceinline__ void mma_step(float (&acc)[N / 2], uint64_t da, uint64_t db, uint32_t scale_d) {
   using namespace jax_tmem::ptx;
-  constexpr int N = C::BLOCK_N;
   constexpr int TA = C::kAMNSmem ? 1 : 0, TB = C::kBMN ? 1 : 0;
   constexpr DType A = C::kA, B = C::kB;
   if constexpr (A == DType::kBF16 && B == DType::kBF16) wgmma_bf16<N, TA, TB>(acc, da, db, scale_d);
@@ -149,46 +157,27 @@ __device__ __forceinline__ void mma_step(float (&acc)[C::ACC_REGS], uint64_t da,
   else static_assert(A == DType::kInvalid, "no sm_90a wgmma for these operand types");
 }
 
-// kATrans: consumer warpgroup cw turns rows [64 cw, 64 cw + 64) of the slot's MN-major A tile (128 k-rows of
-// 128 m-bytes, 128B-swizzled by TMA) into `dst`, its K-major 64-row tile (64 m-rows of 128 k-bytes, same
-// swizzle) that its wgmma reads. 8 slabs of 16 k-rows: warp w takes slabs 2w, 2w + 1 (one per half warp),
-// lane l of a half the m-bytes 64 cw + 4 (l % 16) .. + 3: 16 32-bit loads, 4x4 byte transposes, 4 16-byte stores.
-__device__ __forceinline__ void transpose4x4(uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3, uint32_t (&c)[4]) {
-  using ptx::prmt;
-  const uint32_t t0 = prmt(r0, r1, 0x5140), t1 = prmt(r2, r3, 0x5140);  // (r0.b0 r1.b0 r0.b1 r1.b1)
-  const uint32_t t2 = prmt(r0, r1, 0x7362), t3 = prmt(r2, r3, 0x7362);  // (r0.b2 r1.b2 r0.b3 r1.b3)
-  c[0] = prmt(t0, t1, 0x5410);  // byte 0 of r0..r3
-  c[1] = prmt(t0, t1, 0x7632);
-  c[2] = prmt(t2, t3, 0x5410);
-  c[3] = prmt(t2, t3, 0x7632);
-}
-
-__device__ __forceinline__ void transpose_a_half(uint32_t src, uint32_t dst, int cw, int warp_in_group, int lane) {
+// The MMAs of one ring slot (K_CHUNKS x BLOCK_K / INSTR_K steps) into `d`, N columns of B from byte
+// offset `b_off`, A from `a_off`, committed as one group; `zero`: the first step overwrites d (scale-d 0).
+template <class C, int N>
+__device__ __forceinline__ void slot_mmas(float (&d)[N / 2], uint64_t desc_a0, uint64_t desc_b0, uint32_t a_off,
+                                          uint32_t b_off, bool zero) {
   using namespace jax_tmem::ptx;
-  const int half = lane >> 4, slab = 2 * warp_in_group + half;
-  const int m0 = 64 * cw + 4 * (lane & 15);
-  // Banks: half 1 reads its k-rows in the order i ^ 4 (its chunks differ from half 0's in bit 2: 1 wavefront
-  // per load, not 2); lane l stores m-row j ^ q at step j, q = (l >> 1) & 3 (4 wavefronts per store, not 8).
-  const uint32_t row0 = src + 16 * slab * 128 + (m0 & 15);
-  const int q = (lane >> 1) & 3;
-  const uint32_t sel = q | ((1 ^ q) << 4) | ((2 ^ q) << 8) | ((3 ^ q) << 12);  // byte b <- byte b ^ q
-  uint32_t r[16];
+  constexpr uint32_t K_STEP_A = C::kAMNSmem ? C::INSTR_K * 128 : 32;  // bytes per wgmma K step
+  constexpr uint32_t K_STEP_B = C::kBMN ? C::INSTR_K * 128 : 32;
+  fence_operands(d);
+  wgmma_fence();
 #pragma unroll
-  for (int i = 0; i < 16; ++i) {
-    const int row = i ^ (4 * half);
-    r[i] = lds_u32(row0 + row * 128 + ((((m0 >> 4) ^ (row & 7))) << 4));  // k % 8 == row % 8
+  for (int c = 0; c < C::K_CHUNKS; ++c) {
+#pragma unroll
+    for (int ks = 0; ks < C::BLOCK_K / C::INSTR_K; ++ks) {
+      const uint64_t da = desc::sm90_desc_advance(desc_a0, a_off + c * C::A_CHUNK + ks * K_STEP_A);
+      const uint64_t db = desc::sm90_desc_advance(desc_b0, b_off + c * C::B_CHUNK + ks * K_STEP_B);
+      mma_step<C, N>(d, da, db, (!zero || c > 0 || ks > 0) ? 1u : 0u);
+    }
   }
-#pragma unroll
-  for (int i = 0; i < 16; ++i) r[i] = prmt(r[i], 0u, sel);
-  uint32_t c[4][4];  // c[g][j]: m-row m0 + (j ^ q), k-bytes 16 slab + 4 (g ^ half) .. + 3
-#pragma unroll
-  for (int g = 0; g < 4; ++g) transpose4x4(r[4 * g], r[4 * g + 1], r[4 * g + 2], r[4 * g + 3], c[g]);
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int m = m0 - 64 * cw + (j ^ q);  // row of dst; (m & 7) is the global row's too
-    sts_v4_u32(dst + m * 128 + ((slab ^ (m & 7)) << 4), half ? c[1][j] : c[0][j], half ? c[0][j] : c[1][j],
-               half ? c[3][j] : c[2][j], half ? c[2][j] : c[3][j]);
-  }
+  wgmma_commit();
+  fence_operands(d);
 }
 
 template <class C>
@@ -240,7 +229,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
 
   if (warpgroup == 0) {
     // ---------------- producer ----------------
-    setmaxnreg_dec<40>();
+    setmaxnreg_dec<C::PRODUCER_REGS>();
     if (threadIdx.x == 0) {
       prefetch_tensormap(&tma_a);
       prefetch_tensormap(&tma_b);
@@ -364,18 +353,16 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     }
   } else {
     // ---------------- consumers, cooperative ----------------
-    setmaxnreg_inc<232>();
+    setmaxnreg_inc<C::CONSUMER_REGS>();
     // rows [64 * cw, 64 * cw + 64) of the tile; broadcast from lane 0 so the compiler knows it is
     // warp-uniform and keeps the descriptors in uniform registers (no R2UR per wgmma).
     const int cw = __shfl_sync(0xffffffffu, warpgroup - 1, 0);
     float acc[C::ACC_REGS];
-    float part[C::ACC_REGS];  // kPromote: one ring slot's sums (unused otherwise)
+    float part[C::PART_N / 2];  // kPromote: one ring slot's sums of PART_N columns (unused otherwise)
     PipelineState<C::kStages> st;
     // Descriptor constants (bytes). K-major: SBO = 8 rows x 128 B. MN-major: LBO = the 8 KB between
     // 64-element chunks along M/N, SBO = 8 K-rows x 128 B.
     constexpr uint32_t A_LBO = C::kAMNSmem ? 8192 : 16, B_LBO = C::kBMN ? 8192 : 16;
-    constexpr uint32_t K_STEP_A = C::kAMNSmem ? C::INSTR_K * 128 : 32;  // bytes per wgmma K step
-    constexpr uint32_t K_STEP_B = C::kBMN ? C::INSTR_K * 128 : 32;
     // kTmaStore: this warpgroup's two output boxes.
     epilogue::StoreRing<C::OUT_BOX_BYTES> ring{out_bufs + cw * 2 * C::OUT_BOX_BYTES, 0u};
     // kATrans: A is read from this warpgroup's transposed buffers, not from the ring.
@@ -420,38 +407,34 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
         // kATrans: every warp's rows of kb are written, and every warp's MMAs of kb - 1 retired (the
         // wait<0> below), so buffer (kb + 1) & 1 is free after this barrier.
         if constexpr (C::kATrans) named_barrier_sync(C::kTransBarrier + cw, 128);
-        // The slot's MMAs into `d`; `first`: the first one overwrites it (scale-d 0).
-        float (&d)[C::ACC_REGS] = C::kPromote ? part : acc;
-        const bool first = C::kPromote || kb == kb0;
-        fence_operands(d);
-        wgmma_fence();
-#pragma unroll
-        for (int c = 0; c < C::K_CHUNKS; ++c) {
-#pragma unroll
-          for (int ks = 0; ks < C::BLOCK_K / C::INSTR_K; ++ks) {
-            const uint64_t da = desc::sm90_desc_advance(desc_a0, a_off + c * C::A_CHUNK + ks * K_STEP_A);
-            const uint64_t db = desc::sm90_desc_advance(desc_b0, stage_off + c * C::B_CHUNK + ks * K_STEP_B);
-            mma_step<C>(d, da, db, (!first || c > 0 || ks > 0) ? 1u : 0u);
+        // kATrans: the next k-block's transpose, while this one's (first) MMAs run.
+        const auto transpose_next = [&]() {
+          if constexpr (C::kATrans) {
+            if (kb + 1 < kb1) {
+              PipelineState<C::kStages> next = st;
+              next.advance();
+              transpose(next, kb + 1);
+            }
           }
-        }
-        wgmma_commit();
-        fence_operands(d);
-        if constexpr (C::kATrans) {
-          if (kb + 1 < kb1) {
-            PipelineState<C::kStages> next = st;
-            next.advance();
-            transpose(next, kb + 1);
-          }
-        }
+        };
         if constexpr (C::kPromote) {
-          // The slot's MMAs retire, their sums join acc in f32, and the slot goes back. (Reading the
-          // retired set of two after a wait<1> made ptxas serialize every wgmma: C7514.)
-          wgmma_wait<0>();
-          fence_operands(part);
+          // The slot's MMAs, PART_N columns at a time, into `part` (scale-d 0 first); once they retire
+          // their sums join acc in f32; then the slot goes back. (Reading the retired set of two after a
+          // wait<1> made ptxas serialize every wgmma: C7514.)
 #pragma unroll
-          for (int r = 0; r < C::ACC_REGS; ++r) acc[r] += part[r];
+          for (int h = 0; h < C::BLOCK_N / C::PART_N; ++h) {
+            slot_mmas<C, C::PART_N>(part, desc_a0, desc_b0, a_off, stage_off + h * C::PART_N * 128, true);
+            if (h == 0) transpose_next();
+            wgmma_wait<0>();
+            fence_operands(part);
+#pragma unroll
+            for (int r = 0; r < C::PART_N / 2; ++r) acc[h * (C::PART_N / 2) + r] += part[r];
+          }
           release(st.stage);
         } else {
+          // The slot's MMAs into acc; the unit's first one overwrites it (scale-d 0).
+          slot_mmas<C, C::BLOCK_N>(acc, desc_a0, desc_b0, a_off, stage_off, kb == kb0);
+          transpose_next();
           // The MMAs of the previous k-block have retired once at most one group is pending:
           // hand its slot back to the producer. (Releasing each slot after a wait<0> instead measured
           // slower on the bf16 decode entries: 14.9 -> 16.2 us, 16 x 4096 x 4096, stream_probe.cu.)
