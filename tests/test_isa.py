@@ -878,9 +878,9 @@ def test_sm90_swap_ab_needs_k_major_lhs():
     (64, 8192, 8192, "bfloat16", 1),        # M = 64: the 128-row entry, 64 tiles: half the SMs already
     (64, 4096, 14336, "bfloat16", 2),       # 32 tiles, 28 KB rows: 2 splits (each >= 8 KB of a row)
     (64, 4096, 4096, "bfloat16", 1),        # 32 tiles, 8 KB rows: one split
-    (64, 4096, 14336, "float8_e4m3fn", 2),  # 8-bit weights: each split >= 2 KB of a row
-    (64, 4096, 4096, "float8_e4m3fn", 2),
-    (64, 6144, 4096, "float8_e4m3fn", 1),   # 48 tiles: (132 / 2) / 48 = 1 split
+    (64, 4096, 14336, "float8_e4m3fn", 1),  # 8-bit weights: 64-row entries to M = 64, 64 tiles: no split
+    (64, 1024, 4096, "float8_e4m3fn", 2),   # 16 tiles: 4 splits by the SMs, 2 by the 2 KB of a 4 KB row
+    (64, 6144, 4096, "float8_e4m3fn", 1),   # 96 tiles
     (16, 4096, 4096, "float8_e4m3fn", 1),   # 64 tiles of 64 rows
     (16, 4096, 4096, "bfloat16", 1),        # 64 tiles of 64 rows: half the SMs (decode_split_count)
     (16, 2048, 4096, "bfloat16", 1),        # 32 tiles would take 2 splits, but the rows are 8 KB
@@ -932,6 +932,13 @@ def test_sm90_forced_config_is_kept(config):
 def test_config_outside_the_menu_raises(arch, config):
     with pytest.raises(ValueError, match="menu entry"):
         isa.kernel_choice(arch, 256, 256, 256, config=config)
+
+
+@pytest.mark.parametrize("m,dtype,expect", [(33, "float8_e4m3fn", 17), (64, "float8_e4m3fn", 17),
+                                             (33, "bfloat16", 13), (64, "bfloat16", 13), (32, "bfloat16", 16)])
+def test_sm90_decode_rows(m, dtype, expect):
+    """M of 33-64: 8-bit K-major weights take the 64-row swap-AB entry (17), 16-bit ones the 128-row one."""
+    assert isa.kernel_plan("sm_90a", m, 8192, 8192, a_dtype=dtype)["config"] == expect
 
 
 def test_sm90_split_k_counts_k_bytes():

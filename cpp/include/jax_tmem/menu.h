@@ -200,9 +200,12 @@ inline Plan make_plan(const ConfigTable& table, const GemmProblem& p, int num_sm
 // on fp8 8192^3, against 0.88-0.94 and 1.26 for the register epilogue).
 // Decode of M <= 32 rows: the 64-row swap-AB entries (512-byte weight rows per TMA request, twice the
 // CTAs), except for an MN-major 8-bit weight, which only the 128-row entries transpose. M of 33-64 keeps
-// the 128-row entry: the 64-row one holds 3 ring slots at N = 64 (H200, 2026-11-24 15:08, sweep_configs.py,
-// x XLA on the 8B layer GEMMs, bf16, each entry at its best split: M = 16 64-row 0.95-1.04, 128-row
-// 0.90-0.99; M = 32 0.94-1.10 against 0.94-1.06; M = 64 0.88-1.05 against 0.96-1.07).
+// the 128-row entry for 16-bit weights: the 64-row one holds 3 ring slots at N = 64 (H200, 2026-11-24
+// 15:08, sweep_configs.py, x XLA on the 8B layer GEMMs, bf16, each entry at its best split: M = 16 64-row
+// 0.95-1.04, 128-row 0.90-0.99; M = 32 0.94-1.10 against 0.94-1.06; M = 64 0.88-1.05 against 0.96-1.07);
+// a K-major 8-bit weight (half the bytes per K, 512-element slots) takes the 64-row entry up to M = 64
+// (2026-11-25 04:36, e4m3, M = 64, 8B and 70B layer GEMMs, x XLA: 64-row 1 split 0.87-1.22, better on 7
+// of 8 shapes, against the 128-row heuristic's 0.86-1.13; 10240 x 8192: 0.99 against 1.11).
 // K splits: decode_split_count, except for the transposing (MN-major 8-bit weight) kernels, whose
 // consumers are busy transposing: they keep split_count's more CTAs (bench_decode.py, 8B e4m3 (K, N),
 // 2026-11-24 15:25: 1.51 / 3.85 x XLA at M = 1 / 16 with decode_split_count, 2.58 / 6.27 with split_count).
@@ -218,7 +221,8 @@ inline Plan make_plan(const ConfigTable& table, const GemmProblem& p, int num_sm
 inline constexpr int kSm90DecodeMaxM = 64, kSm90TransposeMaxM = 256, kSm90LongKBlocks = 128;
 inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = -1) {
   const bool transposes = sm90_swap_only_family(p.b_type, p.b_mn_major, false);
-  const DecodePolicy decode{p.m <= 32 && !transposes ? 64 : 128, !transposes,
+  const bool rows64 = !transposes && (p.m <= 32 || dtype_bytes(p.b_type) == 1);
+  const DecodePolicy decode{rows64 ? 64 : 128, !transposes,
                             transposes ? kSm90TransposeMaxM : kSm90DecodeMaxM, kSm90LongKBlocks};
   const auto dense = [num_sms](const GemmProblem& q, int64_t* tiles) {
     static constexpr int kWidths[] = {256, 128, 64};
