@@ -120,7 +120,7 @@ def test_fp8_kn_decode_matches_reference(m, n, k, out_dtype):
     assert gemm.path == "kernel" and "swap-AB" in gemm.target, gemm
     assert not [d for d in jax_tmem.decisions() if d.op == "layout"], "the weight was transposed by XLA"
     # the same weight stored (N, K), forced through the entry and K splits of this plan (its own heuristic
-    # picks the 64-row entries for M <= 32), runs the same MMAs on the same K-major tiles: bitwise equal
+    # picks the 64-row entries for M <= 64), runs the same MMAs on the same K-major tiles: bitwise equal
     cfg = int(re.search(r"config (\d+)", gemm.target).group(1))
     splits = re.search(r"(\d+) K splits", gemm.target)
     forced = (cfg, int(splits.group(1)) if splits else 1)

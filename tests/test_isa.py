@@ -830,7 +830,9 @@ SM90_NAMES = {0: "128x128 cooperative", 1: "128x256 cooperative", 2: "128x64 coo
     (8192, 8192, 8192, 1, "bfloat16", 8),   # 64 x 32 = 2048 tiles of 128x256 >= 132: the widest tile
     (4096, 4096, 4096, 1, "bfloat16", 8),   # 32 x 16 = 512
     (2048, 2048, 2048, 1, "bfloat16", 8),   # 16 x 8 = 128 tiles of 128x256: one wave, 97 % of the SMs
-    (128, 8192, 8192, 1, "bfloat16", 2),    # 32 / 64 / 128 tiles: only 128x64 fills >= 90 % of the SMs
+    (128, 8192, 8192, 1, "bfloat16", 2),    # 32 / 64 / 128 tiles: 24 / 48 / 97 % x 0.85 (a 64-wide tile)
+    (128, 57344, 8192, 1, "bfloat16", 8),   # 224 / 448 / 896 tiles: 85 / 85 / 97 % x 0.85: the widest of equals
+    (256, 28672, 4096, 1, "bfloat16", 8),
     (256, 8192, 8192, 1, "bfloat16", 9),    # 64 / 128 tiles: 128x128 (the old rule: 128x64, 0.87 x XLA)
     (256, 57344, 8192, 1, "bfloat16", 9),   # 448 tiles of 128x256 = 3.4 waves (85 %); 896 of 128x128: 97 %
     (256, 10240, 8192, 1, "bfloat16", 2),   # 80 / 160 / 320 tiles: 61 / 61 / 81 % -> the fullest waves

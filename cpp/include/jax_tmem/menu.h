@@ -31,13 +31,18 @@ inline int widest_filling_tile_n(const GemmProblem& p, int num_sms, const int* w
 // quarter full idles the GPU for it. None: the one with the fullest waves (the widest among equals).
 // (H200, 2026-11-24 19:31, sweep_configs.py, bf16 M = 256 of the 8B / 70B layer GEMMs: the old rule's
 // choices 0.67-0.98 x XLA; 128x128 at 128 tiles 1.02 / 1.06 x, at 896 tiles 0.93 against 128x256's 0.81.)
+// A 64-wide tile counts 0.85 of its fill (it loads its 128 A rows for half the columns of a 128-wide
+// one): it wins only where the wider tiles' waves are emptier by more than that (H200, sweep_configs.py,
+// x XLA: 57344 x 8192 at M = 128 (fills 0.85 / 0.85 / 0.97), 2026-11-25 04:36: 128x64 0.81 (e4m3 0.89)
+// against 128x256 0.90 (0.96), 128x128 0.89 (0.93); 28672 x 4096 at M = 256, 2026-11-24 19:31: 128x64
+// 0.84, 128x128 0.89, 128x256 0.87).
 inline int widest_even_tile_n(const GemmProblem& p, int num_sms, const int* widths, int count) {
   int best = widths[count - 1];
   double best_fill = -1.0;
   for (int i = 0; i < count; ++i) {
     const int64_t tiles = tiles_128(p, widths[i]);
     const int64_t waves = (tiles + num_sms - 1) / num_sms;
-    const double fill = static_cast<double>(tiles) / static_cast<double>(waves * num_sms);
+    const double fill = static_cast<double>(tiles) / static_cast<double>(waves * num_sms) * (widths[i] == 64 ? 0.85 : 1.0);
     if (fill >= 0.9) return widths[i];
     if (fill > best_fill + 1e-9) best = widths[i], best_fill = fill;
   }
@@ -211,9 +216,9 @@ inline Plan make_plan(const ConfigTable& table, const GemmProblem& p, int num_sm
 // 2026-11-24 15:25: 1.51 / 3.85 x XLA at M = 1 / 16 with decode_split_count, 2.58 / 6.27 with split_count).
 // decode_split_count was measured on sm_90a only: sm_100a keeps split_count until a Blackwell
 // measurement says otherwise.
-// M of 65-256 with an MN-major 8-bit weight: the 128x128 swap-AB entry (one or two column tiles), the
-// only sm_90a kernel that reads such a weight in place (the dense ones would need XLA's transpose of the
-// weight first); a K-major weight keeps the dense entries above M = 64.
+// M of 65-256 with an MN-major 8-bit weight: the 128- and 256-token swap-AB entries (18, 19; see below),
+// the only sm_90a kernels that read such a weight in place (the dense ones would need XLA's transpose of
+// the weight first); a K-major weight keeps the dense entries above M = 64.
 // Split-K (the dense tiles leave over half the SMs idle): only for K >= 128 blocks of 128 bytes, or with
 // three quarters of the SMs idle (H200, 2026-11-25 03:56, sweep_configs.py, x XLA, M = 128: 4096 x 4096
 // (64 tiles of 128x64, 32 K blocks) bf16 128x64 0.990 against split-K over 4 0.769, e4m3 1.027 / 0.682;
