@@ -158,9 +158,9 @@ def gemm_shapes(args):
 
 def quant_only_fn(recipe, shapes, dt):
     """A program of only the recipe's quantization passes for one step's GEMM operands: forward x and w,
-    backward the cotangent g, in the layouts the recipe quantizes (and, for fp8, the transposed copies XLA
-    makes of the MN-major fp8 operands)."""
-    from jax_tmem.ops import recipes, scaled_dot
+    backward the cotangent g, in the layouts the recipe quantizes (and, for fp8, the transposed copies the
+    GEMMs make of their MN-major fp8 operands: jax_tmem's 1-byte transpose on a GPU)."""
+    from jax_tmem.ops import recipes, scaled_dot, transpose
     r = jax_tmem.RECIPES[recipe]
 
     def f(xs, ws, gs):
@@ -170,7 +170,8 @@ def quant_only_fn(recipe, shapes, dt):
                 xq, _ = recipes.fp8_quantize(x, r.fwd_dtype)
                 wq, _ = recipes.fp8_quantize(w, r.fwd_dtype)
                 gq, _ = recipes.fp8_quantize(g, r.bwd_dtype)
-                outs += [xq, wq.T, gq, xq.T, gq.T]  # fwd: x, w^T (K-major); dgrad: g, w; wgrad: x^T, g^T
+                t = lambda v: transpose.transpose(v, (1, 0))
+                outs += [xq, t(wq), gq, t(xq), t(gq)]  # fwd: x, w^T (K-major); dgrad: g, w; wgrad: x^T, g^T
             else:
                 f_ = jax_tmem.ops.block_scale.get_format(r.kind)
                 for t, axis in ((x, 1), (w, 0), (g, 1), (w, 1), (x, 0), (g, 0)):

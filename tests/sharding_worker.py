@@ -189,6 +189,23 @@ def block_scaled(rng):
                      ours=collectives(jax.jit(q), X2))
 
 
+def transpose_call(rng):
+    """The 1-byte transpose call's rule (XLA's transpose as the local code, as for the quantize call):
+    leading dims and the two swapped dims keep their shardings, no communication, bit-identical."""
+    from jax_tmem.ops import transpose as tr
+    mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "model"))
+    for shape, perm, spec in (((64, 128), (1, 0), P("data", "model")), ((4, 64, 96), (0, 2, 1), P("data", None, "model")),
+                              ((4, 64, 96), (2, 0, 1), P("data", "model"))):
+        b = rng.integers(0, 256, size=shape, dtype=np.uint8)
+        x = jax.lax.bitcast_convert_type(jnp.asarray(b), jnp.float8_e4m3fn)
+        f = jax.jit(lambda v, perm=perm: tr.transpose(v, perm, impl="xla"))
+        X = jax.device_put(x, NamedSharding(mesh, spec))
+        y = f(X)
+        emit(case=f"transpose/{perm}", same=bool(np.array_equal(np.asarray(jax.lax.bitcast_convert_type(y, jnp.uint8)),
+                                                                  np.transpose(b, perm))),
+             spec=str(y.sharding.spec), ours=collectives(f, X))
+
+
 def recipes_and_memory(rng):
     """The training recipes' GEMMs under sharding (forward + backward), and the per-device memory of a
     column- then row-parallel MLP against the lax.dot_general program."""
@@ -248,7 +265,7 @@ if __name__ == "__main__":
         cache_case(sys.argv[3], sys.argv[4].split(","))
     elif len(sys.argv) > 2 and sys.argv[2] == "more":
         import traceback
-        for section in (scatter_and_explicit, block_scaled, recipes_and_memory):
+        for section in (scatter_and_explicit, block_scaled, transpose_call, recipes_and_memory):
             try:  # a failing section is reported (its cases are then missing), the others still run
                 section(rng)
             except Exception:  # noqa: BLE001

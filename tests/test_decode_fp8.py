@@ -51,6 +51,15 @@ def test_which_problems_read_the_weight_in_place(m, a, b, arch, expect):
     assert _arch.reads_mn_weight(arch, _canon_of(m, 4096, 4096, NK), a, b) is False
 
 
+@pytest.mark.parametrize("m", [16, 200])
+def test_a_weight_row_pitch_tma_cannot_take_is_transposed_first(m):
+    """A (K, N) fp8 weight with N = 136 (a 136-byte row pitch, not a multiple of 16) cannot be read by TMA
+    in place: it is transposed to K-major first (pitch K = 48), and the kernels take the problem."""
+    canon = _canon_of(m, 136, 48)
+    assert _arch.reads_mn_weight("sm_90a", canon, E4M3, E4M3) is False
+    assert _arch.reads_mn_weight("sm_90a", _canon_of(m, 144, 48), E4M3, E4M3) is True
+
+
 def test_fp8_stays_k_major_elsewhere():
     """The swap-only family does not make fp8 an MN-major type for the other kernels: a prefill-sized
     (K, N) fp8 problem is still refused by the kernels (so XLA transposes it first), a decode one is not."""

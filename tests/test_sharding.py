@@ -143,6 +143,17 @@ def test_quantize_call_partitions(more, fmt, axis, sw):
     assert r["specs"][0] == "P('data', 'model')", r
 
 
+@pytest.mark.parametrize("perm", ["(1, 0)", "(0, 2, 1)", "(2, 0, 1)"])
+def test_transpose_call_partitions(more, perm):
+    """The 1-byte transpose call (fp8 operands made K-major): sharded dims move with their data, no
+    communication, bit-identical to NumPy."""
+    r = more[f"transpose/{perm}"]
+    assert r["same"], r
+    assert not any(r["ours"].values()), r
+    want = {"(1, 0)": "P('model', 'data')", "(0, 2, 1)": "P('data', 'model')", "(2, 0, 1)": "P(None, 'data', 'model')"}
+    assert r["spec"] == want[perm], r
+
+
 @pytest.mark.parametrize("recipe", ["bf16", "fp8", "mxfp8"])
 def test_training_recipes_partition(more, recipe):
     """Gradients of a column- then row-parallel MLP through each recipe's custom VJP (kernel path): the

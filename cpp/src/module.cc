@@ -281,6 +281,7 @@ NB_MODULE(_jax_tmem, m) {
 #if JAX_TMEM_HAS_CUDA
     cuda["jax_tmem_gemm"] = encapsulate(JaxTmemCudaGemm);
     cuda["jax_tmem_quantize"] = encapsulate(JaxTmemCudaQuantize);
+    cuda["jax_tmem_transpose8"] = encapsulate(JaxTmemCudaTranspose8);
 #endif
     d["cpu"] = cpu;
     d["cuda"] = cuda;

@@ -162,11 +162,15 @@ def swap_only(arch: str, fam) -> bool:
 def reads_mn_weight(arch: str, canon, a_dtype, b_dtype) -> bool:
     """True when ``arch``'s swap-AB kernel reads the rhs in place although it is an MN-major 8-bit weight
     (an fp8 (K, N) weight as Flax stores it): lhs K-major, a swap-only family for (weight, activation),
-    and the C++ plan for the problem (cpp/include/jax_tmem/menu.h; on sm_90a M <= 256) a swap-AB entry."""
+    the launchers' legality (16-byte row pitches), and the C++ plan for the problem (cpp/include/jax_tmem/
+    menu.h; on sm_90a M <= 256) a swap-AB entry."""
     fam = (np.dtype(b_dtype).name, np.dtype(a_dtype).name, True, False)
     if not canon.b_mn_major or canon.a_mn_major or not swap_only(arch, fam):
         return False
     mod, _ = _ext.load()
+    if mod.kernel_legality(np.dtype(a_dtype).name, np.dtype(b_dtype).name, canon.batch, canon.m, canon.n, canon.k,
+                           False, True, canon.lda, canon.ldb, canon.stride_a, canon.stride_b):
+        return False  # e.g. a row pitch TMA cannot take: transposed to K-major first
     cfg = mod.kernel_choice(arch, int(canon.batch), int(canon.m), int(canon.n), int(canon.k),
                             np.dtype(b_dtype).name, -1, 132, "bfloat16", False, 0, True)[0]
     return bool(menu(arch)[int(cfg)]["swap_ab"])

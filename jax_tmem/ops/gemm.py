@@ -29,7 +29,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import batching, mlir
 
 from jax_tmem._core import arch as _arch, canon as _canon, config as _config, ext as _ext
-from jax_tmem.ops import partition as _partition
+from jax_tmem.ops import partition as _partition, transpose as _transpose
 
 ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2, "gelu_tanh": 3, "silu": 4}
 
@@ -353,9 +353,9 @@ def bind_gemm(lhs, rhs, *rest, dimension_numbers, out_dtype, epilogue: Epilogue,
 
 
 def _k_major_for_gpu(lhs, rhs, dn, requested):
-    """The tensor cores read some operand types K-major only (wgmma: fp8 and tf32; tcgen05 as built:
-    tf32). An MN-major operand of such a type is transposed by XLA first (as XLA's fp8 path does), but not a
-    decode weight (arch.reads_mn_weight); 16-bit ones are read in place. Returns the operands and dims."""
+    """The tensor cores read some operand types K-major only (wgmma: fp8 and tf32; tcgen05 as built: tf32).
+    An MN-major operand of such a type is transposed first (fp8 by ops/transpose.py), but not a decode
+    weight (arch.reads_mn_weight); 16-bit ones are read in place. Returns the operands and dims."""
     if jax.default_backend() != "gpu":
         return lhs, rhs, dn
     cc = _arch.device_cc()[0]
@@ -375,10 +375,10 @@ def _k_major_for_gpu(lhs, rhs, dn, requested):
         free = [d for d in range(x.ndim) if d not in contract and d not in batch]
         perm = [d for d in batch if d is not None] + free + list(contract)
         _config.record(_config.Decision("layout", f"{np.dtype(x.dtype).name}{list(x.shape)}", "kernel",
-                                        "xla transpose", f"{name} is MN-major {np.dtype(x.dtype).name}: XLA transposes "
-                                        "it to K-major first (the tensor cores read it K-major only)"))
+                                        "transpose", f"{name} is MN-major {np.dtype(x.dtype).name}: transposed to "
+                                        "K-major first (the tensor cores read it K-major only; ops/transpose.py)"))
         new_pos = {d: i for i, d in enumerate(perm)}
-        return (jnp.transpose(x, perm), tuple(new_pos[d] for d in contract),
+        return (_transpose.transpose(x, perm), tuple(new_pos[d] for d in contract),
                 tuple(None if d is None else new_pos[d] for d in batch))
 
     needs = lambda x: np.dtype(x.dtype) in k_major_only

@@ -9,6 +9,7 @@ XLA_FFI_DECLARE_HANDLER_SYMBOL(JaxTmemCpuGemm);   // cpu_gemm.cc
 #if JAX_TMEM_HAS_CUDA
 XLA_FFI_DECLARE_HANDLER_SYMBOL(JaxTmemCudaGemm);      // gpu_gemm.cc
 XLA_FFI_DECLARE_HANDLER_SYMBOL(JaxTmemCudaQuantize);  // gpu_quantize.cc
+XLA_FFI_DECLARE_HANDLER_SYMBOL(JaxTmemCudaTranspose8);  // gpu_transpose.cc
 namespace jax_tmem {
 // Properties of CUDA device `dev` (an ordinal of this process's CUDA runtime, as XLA numbers its local
 // GPUs): compute capability as major*10+minor (-1 if unknown) and SM count (0 if unknown).

@@ -80,4 +80,8 @@ struct QuantizeLaunch {
 };
 std::string mx_quantize_launch(const QuantizeLaunch& q, cudaStream_t stream);
 
+// The batched transpose of 1-byte elements (transpose8.cu, every built arch): x (batch, rows, cols) ->
+// y (batch, cols, rows) (whole 32-bit words when rows and cols are multiples of 4, else a byte at a time).
+std::string transpose8_launch(const void* x, void* y, int64_t batch, int64_t rows, int64_t cols, cudaStream_t stream);
+
 }  // namespace jax_tmem

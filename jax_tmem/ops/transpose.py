@@ -1,0 +1,113 @@
+"""The transpose of 1-byte operands (fp8) that the tensor cores read K-major only.
+
+wgmma reads 8-bit operands K-major only, so an MN-major fp8 operand of a large GEMM (the training
+recipes' w^T in the forward pass, x^T and g^T for the weight gradient) is transposed in memory first.
+XLA's transposes of 1-byte types ran at ~0.6 TB/s on the H200 (2026-11-25: 3.8 ms of the fp8 recipe's
+15.3 ms MLP step); on the GPU a transpose that swaps two adjacent blocks of trailing dims runs as our
+batched 1-byte transpose (cpp/include/jax_tmem/kernels/transpose8.cuh) instead. Any other permutation,
+dims that are not multiples of 4, or no GPU / extension: ``jnp.transpose``, with the reason recorded
+(``JAX_TMEM_LOG=1`` / the report). Under jit with sharded operands the call partitions like the GEMM's
+other calls (ops/part_call.py): leading dims pass through, the two swapped dims follow their data.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jax_tmem._core import config as _config, ext as _ext
+from jax_tmem.ops import part_call as _part_call
+from jax_tmem.ops import partition as _partition
+
+
+def swap_form(perm) -> tuple[int, int] | None:
+    """``(j, i)`` when ``transpose(x, perm)`` keeps dims ``[0, j)`` and swaps the adjacent blocks
+    ``[j, i)`` and ``[i, n)`` (so it is a batched 2-D transpose of a reshaped x), else None (also for
+    the identity)."""
+    perm = [int(p) for p in perm]
+    n = len(perm)
+    j = 0
+    while j < n and perm[j] == j:
+        j += 1
+    if j == n:
+        return None
+    i = perm[j]
+    if i > j and perm[j:] == list(range(i, n)) + list(range(j, i)):
+        return j, i
+    return None
+
+
+@dataclass(frozen=True)
+class TransposeCall:
+    """x -> transpose(x, perm) for a 1-byte x and the perm of ``swap_form`` ``(lead, split)``: dims
+    ``[0, lead)`` stay, the blocks ``[lead, split)`` and ``[split, ndim)`` swap (the kernel sees
+    (batch, rows, cols) of those three products). As a partitionable call every dim keeps its sharding
+    and moves with its data. No communication."""
+    lead: int
+    split: int
+    impl: str = "ffi"  # "xla": tests of the partitioning on machines without the CUDA kernel
+    name = "transpose"
+
+    def perm(self, ndim):
+        return tuple(range(self.lead)) + tuple(range(self.split, ndim)) + tuple(range(self.lead, self.split))
+
+    def out_avals(self, x):
+        return [jax.core.ShapedArray(tuple(x.shape[d] for d in self.perm(x.ndim)), x.dtype)]
+
+    def local(self, x, partial=False):
+        del partial  # nothing to sum
+        if self.impl == "xla":
+            return [jnp.transpose(x, self.perm(x.ndim))]
+        ok, why = _ext.ensure_registered("cuda")
+        if not ok:
+            raise RuntimeError(f"jax_tmem: the transpose kernel is not available: {why}")
+        (out,) = self.out_avals(x)
+        return [jax.ffi.ffi_call("jax_tmem_transpose8", jax.ShapeDtypeStruct(out.shape, out.dtype))(
+            x, lead=np.int64(self.lead), split=np.int64(self.split))]
+
+    def rule(self, shapes):
+        names = [f"d{i}" for i in range(len(shapes[0]))]
+        return _partition.Rule(dims=(tuple(names),), out=(tuple(names[d] for d in self.perm(len(names))),),
+                               priority="d")
+
+    def batch(self, args, dims):
+        x = jnp.moveaxis(args[0], dims[0], 0)  # a new leading dim stays in place
+        return _part_call.bind(TransposeCall(self.lead + 1, self.split + 1, self.impl), x), [0]
+
+
+def kernel_reason(x, perm) -> str:
+    """"" when the 1-byte transpose kernel takes ``transpose(x, perm)``, else why not."""
+    if jax.dtypes.itemsize_bits(x.dtype) != 8:
+        return f"the transpose kernel moves 1-byte elements, not {np.dtype(x.dtype).name}"
+    form = swap_form(perm)
+    if form is None:
+        return f"the permutation {tuple(perm)} is not a swap of two adjacent trailing dim blocks"
+    j, i = form
+    p, q = math.prod(x.shape[j:i]), math.prod(x.shape[i:])
+    if p % 4 or q % 4:
+        return f"the swapped blocks ({p}, {q}) are not multiples of 4 bytes"
+    if jax.default_backend() != "gpu":
+        return "no GPU (the transpose kernel is CUDA only)"
+    ok, why = _ext.ensure_registered("cuda")
+    return "" if ok else why
+
+
+def transpose(x, perm, *, impl: str = "ffi"):
+    """``jnp.transpose(x, perm)`` for a 1-byte ``x``: by the CUDA kernel where it applies (see the module
+    docstring), else by XLA; either way the choice is recorded. ``impl="xla"`` (tests only): the same
+    partitionable call with XLA's transpose as each device's local code."""
+    perm = tuple(int(p) for p in perm)
+    why = kernel_reason(x, perm) if impl == "ffi" else ""
+    problem = f"{np.dtype(x.dtype).name}{list(x.shape)} perm {perm}"
+    if why:
+        _config.record(_config.Decision("transpose", problem, "xla", "jnp.transpose", why))
+        return jnp.transpose(x, perm)
+    _config.record(_config.Decision("transpose", problem, "kernel", "cuda, jax_tmem_transpose8" if impl == "ffi"
+                                    else "xla (impl='xla')", "a batched 2-D transpose of 1-byte elements"))
+    j, i = swap_form(perm)
+    (y,) = _part_call.bind(TransposeCall(j, i, impl), x)
+    return y
