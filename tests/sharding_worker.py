@@ -189,10 +189,12 @@ def block_scaled(rng):
                      ours=collectives(jax.jit(q), X2))
 
 
-def transpose_call(rng):
+def transpose_call(_rng):
     """The 1-byte transpose call's rule (XLA's transpose as the local code, as for the quantize call):
-    leading dims and the two swapped dims keep their shardings, no communication, bit-identical."""
+    leading dims and the two swapped dims keep their shardings, no communication, bit-identical. Its own
+    random stream, so the other sections' data does not depend on it."""
     from jax_tmem.ops import transpose as tr
+    rng = np.random.default_rng(1234)
     mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "model"))
     for shape, perm, spec in (((64, 128), (1, 0), P("data", "model")), ((4, 64, 96), (0, 2, 1), P("data", None, "model")),
                               ((4, 64, 96), (2, 0, 1), P("data", "model"))):

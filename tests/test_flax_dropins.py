@@ -191,7 +191,8 @@ def test_linen_clone_takes_the_new_recipe():
     p = m.init(jax.random.key(0), x)
     m2 = m.clone(recipe="bf16")
     assert m2.dot_general is jax_tmem.dot_general_op("bf16")
-    np.testing.assert_allclose(np.asarray(m2.apply(p, x)), np.asarray(nn.Dense(16).apply(p, x)), rtol=1e-5, atol=1e-5)
+    tol = 1e-2 if jax.default_backend() == "gpu" else 1e-5  # float32 operands: tf32 in the GPU kernels
+    np.testing.assert_allclose(np.asarray(m2.apply(p, x)), np.asarray(nn.Dense(16).apply(p, x)), rtol=tol, atol=tol)
 
 
 def test_dropin_errors():

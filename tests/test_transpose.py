@@ -86,6 +86,13 @@ def test_wider_types_are_not_taken():
     assert "1-byte" in tr.kernel_reason(jnp.ones((8, 8), jnp.float4_e2m1fn), (1, 0))
 
 
+def test_layouts_are_left_alone_off_the_gpu():
+    if jax.default_backend() == "gpu":
+        pytest.skip("a GPU is present")
+    a, b = jax.ShapeDtypeStruct((512, 384), E4M3), jax.ShapeDtypeStruct((384, 640), E4M3)
+    assert tr.k_major_layout(a, b, (((1,), (0,)), ((), ())), "kernel") == (None, None, (((1,), (0,)), ((), ())))
+
+
 # ---- GPU --------------------------------------------------------------------------------------
 
 @pytest.mark.gpu

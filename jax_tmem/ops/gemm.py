@@ -344,55 +344,12 @@ def bind_gemm(lhs, rhs, *rest, dimension_numbers, out_dtype, epilogue: Epilogue,
     else XLA without raising: what the backward pass of a forced-kernel call uses for gradient GEMMs
     whose layout no kernel takes)."""
     if requested != "xla":
-        lhs, rhs, dimension_numbers = _k_major_for_gpu(lhs, rhs, dimension_numbers, requested)
+        lhs, rhs, dimension_numbers = _transpose.to_k_major(lhs, rhs, dimension_numbers, requested)
     path, problem = _decide(lhs.shape, rhs.shape, lhs.dtype, rhs.dtype, dimension_numbers, out_dtype,
                             requested, allow_tf32, config)
     return gemm_p.bind(lhs, rhs, *rest, dimension_numbers=dimension_numbers, out_dtype=np.dtype(out_dtype),
                        epilogue=epilogue, path=path, requested=requested, problem=problem,
                        allow_tf32=allow_tf32, config=config if isinstance(config, tuple) else int(config))
-
-
-def _k_major_for_gpu(lhs, rhs, dn, requested):
-    """The tensor cores read some operand types K-major only (wgmma: fp8 and tf32; tcgen05 as built: tf32).
-    An MN-major operand of such a type is transposed first (fp8 by ops/transpose.py), but not a decode
-    weight (arch.reads_mn_weight); 16-bit ones are read in place. Returns the operands and dims."""
-    if jax.default_backend() != "gpu":
-        return lhs, rhs, dn
-    cc = _arch.device_cc()[0]
-    if cc != 90 and not (requested in ("kernel", "prefer") or _arch.sm100_trusted()):
-        return lhs, rhs, dn  # the kernels will not run this call: leave the layout to XLA
-    arch, _ = _arch.arch_target(cc) if cc > 0 else ("", "")
-    k_major_only = _arch.k_major_dtypes(arch) if arch else ()
-    if not k_major_only:
-        return lhs, rhs, dn
-    canon = _canon.canonicalize(lhs.shape, rhs.shape, dn)
-    if not isinstance(canon, _canon.Canon):
-        return lhs, rhs, dn
-    (lc, rc), (lb, rb) = dn
-    pairs = sorted(zip(lc, rc))
-
-    def to_k_major(x, batch, contract, name):
-        free = [d for d in range(x.ndim) if d not in contract and d not in batch]
-        perm = [d for d in batch if d is not None] + free + list(contract)
-        _config.record(_config.Decision("layout", f"{np.dtype(x.dtype).name}{list(x.shape)}", "kernel",
-                                        "transpose", f"{name} is MN-major {np.dtype(x.dtype).name}: transposed to "
-                                        "K-major first (the tensor cores read it K-major only; ops/transpose.py)"))
-        new_pos = {d: i for i, d in enumerate(perm)}
-        return (_transpose.transpose(x, perm), tuple(new_pos[d] for d in contract),
-                tuple(None if d is None else new_pos[d] for d in batch))
-
-    needs = lambda x: np.dtype(x.dtype) in k_major_only
-    if canon.a_mn_major and canon.m > 1 and needs(lhs):
-        lhs, lc_new, lb = to_k_major(lhs, lb, tuple(l for l, _ in pairs), "lhs")
-        rc = tuple(r for _, r in pairs)
-        lc = lc_new
-        pairs = list(zip(lc, rc))
-    in_place = _arch.reads_mn_weight(arch, canon, lhs.dtype, rhs.dtype)  # an fp8 decode weight, (K, N)
-    if canon.b_mn_major and canon.n > 1 and needs(rhs) and not in_place:
-        rhs, rc_new, rb = to_k_major(rhs, rb, tuple(r for _, r in pairs), "rhs")
-        lc = tuple(l for l, _ in pairs)
-        rc = rc_new
-    return lhs, rhs, ((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb)))
 
 
 # ---- differentiation --------------------------------------------------------------------------
