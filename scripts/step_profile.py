@@ -1,8 +1,8 @@
 """Where a training step's GPU time goes: every kernel of a few steps of examples/train.py, per contender.
 
 Traces ``--steps`` training steps of each contender (plain Flax and the jax_tmem recipes) with
-``jax.profiler`` and sums the GPU kernels' durations per step, by kind (our kernels, cuBLAS / cuDNN,
-XLA's fusions by their HLO name) and by kernel; also the step's span on the GPU (first kernel start to
+``jax.profiler`` and sums the GPU kernels' durations per step, by kind (our kernels, "cublas": cuBLAS
+and XLA's own GEMM fusions, cuDNN, XLA's other fusions by their HLO name) and by kernel; also the step's span on the GPU (first kernel start to
 last kernel end), so busy time against wall time shows the gaps. XLA's command buffers are turned off
 (``--xla_gpu_enable_command_buffer=``) so that every kernel is its own trace event; set
 ``--keep-command-buffers`` to trace what users run (graph kernels may then be missing).

@@ -1,6 +1,7 @@
 // jax_tmem: the CUDA FFI handler of the batched 1-byte transpose (kernels/transpose8.cuh): x of a 1-byte
-// type -> y = transpose(x) swapping the dim blocks [lead, split) and [split, rank) (attributes). Validates every buffer and returns
-// ffi::Error for anything it cannot run; never aborts, allocates or synchronises.
+// type -> y = transpose(x) swapping the dim blocks [lead, split) and [split, rank) (attributes).
+// Validates every buffer and returns ffi::Error for anything it cannot run; never aborts, allocates or
+// synchronises.
 #include <cuda_runtime.h>
 
 #include <string>
