@@ -89,8 +89,10 @@ def test_wider_types_are_not_taken():
 def test_layouts_are_left_alone_off_the_gpu():
     if jax.default_backend() == "gpu":
         pytest.skip("a GPU is present")
-    a, b = jax.ShapeDtypeStruct((512, 384), E4M3), jax.ShapeDtypeStruct((384, 640), E4M3)
-    assert tr.k_major_layout(a, b, (((1,), (0,)), ((), ())), "kernel") == (None, None, (((1,), (0,)), ((), ())))
+    a, b = jnp.zeros((512, 384), E4M3), jnp.zeros((384, 640), E4M3)
+    dn = (((1,), (0,)), ((), ()))
+    la, lb, ldn = tr.to_k_major(a, b, dn, "kernel")
+    assert la is a and lb is b and ldn == dn
 
 
 # ---- GPU --------------------------------------------------------------------------------------

@@ -2,14 +2,15 @@
 
 wgmma reads 8-bit operands K-major only, so an MN-major fp8 operand of a large GEMM (the training
 recipes' w^T in the forward pass, x^T and g^T for the weight gradient) is transposed in memory first.
-XLA's transposes of 1-byte types ran at ~0.6 TB/s on the H200 (2026-11-25: 3.8 ms of the fp8 recipe's
-15.3 ms MLP step); on the GPU a transpose that swaps two adjacent blocks of trailing dims runs as our
+XLA fused those transposes into the fp8 conversion and ran them at ~0.5 TB/s on the H200 (2026-11-25:
+3.8 ms of the fp8 recipe's 15.3 ms MLP step; XLA's standalone fp8 transpose 1.6-2.7 TB/s, this kernel's
+2.4-3.3, scripts/transpose_probe.py); on the GPU a transpose that swaps two adjacent blocks of trailing dims runs as our
 batched 1-byte transpose (cpp/include/jax_tmem/kernels/transpose8.cuh) instead. Any other permutation,
 dims that are not multiples of 4, or no GPU / extension: ``jnp.transpose``, with the reason recorded
 (``JAX_TMEM_LOG=1`` / the report). Under jit with sharded operands the call partitions like the GEMM's
 other calls (ops/part_call.py): every dim keeps its sharding and moves with its data.
 
-``k_major_layout`` says which operands of a GEMM are transposed; the GEMM applies it (``to_k_major``).
+``to_k_major`` decides which operands of a GEMM are transposed, and transposes them.
 """
 
 from __future__ import annotations
@@ -117,13 +118,12 @@ def transpose(x, perm, *, impl: str = "ffi"):
 
 # ---- the layouts a GEMM reads ------------------------------------------------------------------
 
-def k_major_layout(lhs, rhs, dn, requested):
-    """``(perm_lhs, perm_rhs, dn)`` for ``dot_general(lhs, rhs, dn)`` (arrays or avals): the
-    permutations that make operands of a type the tensor cores read K-major only (wgmma: fp8 and tf32;
-    tcgen05 as built: tf32) K-major (None: read as they are; 16-bit ones are read in place, and so is
-    an fp8 decode weight that ``arch.reads_mn_weight``), and the dimension numbers after them. The
-    output of the GEMM is unchanged by them (batch and free dims keep their order)."""
-    none = (None, None, dn)
+def to_k_major(lhs, rhs, dn, requested):
+    """``dot_general(lhs, rhs, dn)``'s operands with those of a type the tensor cores read K-major only
+    (wgmma: fp8 and tf32; tcgen05 as built: tf32) transposed to K-major (16-bit ones are read in place,
+    and so is an fp8 decode weight that ``arch.reads_mn_weight``), and the dimension numbers after them.
+    The output of the GEMM is unchanged (batch and free dims keep their order)."""
+    none = (lhs, rhs, dn)
     if requested == "xla" or jax.default_backend() != "gpu":
         return none
     cc = _arch.device_cc()[0]
@@ -138,33 +138,22 @@ def k_major_layout(lhs, rhs, dn, requested):
     pairs = sorted(zip(lc, rc))
     lc, rc = tuple(l for l, _ in pairs), tuple(r for _, r in pairs)
 
-    def perm_of(x, batch, contract):
-        free = [d for d in range(len(x.shape)) if d not in contract and d not in batch]
+    def k_major(x, batch, contract, name):
+        free = [d for d in range(x.ndim) if d not in contract and d not in batch]
         perm = [d for d in batch if d is not None] + free + list(contract)
         pos = {d: i for i, d in enumerate(perm)}
-        return tuple(perm), tuple(pos[d] for d in contract), tuple(None if d is None else pos[d] for d in batch)
+        _config.record(_config.Decision("layout", f"{np.dtype(x.dtype).name}{list(x.shape)}", "kernel", "transpose",
+                                        f"{name} is MN-major {np.dtype(x.dtype).name}: transposed to K-major first "
+                                        "(the tensor cores read it K-major only)"))
+        y = transpose(x, perm) if jax.dtypes.itemsize_bits(x.dtype) == 8 else jnp.transpose(x, perm)  # tf32: XLA
+        return (y, tuple(pos[d] for d in contract),
+                tuple(None if d is None else pos[d] for d in batch))
 
     needs = lambda x: np.dtype(x.dtype) in k_major_only
-    perm_l = perm_r = None
+    moved = False
     if canon.a_mn_major and canon.m > 1 and needs(lhs):
-        perm_l, lc, lb = perm_of(lhs, lb, lc)
+        (lhs, lc, lb), moved = k_major(lhs, lb, lc, "lhs"), True
     in_place = _arch.reads_mn_weight(arch, canon, lhs.dtype, rhs.dtype)  # an fp8 decode weight, (K, N)
     if canon.b_mn_major and canon.n > 1 and needs(rhs) and not in_place:
-        perm_r, rc, rb = perm_of(rhs, rb, rc)
-    if perm_l is None and perm_r is None:
-        return none
-    return perm_l, perm_r, ((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb)))
-
-
-def to_k_major(lhs, rhs, dn, requested):
-    """``k_major_layout`` applied: the operands (transposed where it says) and the dimension numbers."""
-    perm_l, perm_r, dn = k_major_layout(lhs, rhs, dn, requested)
-    out = []
-    for x, perm, name in ((lhs, perm_l, "lhs"), (rhs, perm_r, "rhs")):
-        if perm is not None:
-            _config.record(_config.Decision("layout", f"{np.dtype(x.dtype).name}{list(x.shape)}", "kernel", "transpose",
-                                            f"{name} is MN-major {np.dtype(x.dtype).name}: transposed to K-major first "
-                                            "(the tensor cores read it K-major only)"))
-            x = transpose(x, perm) if jax.dtypes.itemsize_bits(x.dtype) == 8 else jnp.transpose(x, perm)
-        out.append(x)
-    return out[0], out[1], dn
+        (rhs, rc, rb), moved = k_major(rhs, rb, rc, "rhs"), True
+    return (lhs, rhs, ((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb)))) if moved else none

@@ -1,7 +1,8 @@
 // jax_tmem: the batched transpose of 1-byte elements (issue 16): x (batch, rows, cols) -> y (batch, cols,
 // rows), for the fp8 operands that wgmma reads K-major only (the training recipes' w^T, x^T, g^T).
-// XLA's own transposes of 1-byte types ran at ~0.6 TB/s on the H200 (2026-11-25, the fp8 training step:
-// 3.8 ms of 15.3); this one moves whole 32-bit words. Plain CUDA (any arch).
+// In the fp8 training step XLA fused these transposes into the fp8 conversion at ~0.5 TB/s on the H200
+// (2026-11-25: 3.8 ms of 15.3); standalone, XLA's fp8 transpose ran at 1.6-2.7 TB/s and this one at 2.4-3.3
+// (scripts/transpose_probe.py). It moves whole 32-bit words. Plain CUDA (any arch).
 //
 // A CTA of 256 threads takes a 128 x 128-byte tile. Load: warp w, lane a reads word a (bytes 4a..4a+3) of
 // the four rows 4g..4g+3 (g = w + 8 j), 128 coalesced bytes per row and warp, and transposes that 4x4
