@@ -49,6 +49,7 @@ def main():
     ap.add_argument("--heads", type=int, default=32)
     ap.add_argument("--seq", type=int, default=2048)
     ap.add_argument("--tokens", type=int, default=8192)
+    ap.add_argument("--attention", default="auto", help="transformer: auto, cudnn or xla (examples/train.py)")
     ap.add_argument("--blocks", type=int, default=2)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--top", type=int, default=25)
@@ -68,7 +69,8 @@ def main():
     import train
 
     targs = argparse.Namespace(d=args.d, hidden=args.hidden, heads=args.heads, seq=args.seq, tokens=args.tokens,
-                               blocks=args.blocks, dtype="bfloat16", lr=1e-3, model=args.model)
+                               blocks=args.blocks, dtype="bfloat16", lr=1e-3, model=args.model,
+                               attention=args.attention)
     contenders = ["flax"] + [r for r in args.recipes.split(",") if r]
     print(f"{args.model}: d={args.d} hidden={args.hidden} tokens={args.tokens} on {jax.devices()[0].device_kind}, "
           f"jax {jax.__version__}, command buffers {'on' if args.keep_command_buffers else 'off'}")
