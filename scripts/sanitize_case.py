@@ -121,4 +121,17 @@ if jax.default_backend() == "gpu":
                        for u, w in ((d1, d2), (s1, s2)))
             print("quantize", fmt, dt, shape, axis, layout, "bit-identical", same, flush=True)
             assert same
+# The dense sm_90a entries' last wave shared along K (sched::TailSplit): 144 tiles of 128x256 (153 of
+# 128x128) on 132 SMs, owners adding the other CTAs' partial sums from the workspace.
+if jax.default_backend() == "gpu" and sm90:
+    from jax_tmem.ops import gemm as gemm_op
+    a = jnp.asarray(rng.standard_normal((1152, 1000)), "bfloat16")
+    b = jnp.asarray(rng.standard_normal((1000, 4096)), "bfloat16")
+    ref = np.asarray(a.astype(jnp.float32), np.float64) @ np.asarray(b.astype(jnp.float32), np.float64)
+    for cfg in ((8, 132), (8, 13), (9, 100)):
+        out = jax.jit(lambda x, y: gemm_op.gemm(x, y, None, None, (((1,), (0,)), ((), ())), np.dtype("float32"),
+                                                gemm_op.Epilogue(), "kernel", True, cfg))(a, b)
+        err = float(np.abs(np.asarray(out, np.float64) - ref).max() / np.abs(ref).max())
+        print("last wave shared", cfg, "rel err", err, flush=True)
+        assert err < 1e-5
 print("sanitize sweep done")

@@ -12,6 +12,10 @@
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
+import tempfile
 import zlib
 
 import jax
@@ -216,6 +220,19 @@ def run_path(path: str, fn, *args, jit: bool = True, expect=None):
         if expect == "kernel":
             assert d.target == "cpu reference handler" or jax.default_backend() != "cpu", str(d)
     return out
+
+
+def command_buffer_runs(prog: str, *args: str) -> list:
+    """Runs the Python program ``prog`` (which saves one array to its first argument; ``args`` follow)
+    in two fresh processes, with XLA's command buffers on and then off; returns the two arrays."""
+    outs = []
+    with tempfile.TemporaryDirectory() as d:
+        for i, flags in enumerate(["", "--xla_gpu_enable_command_buffer="]):
+            path = os.path.join(d, f"r{i}.npy")
+            subprocess.run([sys.executable, "-P", "-c", prog, path, *args], check=True, timeout=300,
+                           env=dict(os.environ, XLA_FLAGS=flags))
+            outs.append(np.load(path))
+    return outs
 
 
 @pytest.fixture(autouse=True)

@@ -7,11 +7,7 @@ float64 reference, NaN-poisoned outputs, bitwise repeatable, bitwise equal to th
 (N, K), no transpose in the compiled program, command buffers on and off identical."""
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-import tempfile
 import textwrap
 
 import jax
@@ -24,7 +20,7 @@ from jax_tmem import isa, report
 from jax_tmem._core import arch as _arch, canon as _canon
 from jax_tmem.ops import gemm as gemm_op
 
-from conftest import BF16, E4M3, E5M2, F32, rand, seed_of
+from conftest import BF16, E4M3, E5M2, F32, command_buffer_runs, rand, seed_of
 
 KN = (((1,), (0,)), ((), ()))  # x (M, K) . w (K, N)
 NK = (((1,), (1,)), ((), ()))  # x (M, K) . w (N, K)
@@ -172,12 +168,6 @@ def test_fp8_kn_command_buffers_on_and_off_agree():
             return x
         np.save(sys.argv[1], np.asarray(step(x, ws), np.float32))
     """)
-    outs = []
-    with tempfile.TemporaryDirectory() as d:
-        for i, flags in enumerate(["", "--xla_gpu_enable_command_buffer="]):
-            path = os.path.join(d, f"r{i}.npy")
-            subprocess.run([sys.executable, "-P", "-c", prog, path], check=True, timeout=300,
-                           env=dict(os.environ, XLA_FLAGS=flags))
-            outs.append(np.load(path))
+    outs = command_buffer_runs(prog)
     assert np.isfinite(outs[0]).all()
     np.testing.assert_array_equal(outs[0], outs[1])

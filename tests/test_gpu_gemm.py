@@ -19,7 +19,7 @@ import pytest
 import jax_tmem
 from jax_tmem._core import arch as _arch
 
-from conftest import BF16, E4M3, E5M2, F16, F32, rand, seed_of
+from conftest import BF16, E4M3, E5M2, F16, F32, command_buffer_runs, rand, seed_of
 
 pytestmark = pytest.mark.gpu
 
@@ -220,7 +220,7 @@ def test_command_buffers_on_and_off_agree(variant):
     config = {"heuristic": -1, "cluster": 6 if arch == "sm_90a" else 4,
               "tma_store": 8, "cluster_tma_store": 10 if arch == "sm_90a" else 9, "split_k": 14}[variant]
     _require_config(arch, config)
-    import subprocess, sys, os, textwrap
+    import textwrap
     prog = textwrap.dedent("""
         import sys
         import jax, jax.numpy as jnp, numpy as np, jax_tmem
@@ -247,14 +247,7 @@ def test_command_buffers_on_and_off_agree(variant):
             p = step(p, x)
         np.save(__import__("sys").argv[1], np.concatenate([np.asarray(t, np.float32).ravel() for t in p]))
     """)
-    import tempfile
-    outs = []
-    with tempfile.TemporaryDirectory() as d:
-        for i, flags in enumerate(["", "--xla_gpu_enable_command_buffer="]):
-            env = dict(os.environ, XLA_FLAGS=flags)
-            path = os.path.join(d, f"r{i}.npy")
-            subprocess.run([sys.executable, "-P", "-c", prog, path, str(config)], check=True, env=env, timeout=300)
-            outs.append(np.load(path))
+    outs = command_buffer_runs(prog, str(config))
     np.testing.assert_array_equal(outs[0], outs[1])
 
 

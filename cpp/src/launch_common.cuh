@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "jax_tmem/epilogue.cuh"
@@ -49,6 +50,8 @@ inline epilogue::KernelParams kernel_params(const GemmLaunch& L) {
   prm.ws = nullptr;
   prm.ws_ld = 0;
   prm.splits = 1;
+  prm.tail_tiles = 0;
+  prm.tail_flags = nullptr;
   prm.sfa = static_cast<const uint8_t*>(L.in(Role::kSFA));
   prm.sfb = static_cast<const uint8_t*>(L.in(Role::kSFB));
   prm.sfa_batch = p.sf_vec ? p.sf_per_batch(p.m) : 0;
@@ -104,6 +107,18 @@ struct DeviceSlots {
   std::atomic<int> ready[kMaxDevices];     // 1 once the shared-memory attribute is set on that device
   std::atomic<int> clusters[kMaxDevices];  // co-resident clusters there (0 = not asked yet)
 };
+
+// Whether kernel config C splits its last wave along K (C::kTailSplit; kernels without it: no).
+template <class C, class = void>
+struct TailSplitOf {
+  static constexpr bool value = false;
+};
+template <class C>
+struct TailSplitOf<C, std::void_t<decltype(C::kTailSplit)>> {
+  static constexpr bool value = C::kTailSplit;
+};
+template <class C>
+constexpr bool tail_split_of() { return TailSplitOf<C>::value; }
 
 // Builds the maps and launches `kernel` on a persistent grid: one CTA (or one cluster of
 // CTAS_PER_TILE CTAs, launched with that cluster shape) per tile, at most as many as can be resident
@@ -163,6 +178,22 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
     units = tiles * p.splits;
   }
   cfg.gridDim = dim3(kCluster * static_cast<int>(std::min<int64_t>(units, resident)), 1, 1);
+  if constexpr (tail_split_of<C>()) {
+    // The last, partial wave shared out along K by p.splits CTAs (sched::TailSplit; forced entries only,
+    // see menu::tail_ws_floats); where the grid is not the plan's or the workspace is short, the tiles
+    // run whole.
+    const int64_t grid = cfg.gridDim.x, rem = tiles % grid, ctas = p.splits;
+    const int64_t k_blocks = (p.k + C::STAGE_K - 1) / C::STAGE_K;
+    if (ctas > 1 && tiles > grid && rem > 0 && ctas > rem && ctas <= grid && ctas <= rem * k_blocks && L.ws != nullptr &&
+        L.ws_count >= menu::tail_ws_floats(ctas, int64_t(C::TILE_M) * C::BLOCK_N)) {
+      prm.ws = L.ws;
+      prm.splits = static_cast<int>(ctas);
+      prm.tail_tiles = static_cast<int>(rem);
+      prm.tail_flags = reinterpret_cast<unsigned int*>(L.ws + ctas * int64_t(C::TILE_M) * C::BLOCK_N);
+      cudaError_t e = cudaMemsetAsync(prm.tail_flags, 0, sizeof(unsigned int) * ctas, L.stream);
+      if (e != cudaSuccess) return std::string("tail split: cudaMemsetAsync: ") + cudaGetErrorString(e);
+    }
+  }
   // Every kernel takes a third map, for the TMA-store epilogue (zeroed and unused otherwise).
   CUtensorMap map_out = {};
   if constexpr (C::kTmaStore) {

@@ -20,6 +20,7 @@
 #include "jax_tmem/host_convert.h"
 #include "jax_tmem/legality.h"
 #include "jax_tmem/menu.h"
+#include "jax_tmem/scheduler.cuh"
 #include "jax_tmem/tmem_plan.h"
 
 namespace nb = nanobind;
@@ -314,7 +315,7 @@ NB_MODULE(_jax_tmem, m) {
       throw std::invalid_argument("out_dtype must be float32, bfloat16 or float16");
     if (num_sms < 1) throw std::invalid_argument("num_sms must be >= 1");
     if (batch < 1 || m_ < 1 || n < 1 || k < 1) throw std::invalid_argument("batch, m, n, k must be >= 1");
-    if (splits < 0 || splits > 64) throw std::invalid_argument("splits must be in [0, 64]");
+    if (splits < 0 || splits > 1024) throw std::invalid_argument("splits must be in [0, 1024]");
     namespace menu = jax_tmem::menu;
     const menu::ConfigTable& table = config_table(arch);
     if (config != -1 && !table.find(config))
@@ -328,6 +329,25 @@ NB_MODULE(_jax_tmem, m) {
      "The plan the CUDA dispatcher runs for this problem: (menu entry, its name, K splits, f32 workspace "
      "floats) - the same code (jax_tmem/menu.h) the launchers call.");
 
+  // The last-wave schedule of the dense sm_90a entries (sched::TailSplit, the kernel's own code), for the
+  // host tests: per CTA, its units as (tile, first k-block, end k-block), and the owner chain of each tile.
+  m.def("tail_schedule", [](int num_tiles, int tail, int ctas, int k_blocks, int grid) {
+    const jax_tmem::sched::TailSplit ts(num_tiles, tail, ctas, k_blocks, grid);
+    nb::list per_cta;
+    for (int c = 0; c < grid; ++c) {
+      nb::list units;
+      for (int i = 0; i < ts.count(c); ++i) {
+        int t, kb0, kb1;
+        ts.unit(c, i, t, kb0, kb1);
+        nb::list pieces;  // an owner's piece: the CTAs whose partial sums it adds, in order
+        if (ts.split_tile(t) && kb0 == 0)
+          for (int s = ts.next_piece(c, t); s >= 0; s = ts.next_piece(s, t)) pieces.append(s);
+        units.append(nb::make_tuple(t, kb0, kb1, pieces));
+      }
+      per_cta.append(units);
+    }
+    return per_cta;
+  }, nb::arg("num_tiles"), nb::arg("tail"), nb::arg("ctas"), nb::arg("k_blocks"), nb::arg("grid"));
   m.def("cuda_device_sms", [](int dev) {
 #if JAX_TMEM_HAS_CUDA
     return jax_tmem::cuda_device_sms(dev);

@@ -83,7 +83,8 @@ def split_config(config) -> tuple[int, int]:
 
 
 def kernel_plan(arch: str, canon, a_dtype, config, out_dtype) -> tuple[int, str, int, int]:
-    """(entry, name, K splits, f32 workspace floats) of the plan the CUDA dispatcher runs: the same C++
+    """(entry, name, K splits (dense sm_90a entries: the CTAs sharing the last wave), f32 workspace floats)
+    of the plan the CUDA dispatcher runs: the same C++
     code (jax_tmem/menu.h) the launcher calls, for this device's SM count. A ``config`` that is not an
     entry of ``arch``'s menu raises ValueError here, at trace time."""
     mod, _ = _ext.load()
@@ -115,7 +116,9 @@ def menu_entry(arch: str, canon, a_dtype, config, out_dtype="bfloat16") -> str:
     sms = device_sms()
     how = ("forced" if split_config(config)[0] >= 0 else f"heuristic, {sms} SMs" if sms > 0
            else "heuristic, SM count unknown")
-    extra = f", {splits} K splits, {ws * 4 / 1024:.0f} KiB workspace" if ws else ""
+    entry = menu(arch)[cfg]
+    what = "K splits" if entry["split"] != "none" else "CTAs sharing the last wave along K"
+    extra = f", {splits} {what}, {ws * 4 / 1024:.0f} KiB workspace" if ws else ""
     return f"{name} (config {cfg}{extra}, {how})"
 
 

@@ -39,6 +39,10 @@ struct KernelParams {
   float* ws;
   int ws_ld;
   int splits;
+  // Dense sm_90a entries whose last wave is split along K (sched::TailSplit): the number of split tiles
+  // (`splits` ways each; their f32 partial sums in `ws`) and one ready flag per partial. 0 / null otherwise.
+  int tail_tiles;
+  unsigned int* tail_flags;
   // Block-scaled kernels only (GemmProblem::sf_vec > 0): the UE8M0 scales of A and B, bytes between
   // batches, 4-column groups per 128 rows (ceil(K / sf_vec / 4)) and the layout (GemmProblem::sf_layout:
   // 0 plain, 1 the 128x4 tiles; the sm_100a kernel reads 1 only). Null / 0 otherwise.

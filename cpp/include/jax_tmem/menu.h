@@ -4,6 +4,7 @@
 // Python so the JAX_TMEM_LOG line and the report name the menu entry (and CI tests the heuristic).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "jax_tmem/gemm_problem.h"
@@ -199,6 +200,22 @@ inline Plan make_plan(const ConfigTable& table, const GemmProblem& p, int num_sm
   return plan;
 }
 
+// A dense cooperative entry's last wave (sched::TailSplit, stream-K over the last wave): where the tiles
+// fill the grid over whole waves and `rem` = tiles % grid remain, those rem tiles' k-blocks can be dealt
+// evenly to `ctas` CTAs (rem < ctas <= grid, at least one k-block each), so that the last wave takes
+// rem / ctas of a tile instead of a whole one. Forced only (config (entry, ctas), tests and sweeps): the
+// heuristic keeps whole tiles, as measured (H200, 2026-11-25 10:49-10:53, sweep_configs.py, 9 rounds, x
+// XLA, whole tiles / shared last wave with the rule "all SMs, at most 4 per tile"): bf16 8192 x 16384 x
+// 4096 (4 tiles left, 16 CTAs) 0.958 / 0.956, 8192 x 12288 x 4096 (36 left) 0.946 / 0.964, 4096 x 16384 x
+// 8192 (68) 1.004 / 1.017, 8192 x 4096 x 16384 (100) 1.009 / 0.938, e4m3 the last two 1.791 / 1.739 and
+// 1.475 / 1.384. The CTAs do not reach the last wave together (the partial wave is not the critical
+// path it looks like), and an owner then waits for the latest of its pieces.
+// Its workspace: one tile of f32 partial sums per sharing CTA, then one ready flag (a 32-bit word) each.
+inline int64_t tail_ws_floats(int64_t ctas, int64_t tile_floats) { return ctas * tile_floats + ctas; }
+inline bool tail_splits(const KernelConfig& c) {
+  return !c.partial() && c.schedule == Schedule::kCooperative && c.cluster_m == 1;
+}
+
 // sm_90a: the widest cooperative 128-row tile that keeps the SMs busy in whole waves (widest_even_tile_n),
 // with the TMA-store epilogue where the output rows allow it (measured 2026-11-21 12:08 on the
 // H200, interleaved sweep: 128x256 TMA store 1.009-1.016 x jnp.dot on the large bf16 shapes and 1.375 x
@@ -248,6 +265,18 @@ inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = 
     q.config = static_cast<int>(Sm90::k128x128SwapAB);
     const Plan alt = make_plan(kSm90Table, q, num_sms, ws_available, true, decode, dense);
     if (ws_available < 0 || alt.ws_floats <= ws_available) plan = alt;
+  }
+  // A forced dense cooperative entry with p.splits > 0: its last wave shared out by that many CTAs (see
+  // tail_ws_floats; the plan's `splits` is that number).
+  const KernelConfig& c = kSm90Table.at(static_cast<Sm90>(plan.config));
+  if (tail_splits(c) && p.config >= 0 && p.splits > 0) {
+    const int64_t tiles = tiles_128(p, c.block_n), kb = (k_blocks_128B(p) + c.k_chunks - 1) / c.k_chunks;
+    const int64_t rem = num_sms > 1 && tiles > num_sms ? tiles % num_sms : 0;
+    const int64_t ctas = std::min<int64_t>(p.splits, num_sms);
+    if (rem > 0 && ctas > rem && ctas <= rem * kb) {
+      const int64_t ws = tail_ws_floats(ctas, int64_t(c.block_m) * c.block_n);
+      if (ws_available < 0 || ws <= ws_available) plan.splits = static_cast<int>(ctas), plan.ws_floats = ws;
+    }
   }
   return plan;
 }

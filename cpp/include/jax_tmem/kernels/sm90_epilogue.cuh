@@ -10,6 +10,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <cuda/atomic>
 
 #include "jax_tmem/epilogue.cuh"
 #include "jax_tmem/epilogue_tma.cuh"
@@ -241,6 +242,48 @@ __device__ __forceinline__ void epilogue_store_tma(float (&acc)[C::ACC_REGS], co
   if (e.out_type == static_cast<int32_t>(DType::kF32)) run(float{});
   else if (e.out_type == static_cast<int32_t>(DType::kBF16)) run(__nv_bfloat16{});
   else run(__half{});
+}
+
+// A piece of a tile of the last wave (sched::TailSplit), after its MMAs retired, in both consumer
+// warpgroups of CTA c. A piece that does not start at k-block 0 stores its accumulators as f32 to CTA c's
+// workspace slot (thread i's registers as float4s at i, i + threads, ...: coalesced both ways), raises
+// c's flag (release) and returns false: no epilogue. The owner's piece (k-block 0) waits for each later
+// piece's flag in CTA order (acquire), adds its partial sums into `acc` in that order (bitwise
+// repeatable) and returns true: it stores the tile.
+template <class C>
+__device__ __forceinline__ bool tail_fixup(float (&acc)[C::ACC_REGS], const epilogue::KernelParams& p,
+                                           const sched::TailSplit& tail, int t, int kb0) {
+  constexpr int kThreads = 128 * C::CONSUMERS, kVecs = C::ACC_REGS / 4;
+  static_assert(C::ACC_REGS % 4 == 0, "float4 partial sums");
+  const int i = threadIdx.x - 128;  // the consumer threads follow the producer warpgroup
+  const int c = blockIdx.x;
+  float4* ws = reinterpret_cast<float4*>(p.ws);
+  constexpr int64_t kSlotVecs = int64_t(kVecs) * kThreads;
+  if (kb0 != 0) {
+    float4* dst = ws + c * kSlotVecs + i;
+#pragma unroll
+    for (int v = 0; v < kVecs; ++v)
+      __stcg(dst + v * kThreads, make_float4(acc[4 * v], acc[4 * v + 1], acc[4 * v + 2], acc[4 * v + 3]));
+    __threadfence();
+    ptx::named_barrier_sync(C::kTailBarrier, kThreads);
+    if (i == 0)
+      ::cuda::atomic_ref<unsigned int, ::cuda::thread_scope_device>(p.tail_flags[c]).store(1u, ::cuda::memory_order_release);
+    return false;
+  }
+  for (int src_cta = tail.next_piece(c, t); src_cta >= 0; src_cta = tail.next_piece(src_cta, t)) {
+    if (i == 0) {
+      ::cuda::atomic_ref<unsigned int, ::cuda::thread_scope_device> flag(p.tail_flags[src_cta]);
+      while (flag.load(::cuda::memory_order_acquire) == 0u) __nanosleep(32);
+    }
+    ptx::named_barrier_sync(C::kTailBarrier, kThreads);
+    const float4* src = ws + src_cta * kSlotVecs + i;
+#pragma unroll
+    for (int v = 0; v < kVecs; ++v) {
+      const float4 q = __ldcg(src + v * kThreads);
+      acc[4 * v] += q.x, acc[4 * v + 1] += q.y, acc[4 * v + 2] += q.z, acc[4 * v + 3] += q.w;
+    }
+  }
+  return true;
 }
 
 }  // namespace jax_tmem::sm90

@@ -120,6 +120,9 @@ struct Config {
   // 40 / 232, or 24 / 240 for that entry, whose 192 accumulators and the transpose spilled at 232.
   static constexpr int PRODUCER_REGS = PART_N < BLOCK_N ? 24 : 40, CONSUMER_REGS = PART_N < BLOCK_N ? 240 : 232;
   static constexpr int kTransBarrier = 8;  // kATrans: named barriers 8 + cw (one per consumer warpgroup)
+  // The last wave split along K (sched::TailSplit; menu::tail_splits: the plain cooperative schedule).
+  static constexpr bool kTailSplit = kPartialOut == 0 && !kPingPong && kClusterM_ == 1;
+  static constexpr int kTailBarrier = 10;  // both consumer warpgroups, around the partial sums' flags
   static constexpr int ACC_REGS = BLOCK_N / 2;         // f32 accumulators per consumer thread
 
   static_assert(BLOCK_N == 16 || BLOCK_N == 32 || BLOCK_N == 64 || BLOCK_N == 128 || BLOCK_N == 256,
@@ -219,13 +222,26 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
                                                          (p.n + C::BLOCK_N - 1) / C::BLOCK_N, p.batch};
   const int num_tiles = scheduler.num_tiles();
   const int k_blocks = (p.k + C::STAGE_K - 1) / C::STAGE_K;  // ring slots per tile
-  // Work units (tile, K split): sched::WorkUnits, shared with the sm_100a kernels.
+  // Every role of a CTA walks the same units: its tiles and K splits (sched::WorkUnits, shared with the
+  // sm_100a kernels); kTailSplit: its whole tiles, then its pieces of the last wave (sched::TailSplit).
   const sched::WorkUnits work(num_tiles, k_blocks, C::kPartialOut ? p.splits : 1);
   const int splits = work.splits, num_units = work.num_units;
+  const sched::TailSplit tail(num_tiles, p.tail_tiles, C::kTailSplit ? p.splits : 0, k_blocks, gridDim.x);
+  const int first_tile = blockIdx.x / C::CLUSTER_M, tile_step = gridDim.x / C::CLUSTER_M;
+  const int my_units = C::kTailSplit ? tail.count(blockIdx.x)
+                                     : (num_units > first_tile ? (num_units - first_tile + tile_step - 1) / tile_step : 0);
+  const auto unit_of = [&](int i, int& t, int& split, int& kb0, int& kb1) {
+    if constexpr (C::kTailSplit) {
+      tail.unit(blockIdx.x, i, t, kb0, kb1), split = kb0;
+    } else {
+      const int u = first_tile + i * tile_step;
+      t = u / splits, split = u - t * splits;
+      work.k_range(split, kb0, kb1);
+    }
+  };
   // Every CTA of a cluster walks the same tiles (the cluster's tile); CTA `rank` owns rows
   // [rank * BLOCK_M, rank * BLOCK_M + BLOCK_M) of it. Rows past M are zero-filled and not stored.
   const uint32_t rank = C::CLUSTER_M > 1 ? cluster_ctarank() : 0u;
-  const int first_tile = blockIdx.x / C::CLUSTER_M, tile_step = gridDim.x / C::CLUSTER_M;
 
   if (warpgroup == 0) {
     // ---------------- producer ----------------
@@ -234,10 +250,9 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
       prefetch_tensormap(&tma_a);
       prefetch_tensormap(&tma_b);
       PipelineState<C::kStages> st;
-      for (int u = first_tile; u < num_units; u += tile_step) {
-        const int t = u / splits;
-        int kb0, kb1;
-        work.k_range(u - t * splits, kb0, kb1);
+      for (int i = 0; i < my_units; ++i) {
+        int t, split, kb0, kb1;
+        unit_of(i, t, split, kb0, kb1);
         const sched::TileCoord tc = scheduler.coord(t);
         const int m0 = tc.m_blk * C::TILE_M + rank * C::BLOCK_M, n0 = tc.n_blk * C::BLOCK_N;
         const int ab = p.a_batched ? tc.batch : 0, bb = p.b_batched ? tc.batch : 0;
@@ -377,10 +392,9 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
         if (lane == 0) mbarrier_arrive(&empty[s]);
       }
     };
-    for (int u = first_tile; u < num_units; u += tile_step) {
-      const int t = u / splits, split = u - t * splits;
-      int kb0, kb1;
-      work.k_range(split, kb0, kb1);
+    for (int i = 0; i < my_units; ++i) {
+      int t, split, kb0, kb1;
+      unit_of(i, t, split, kb0, kb1);
       const sched::TileCoord tc = scheduler.coord(t);
       const int cta_row0 = tc.m_blk * C::TILE_M + rank * C::BLOCK_M;
       int prev_stage = -1;
@@ -448,6 +462,9 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
       wgmma_wait<0>();
       fence_operands(acc);
       if (prev_stage >= 0) release(prev_stage);
+      // A piece of a last-wave tile: its owner adds the other pieces' partial sums; they store theirs.
+      if constexpr (C::kTailSplit)
+        if (tail.split_tile(t) && !tail_fixup<C>(acc, p, tail, t, kb0)) continue;
 
       // ---------------- epilogue: registers -> global ----------------
       // wgmma D fragment: acc[i] holds row 16*w + lane/4 + 8*((i/2)%2), col 8*(i/4) + 2*(lane%4) + i%2.

@@ -1,0 +1,205 @@
+"""The last wave of the dense sm_90a entries, shared out along K (stream-K over the last wave).
+
+Forced only (``config=(entry, ctas)``): the heuristic keeps whole tiles, as measured (menu.h). Host
+tests (no GPU): the plan the launcher runs (through ``isa.kernel_plan``) and the schedule every CTA of
+the kernel walks (sched::TailSplit, the kernel's own C++ through the extension): every k-block of every
+tile computed exactly once, whole tiles before pieces, each CTA's partial piece (the one its owner waits
+for) before the piece it owns, so that no wait can wait on a waiter. GPU tests (sm_90a): values against
+float64 for every entry that can share its last wave, several numbers of CTAs, tails, batches and
+epilogues, outputs poisoned, bitwise repeatable, the same with XLA's command buffers on and off.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jax_tmem import isa
+from jax_tmem._core import arch as _arch, ext as _ext
+from jax_tmem.ops import gemm as gemm_op
+
+from conftest import BF16, E4M3, F16, F32, assert_close, command_buffer_runs, rand, ref_epilogue, seed_of
+
+TILE_FLOATS = 128 * 256  # the 128x256 entries' f32 partial sums per CTA
+
+
+def _schedule(num_tiles, k_blocks, grid, ctas):
+    mod, why = _ext.load()
+    if mod is None:
+        pytest.skip(f"extension not built: {why}")
+    return mod.tail_schedule(num_tiles, num_tiles % grid, ctas, k_blocks, grid)
+
+
+@pytest.mark.parametrize("m,n,k,ctas", [
+    (8192, 16384, 4096, 16),   # 4096 tiles of 128x256 on 132 SMs: 31 waves + 4 tiles
+    (8192, 4096, 16384, 132),  # 1024 tiles: 7 waves + 100
+    (4096, 16384, 8192, 100),  # 2048: 15 waves + 68
+    (8448, 16384, 4096, 0),    # 4224 = 32 x 132 tiles: whole waves, nothing to share
+])
+def test_plan_shares_the_last_wave_only_when_forced(m, n, k, ctas):
+    plan = isa.kernel_plan("sm_90a", m, n, k, num_sms=132)
+    assert plan["config"] == 8 and (plan["splits"], plan["workspace_floats"]) == (1, 0), plan
+    forced = isa.kernel_plan("sm_90a", m, n, k, config=8, splits=ctas or 16, num_sms=132)
+    want = (ctas, ctas * TILE_FLOATS + ctas) if ctas else (1, 0)
+    assert (forced["splits"], forced["workspace_floats"]) == want, forced
+
+
+def test_forced_ctas_and_what_is_refused():
+    """``config=(entry, n)`` forces n CTAs on the last wave (tests, sweeps); fewer CTAs than leftover
+    tiles gains nothing and is not planned; one wave or less has no last partial wave."""
+    p = isa.kernel_plan("sm_90a", 8192, 16384, 4096, config=8, splits=40, num_sms=132)
+    assert (p["splits"], p["workspace_floats"]) == (40, 40 * TILE_FLOATS + 40), p
+    p = isa.kernel_plan("sm_90a", 8192, 16384, 4096, config=8, splits=3, num_sms=132)  # 4 tiles left
+    assert (p["splits"], p["workspace_floats"]) == (1, 0), p
+    p = isa.kernel_plan("sm_90a", 1024, 4096, 4096, config=8, num_sms=132)  # 128 tiles: one partial wave
+    assert (p["splits"], p["workspace_floats"]) == (1, 0), p
+    # the ping-pong and cluster entries keep whole tiles
+    for cfg in (3, 6, 7, 10):
+        p = isa.kernel_plan("sm_90a", 8192, 16384, 4096, config=cfg, splits=16, num_sms=132)
+        assert p["workspace_floats"] == 0, (cfg, p)
+
+
+@pytest.mark.parametrize("num_tiles,k_blocks,grid,ctas", [
+    (4096, 64, 132, 16), (1024, 256, 132, 132), (2048, 128, 132, 132), (3072, 64, 132, 132),
+    (144, 16, 132, 48), (145, 7, 132, 14), (1000, 5, 132, 132), (263, 3, 132, 132), (160, 33, 132, 100),
+    (300, 64, 114, 114), (150, 2, 132, 36),
+])
+def test_schedule_covers_every_k_block_once_and_cannot_deadlock(num_tiles, k_blocks, grid, ctas):
+    rem = num_tiles % grid
+    assert ctas > rem and ctas <= rem * k_blocks, "the launcher's conditions"
+    sched = _schedule(num_tiles, k_blocks, grid, ctas)
+    dp = num_tiles - rem
+    covered = {}
+    partial_of = {}   # tile -> CTAs holding a partial piece of it
+    owners = {}       # tile -> (owner CTA, the CTAs it waits for, in order)
+    for c, units in enumerate(sched):
+        whole = [u for u in units if u[0] < dp]
+        pieces = [u for u in units if u[0] >= dp]
+        assert [u[0] for u in whole] == list(range(c, dp, grid)), "whole tiles: c, c + grid, ..."
+        assert all((kb0, kb1) == (0, k_blocks) for _, kb0, kb1, _ in whole)
+        assert units[:len(whole)] == whole, "whole tiles come first"
+        assert len(pieces) <= 2, (c, pieces)
+        assert sum(1 for p in pieces if p[1] > 0) <= 1, "one partial piece (one flag) per CTA"
+        if len(pieces) == 2:
+            assert pieces[0][1] > 0 and pieces[1][1] == 0, "a CTA's partial piece comes before the one it owns"
+        if c >= ctas:
+            assert not pieces
+        for t, kb0, kb1, waits in units:
+            assert 0 <= kb0 < kb1 <= k_blocks
+            for kb in range(kb0, kb1):
+                assert (t, kb) not in covered, f"tile {t} k-block {kb} twice"
+                covered[(t, kb)] = c
+            if t >= dp:
+                if kb0 == 0:
+                    owners[t] = (c, list(waits))
+                else:
+                    assert not waits
+                    partial_of.setdefault(t, []).append(c)
+    assert len(covered) == num_tiles * k_blocks, "every k-block of every tile"
+    assert set(owners) == set(range(dp, num_tiles)), "every tail tile has an owner"
+    for t, (owner, waits) in owners.items():
+        assert waits == sorted(partial_of.get(t, [])), (t, owner, waits)
+        assert all(w > owner for w in waits), "an owner waits only for later CTAs"
+
+
+# ---- on the GPU (sm_90a) ------------------------------------------------------------------------
+
+def _require_sm90_plan(m, n, k, config, ctas, batch=1, dtype="bfloat16", out="bfloat16"):
+    """Skips off sm_90a; returns the plan's CTAs for this device (the test's shapes assume 132 SMs or a
+    similar count: where the device's count gives no partial last wave to share, skip with the reason)."""
+    if jax.default_backend() != "gpu":
+        pytest.skip("no CUDA GPU")
+    if _arch.device_cc()[0] != 90:
+        pytest.skip("the last-wave split is the sm_90a dense entries' (sm_100a keeps whole tiles)")
+    sms = _arch.device_sms()
+    plan = isa.kernel_plan("sm_90a", m, n, k, a_dtype=dtype, config=config, splits=ctas, num_sms=sms, batch=batch,
+                           out_dtype=out)
+    if plan["splits"] <= 1:
+        pytest.skip(f"{batch}x{m}x{n}x{k} on config {config} has no partial last wave on {sms} SMs")
+    return plan["splits"]
+
+
+# (M, N, K, batch, config, CTAs sharing the last wave, in dtype, out dtype, epilogue + c)
+CASES = [
+    (1152, 4096, 1000, 1, 8, 48, BF16, F32, False),    # 144 tiles of 128x256: 12 left over, K tail
+    (1152, 4096, 1000, 1, 8, 13, BF16, BF16, False),   # just more CTAs than tiles left over
+    (1152, 4096, 1000, 1, 8, 132, BF16, F32, True),    # every SM: 1-2 k-blocks a piece, bias + gelu + c
+    (520, 2504, 776, 3, 8, 40, BF16, F16, True),       # batch 3, M and N tails: 150 tiles
+    (1100, 2100, 1008, 1, 9, 84, F16, F32, False),     # 128x128 TMA-store entry: 153 tiles
+    (1100, 2100, 1008, 1, 0, 100, BF16, BF16, True),   # 128x128 register epilogue
+    (1152, 4096, 1000, 1, 1, 48, BF16, F32, False),    # 128x256 register epilogue
+    (1152, 4096, 1024, 1, 8, 48, E4M3, BF16, False),   # fp8: 8 k-blocks of 128
+    (1152, 4096, 1024, 1, 8, 96, E4M3, F32, True),     # every k-block its own piece
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[3]}x{c[0]}x{c[1]}x{c[2]}-cfg{c[4]}-ctas{c[5]}-"
+                                                     f"{np.dtype(c[6]).name}-{np.dtype(c[7]).name}")
+def test_last_wave_shared_along_k(case):
+    m, n, k, batch, config, ctas, in_dtype, out_dtype, epi_c = case
+    ctas = _require_sm90_plan(m, n, k, config, ctas, batch, np.dtype(in_dtype).name, np.dtype(out_dtype).name)
+    entry = _arch.menu("sm_90a")[config]
+    if not entry["built"]:
+        pytest.skip(entry["not_built"])
+    s = seed_of("tail", *case)
+    bs = (batch,) if batch > 1 else ()
+    a, b = rand(s, bs + (m, k), in_dtype), rand(s + 1, bs + (n, k), in_dtype)
+    nb = len(bs)
+    dn = (((nb + 1,), (nb + 1,)), (tuple(range(nb)), tuple(range(nb))))
+    bias, c = rand(s + 2, (n,), F32), rand(s + 3, bs + (m, n), out_dtype)
+    epi = gemm_op.Epilogue(activation="gelu", alpha=0.5, has_bias=True, has_c=True) if epi_c else gemm_op.Epilogue()
+    args = (a, b, bias, c) if epi_c else (a, b)
+
+    def run(cfg):
+        def f(poison, *xs):
+            del poison
+            x, y = xs[:2]
+            return gemm_op.gemm(x, y, xs[2] if epi_c else None, xs[3] if epi_c else None, dn, np.dtype(out_dtype),
+                                epi, "kernel", True, cfg)
+        g = jax.jit(f, donate_argnums=0)
+        return [np.asarray(g(jnp.full(bs + (m, n), jnp.nan, out_dtype), *args).astype(jnp.float32)) for _ in range(2)]
+
+    o1, o2 = run((config, ctas))
+    assert not np.isnan(o1).any(), "unwritten (NaN-poisoned) outputs"
+    np.testing.assert_array_equal(o1, o2)  # bitwise repeatable: the partial sums are added in CTA order
+    a64, b64 = (np.asarray(t.astype(jnp.float32), np.float64) for t in (a, b))
+    y = np.einsum("...mk,...nk->...mn", a64, b64)
+    ref = ref_epilogue(y, alpha=0.5, bias=np.asarray(bias, np.float64), activation="gelu",
+                       c=np.asarray(c.astype(jnp.float32), np.float64)) if epi_c else y
+    # fp8: Hopper's fp8 wgmma accumulates with reduced precision inside a chain (test_gpu_gemm._tol)
+    tol = BF16 if np.dtype(in_dtype) == E4M3 else None
+    assert_close(o1.astype(out_dtype), ref, out_dtype, k, tol_dtype=tol)
+    whole = run((config, 1))[0]  # the same entry with whole tiles: equal within the accumulation's rounding
+    assert_close(o1.astype(out_dtype), whole.astype(np.float64), out_dtype, k, tol_dtype=tol)
+
+
+@pytest.mark.gpu
+def test_last_wave_command_buffers_on_and_off_agree():
+    """The flags' memset and the kernel inside XLA's command buffers, and launched one by one: the same
+    bits (a jitted chain of GEMMs, the last of which, 144 tiles, shares its last wave)."""
+    _require_sm90_plan(1152, 4096, 1024, 8, 40)
+    prog = textwrap.dedent("""
+        import sys
+        import jax, jax.numpy as jnp, numpy as np
+        from jax_tmem.ops import gemm as gemm_op
+        dn = (((1,), (0,)), ((), ()))
+        k = jax.random.split(jax.random.key(3), 4)
+        x = jax.random.normal(k[0], (1152, 1024), jnp.bfloat16)
+        ws = [jax.random.normal(k[i + 1], (1024, 1024 if i < 2 else 4096), jnp.bfloat16) * 0.03 for i in range(3)]
+        @jax.jit
+        def chain(x, ws):
+            h = x
+            outs = []
+            for w in ws:
+                h = gemm_op.gemm(h, w, None, None, dn, jnp.dtype(jnp.bfloat16), gemm_op.Epilogue(), "kernel", True, (8, 40))
+                outs.append(h)
+            return [o.astype(jnp.float32) for o in outs]
+        np.save(sys.argv[1], np.concatenate([np.asarray(o).ravel() for o in chain(x, ws)]))
+    """)
+    outs = command_buffer_runs(prog)
+    np.testing.assert_array_equal(outs[0], outs[1])
