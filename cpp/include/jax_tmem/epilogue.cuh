@@ -39,8 +39,9 @@ struct KernelParams {
   float* ws;
   int ws_ld;
   int splits;
-  // Dense sm_90a entries whose last wave is split along K (sched::TailSplit): the number of split tiles
-  // (`splits` ways each; their f32 partial sums in `ws`) and one ready flag per partial. 0 / null otherwise.
+  // Dense sm_90a entries whose last wave is shared out along K (sched::TailSplit, forced): the tiles left
+  // over after the whole waves, shared by `splits` CTAs (their f32 partial sums in `ws`), and one ready
+  // flag per sharing CTA. 0 / null otherwise.
   int tail_tiles;
   unsigned int* tail_flags;
   // Block-scaled kernels only (GemmProblem::sf_vec > 0): the UE8M0 scales of A and B, bytes between

@@ -60,10 +60,10 @@ struct WorkUnits {
 
 // The work of a dense kernel whose last, partial wave is shared out along K (stream-K over the last
 // wave; sm_90a cooperative entries, when forced: see menu::tail_ws_floats). With `grid` CTAs and
-// num_tiles = waves x grid + tail, the first dp_tiles = num_tiles - tail tiles run whole, CTA c taking c, c + grid, ...; then the
-// tail's tail x k_blocks k-blocks, in tile order, are dealt evenly to CTAs 0..ctas-1 (ctas >= tail, so
-// each CTA's share is at most one tile and touches at most two tiles: the end of one, then the start of
-// the next). A tile's piece that starts at k-block 0 is its owner's: after its own MMAs it waits for
+// num_tiles = waves x grid + tail, the first dp_tiles = num_tiles - tail tiles run whole, CTA c taking
+// c, c + grid, ...; then the tail's tail x k_blocks k-blocks, in tile order, are dealt evenly to CTAs
+// 0..ctas-1 (ctas > tail, so each CTA's share is less than one tile and touches at most two tiles: the
+// end of one, then the start of the next). A tile's piece that starts at k-block 0 is its owner's: after its own MMAs it waits for
 // the later pieces (other CTAs' f32 partial sums, each CTA's one partial piece in its own workspace
 // slot), adds them in CTA order (bitwise repeatable) and stores the tile. A CTA's partial piece comes
 // before its owned one and never waits, and all CTAs are resident (a persistent grid), so every wait
