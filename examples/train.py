@@ -7,9 +7,8 @@ Models (both regress a fixed random "teacher" of the same architecture, so the l
                attention by jax.nn.dot_product_attention, a gelu MLP of nnx.Linear), jax_tmem.flax.nnx;
                ``--attention``: "cudnn" (flash attention, what a transformer trained on a GPU runs; the
                default on a GPU for bf16 / f16 compute, head dims and sequences in multiples of 64) or "xla"
-               (XLA's attention, the scores materialized in
-               float32: ~8 ms of plain Flax's 23 ms step at 4 x 2048 tokens on an H200, against ~1.1 ms for
-               cuDNN's; the default elsewhere)
+               (XLA's attention, the scores materialized in float32: ~8 ms of plain Flax's 23 ms step at
+               4 x 2048 tokens on an H200, against ~1.1 ms for cuDNN's; the default elsewhere)
 
 Contenders: "flax" (the plain Flax layers, lax.dot_general) and the recipes given (jax_tmem's drop-ins with
 ``recipe=``); the same init key, data and optimizer (optax.adam) for all. Parameters float32, compute
