@@ -50,8 +50,6 @@ inline epilogue::KernelParams kernel_params(const GemmLaunch& L) {
   prm.ws = nullptr;
   prm.ws_ld = 0;
   prm.splits = 1;
-  prm.tail_tiles = 0;
-  prm.tail_flags = nullptr;
   prm.sfa = static_cast<const uint8_t*>(L.in(Role::kSFA));
   prm.sfb = static_cast<const uint8_t*>(L.in(Role::kSFB));
   prm.sfa_batch = p.sf_vec ? p.sf_per_batch(p.m) : 0;
@@ -188,9 +186,9 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
         L.ws_count >= menu::tail_ws_floats(ctas, int64_t(C::TILE_M) * C::BLOCK_N)) {
       prm.ws = L.ws;
       prm.splits = static_cast<int>(ctas);
-      prm.tail_tiles = static_cast<int>(rem);
-      prm.tail_flags = reinterpret_cast<unsigned int*>(L.ws + ctas * int64_t(C::TILE_M) * C::BLOCK_N);
-      cudaError_t e = cudaMemsetAsync(prm.tail_flags, 0, sizeof(unsigned int) * ctas, L.stream);
+      prm.ws_ld = static_cast<int>(rem);  // the tiles left over (sched::TailSplit)
+      cudaError_t e = cudaMemsetAsync(L.ws + ctas * int64_t(C::TILE_M) * C::BLOCK_N, 0, sizeof(unsigned int) * ctas,
+                                      L.stream);  // the ready flags
       if (e != cudaSuccess) return std::string("tail split: cudaMemsetAsync: ") + cudaGetErrorString(e);
     }
   }

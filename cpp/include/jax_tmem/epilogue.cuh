@@ -35,15 +35,13 @@ struct KernelParams {
   int a_batched, b_batched;  // 0: the operand is broadcast over the batch (tensor-map batch index 0)
   Args epi;
   // Split-K / swap-AB kernels only (kPartialOut): the f32 workspace, its row pitch (floats, even) and
-  // the number of K splits. Null / 0 / 1 otherwise.
+  // the number of K splits. Null / 0 / 1 otherwise. A dense sm_90a entry whose last wave is shared out
+  // along K (sched::TailSplit, forced): the workspace (the sharing CTAs' f32 partial sums, then their
+  // ready flags), the number of tiles left over after the whole waves (in ws_ld) and of sharing CTAs.
+  // (No fields of their own: a larger struct made ptxas spill in the block-scaled kernel.)
   float* ws;
   int ws_ld;
   int splits;
-  // Dense sm_90a entries whose last wave is shared out along K (sched::TailSplit, forced): the tiles left
-  // over after the whole waves, shared by `splits` CTAs (their f32 partial sums in `ws`), and one ready
-  // flag per sharing CTA. 0 / null otherwise.
-  int tail_tiles;
-  unsigned int* tail_flags;
   // Block-scaled kernels only (GemmProblem::sf_vec > 0): the UE8M0 scales of A and B, bytes between
   // batches, 4-column groups per 128 rows (ceil(K / sf_vec / 4)) and the layout (GemmProblem::sf_layout:
   // 0 plain, 1 the 128x4 tiles; the sm_100a kernel reads 1 only). Null / 0 otherwise.

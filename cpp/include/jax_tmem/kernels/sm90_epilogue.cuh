@@ -259,6 +259,7 @@ __device__ __forceinline__ bool tail_fixup(float (&acc)[C::ACC_REGS], const epil
   const int c = blockIdx.x;
   float4* ws = reinterpret_cast<float4*>(p.ws);
   constexpr int64_t kSlotVecs = int64_t(kVecs) * kThreads;
+  unsigned int* flags = reinterpret_cast<unsigned int*>(ws + tail.ctas * kSlotVecs);  // after the partial sums
   if (kb0 != 0) {
     float4* dst = ws + c * kSlotVecs + i;
 #pragma unroll
@@ -267,12 +268,12 @@ __device__ __forceinline__ bool tail_fixup(float (&acc)[C::ACC_REGS], const epil
     __threadfence();
     ptx::named_barrier_sync(C::kTailBarrier, kThreads);
     if (i == 0)
-      ::cuda::atomic_ref<unsigned int, ::cuda::thread_scope_device>(p.tail_flags[c]).store(1u, ::cuda::memory_order_release);
+      ::cuda::atomic_ref<unsigned int, ::cuda::thread_scope_device>(flags[c]).store(1u, ::cuda::memory_order_release);
     return false;
   }
   for (int src_cta = tail.next_piece(c, t); src_cta >= 0; src_cta = tail.next_piece(src_cta, t)) {
     if (i == 0) {
-      ::cuda::atomic_ref<unsigned int, ::cuda::thread_scope_device> flag(p.tail_flags[src_cta]);
+      ::cuda::atomic_ref<unsigned int, ::cuda::thread_scope_device> flag(flags[src_cta]);
       while (flag.load(::cuda::memory_order_acquire) == 0u) __nanosleep(32);
     }
     ptx::named_barrier_sync(C::kTailBarrier, kThreads);

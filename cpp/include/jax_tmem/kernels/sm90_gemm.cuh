@@ -226,7 +226,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
   // sm_100a kernels); kTailSplit: its whole tiles, then its pieces of the last wave (sched::TailSplit).
   const sched::WorkUnits work(num_tiles, k_blocks, C::kPartialOut ? p.splits : 1);
   const int splits = work.splits, num_units = work.num_units;
-  const sched::TailSplit tail(num_tiles, p.tail_tiles, C::kTailSplit ? p.splits : 0, k_blocks, gridDim.x);
+  const sched::TailSplit tail(num_tiles, C::kTailSplit ? p.ws_ld : 0, C::kTailSplit ? p.splits : 0, k_blocks, gridDim.x);
   const int first_tile = blockIdx.x / C::CLUSTER_M, tile_step = gridDim.x / C::CLUSTER_M;
   const int my_units = C::kTailSplit ? tail.count(blockIdx.x)
                                      : (num_units > first_tile ? (num_units - first_tile + tile_step - 1) / tile_step : 0);
