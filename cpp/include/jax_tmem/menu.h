@@ -212,6 +212,13 @@ inline Plan make_plan(const ConfigTable& table, const GemmProblem& p, int num_sm
 // path it looks like), and an owner then waits for the latest of its pieces.
 // Its workspace: one tile of f32 partial sums per sharing CTA, then one ready flag (a 32-bit word) each.
 inline int64_t tail_ws_floats(int64_t ctas, int64_t tile_floats) { return ctas * tile_floats + ctas; }
+// Whether `ctas` CTAs can share the last wave of `tiles` tiles on a grid of `grid` CTAs (the plan and the
+// launcher ask the same): a partial last wave, more CTAs than its tiles (each CTA's share under one
+// tile), at most the grid, at least one k-block each.
+inline bool tail_split_ok(int64_t tiles, int64_t grid, int64_t ctas, int64_t k_blocks) {
+  const int64_t rem = grid > 0 ? tiles % grid : 0;
+  return tiles > grid && rem > 0 && ctas > rem && ctas <= grid && ctas <= rem * k_blocks;
+}
 inline bool tail_splits(const KernelConfig& c) {
   return !c.partial() && c.schedule == Schedule::kCooperative && c.cluster_m == 1;
 }
@@ -271,9 +278,8 @@ inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = 
   const KernelConfig& c = kSm90Table.at(static_cast<Sm90>(plan.config));
   if (tail_splits(c) && p.config >= 0 && p.splits > 0) {
     const int64_t tiles = tiles_128(p, c.block_n), kb = (k_blocks_128B(p) + c.k_chunks - 1) / c.k_chunks;
-    const int64_t rem = num_sms > 1 && tiles > num_sms ? tiles % num_sms : 0;
     const int64_t ctas = std::min<int64_t>(p.splits, num_sms);
-    if (rem > 0 && ctas > rem && ctas <= rem * kb) {
+    if (tail_split_ok(tiles, num_sms, ctas, kb)) {
       const int64_t ws = tail_ws_floats(ctas, int64_t(c.block_m) * c.block_n);
       if (ws_available < 0 || ws <= ws_available) plan.splits = static_cast<int>(ctas), plan.ws_floats = ws;
     }
