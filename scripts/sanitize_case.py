@@ -46,6 +46,18 @@ for cfg in [(e["config"], 3) if e["split_k"] else e["config"] for e in menu]:
     err = float(np.abs(np.asarray(out, np.float64) - ref).max() / np.abs(ref).max())
     print("config", cfg, "rel err", err, flush=True)
     assert err < 1e-2
+# The TMA-store epilogue under the next tile's MMAs (sm_90a 20, 21): more tiles than SMs, so that each
+# CTA stores a tile while the next one's MMAs run.
+for e in menu:
+    if e["epilogue"] == "tma-store-overlap":
+        a = jnp.asarray(rng.standard_normal((2200, 64)), "bfloat16")
+        b = jnp.asarray(rng.standard_normal((64, 2056)), "bfloat16")
+        out = jax.jit(lambda x, y: gemm_op.gemm(x, y, None, None, dn, jnp.dtype("bfloat16"), gemm_op.Epilogue(), "kernel",
+                                                True, e["config"]))(a, b)
+        ref = np.asarray(a, np.float64) @ np.asarray(b, np.float64)
+        err = float(np.abs(np.asarray(out, np.float64) - ref).max() / np.abs(ref).max())
+        print("config", e["config"], "2200x2056x64 rel err", err, flush=True)
+        assert err < 1e-2
 # An fp8 decode weight stored (K, N): sm_90a's swap-AB kernel transposes its tiles in shared memory
 # (the consumer warpgroups, before their wgmma); tails in M, N and K; 1 and 3 K splits; the 128- and
 # 256-token entries (18, 19; 18 over two column tiles).

@@ -442,6 +442,36 @@ def test_tma_store_epilogue(out_dtype, m, n):
         np.testing.assert_array_equal(o1, o2)
 
 
+@pytest.mark.parametrize("config", [20, 22])
+@pytest.mark.parametrize("out_dtype", [BF16, F16, F32], ids=lambda d: d.name)
+def test_tma_store_epilogue_under_the_next_tiles_mmas(config, out_dtype):
+    """Configs 20 / 22 (the TMA-store epilogue of 8 / 10 whose stores of tile j run after tile j + 1's first
+    k-block of MMAs is issued; the last tile's after the loop; f32 outputs store as 8 / 10 do; 22 in 2x1
+    clusters): several tiles per CTA (306 tiles of 128x256, 162 of 256x256 clusters), tails in M, N and K, batches, bias +
+    relu + alpha + c. Bitwise equal to the plain TMA-store entry (the same arithmetic, only the order of the
+    stores moves) and to itself."""
+    arch = _require_kernels()
+    _require_config(arch, config)
+    from jax_tmem.ops import gemm as gemm_op
+    s = seed_of("tmastore-overlap", config, out_dtype)
+    B, m, n, k = 2, 2100, 2056, 328
+    a, b = rand(s, (B, m, k), BF16), rand(s + 1, (B, k, n), BF16)
+    bias, c = rand(s + 2, (n,), F32), rand(s + 3, (B, m, n), out_dtype)
+    dn = (((2,), (1,)), ((0,), (0,)))
+    epi = gemm_op.Epilogue(activation="relu", alpha=0.5, has_bias=True, has_c=True)
+    run = lambda cfg: _run_poisoned(
+        lambda x, y, bb, cc: gemm_op.gemm(x, y, bb, cc, dn, np.dtype(out_dtype), epi, "kernel", True, cfg),
+        (B, m, n), out_dtype, a, b, bias, c)
+    o1, o2 = run(config)
+    plain, _ = run({20: 8, 22: 10}[config])
+    ref = _ref(a, b, dn, bias=bias, act="relu", alpha=0.5, c=c)
+    assert not np.isnan(o1).any(), "kernel left unwritten (NaN-poisoned) outputs"
+    err = np.abs(o1 - ref).max() / np.abs(ref).max()
+    assert err < _tol(BF16, out_dtype), f"rel err {err:.3e}"
+    np.testing.assert_array_equal(o1, o2)
+    np.testing.assert_array_equal(o1, plain)
+
+
 def test_tma_store_epilogue_rejects_unaligned_rows():
     """Forcing config 8 on an output whose row pitch TMA cannot address (100 bf16 = 200 bytes) is an
     error from the FFI handler that names the output, not a wrong result or a crash."""

@@ -606,7 +606,7 @@ def test_kernel_menus_come_from_the_config_tables():
     to drift), with each entry's fields; what an entry is comes from its fields, not its id."""
     sm90 = isa.kernel_menu("sm_90a")
     sm100 = isa.kernel_menu("sm_100a")
-    assert [e["config"] for e in sm90] == [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 18, 19, 15, 16, 17]
+    assert [e["config"] for e in sm90] == [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 20, 22, 11, 12, 13, 14, 18, 19, 15, 16, 17]
     assert [e["config"] for e in sm100] == [0, 1, 4, 8, 9, 11, 12, 13, 14]
     assert isa.kernel_menu("sm_103a") == sm100
     assert [e["config"] for e in sm90 if e["swap_ab"]] == [11, 12, 13, 18, 19, 15, 16, 17]
@@ -616,6 +616,7 @@ def test_kernel_menus_come_from_the_config_tables():
     assert pair["name"] == "256x256 CTA pair (cta_group::2)" and (pair["block_m"], pair["cluster_m"]) == (256, 2)
     by_entry = {e["entry"]: e for e in sm90}
     assert by_entry["k128x256TmaStore"]["epilogue"] == "tma-store" and by_entry["k128x256TmaStore"]["block_n"] == 256
+    assert by_entry["k128x256TmaStoreOverlap"]["epilogue"] == "tma-store-overlap"
     assert by_entry["k128x128PingPong"]["schedule"] == "ping-pong"
     assert by_entry["k128x128Cluster2"]["cluster_m"] == 2
     assert [e["block_n"] for e in sm90 if e["swap_ab"]] == [16, 32, 64, 128, 256, 16, 32, 64]
@@ -820,6 +821,7 @@ def test_sm90_descriptor_stepping_matches_reencoding(lbo, swizzle):
 
 SM90_NAMES = {0: "128x128 cooperative", 1: "128x256 cooperative", 2: "128x64 cooperative",
               8: "128x256 cooperative, TMA-store epilogue", 9: "128x128 cooperative, TMA-store epilogue",
+              20: "128x256 cooperative, TMA-store epilogue under the next tile's MMAs",
               11: "swap-AB 128(N)x16(M), split-K", 12: "swap-AB 128(N)x32(M), split-K",
               13: "swap-AB 128(N)x64(M), split-K", 14: "128x128 cooperative, split-K",
               15: "swap-AB 64(N)x16(M), 512 B rows, split-K", 16: "swap-AB 64(N)x32(M), 512 B rows, split-K",
@@ -827,12 +829,12 @@ SM90_NAMES = {0: "128x128 cooperative", 1: "128x256 cooperative", 2: "128x64 coo
 
 
 @pytest.mark.parametrize("m,n,k,batch,out,expect", [
-    (8192, 8192, 8192, 1, "bfloat16", 8),   # 64 x 32 = 2048 tiles of 128x256 >= 132: the widest tile
-    (4096, 4096, 4096, 1, "bfloat16", 8),   # 32 x 16 = 512
-    (2048, 2048, 2048, 1, "bfloat16", 8),   # 16 x 8 = 128 tiles of 128x256: one wave, 97 % of the SMs
+    (8192, 8192, 8192, 1, "bfloat16", 20),   # 64 x 32 = 2048 tiles of 128x256 >= 132: the widest tile
+    (4096, 4096, 4096, 1, "bfloat16", 20),   # 32 x 16 = 512
+    (2048, 2048, 2048, 1, "bfloat16", 20),   # 16 x 8 = 128 tiles of 128x256: one wave, 97 % of the SMs
     (128, 8192, 8192, 1, "bfloat16", 2),    # 32 / 64 / 128 tiles: 24 / 48 / 97 % x 0.85 (a 64-wide tile)
-    (128, 57344, 8192, 1, "bfloat16", 8),   # 224 / 448 / 896 tiles: 85 / 85 / 97 % x 0.85: the widest of equals
-    (256, 28672, 4096, 1, "bfloat16", 8),
+    (128, 57344, 8192, 1, "bfloat16", 20),   # 224 / 448 / 896 tiles: 85 / 85 / 97 % x 0.85: the widest of equals
+    (256, 28672, 4096, 1, "bfloat16", 20),
     (256, 8192, 8192, 1, "bfloat16", 9),    # 64 / 128 tiles: 128x128 (the old rule: 128x64, 0.87 x XLA)
     (256, 57344, 8192, 1, "bfloat16", 9),   # 448 tiles of 128x256 = 3.4 waves (85 %); 896 of 128x128: 97 %
     (256, 10240, 8192, 1, "bfloat16", 2),   # 80 / 160 / 320 tiles: 61 / 61 / 81 % -> the fullest waves
@@ -846,9 +848,9 @@ SM90_NAMES = {0: "128x128 cooperative", 1: "128x256 cooperative", 2: "128x64 coo
     (512, 512, 65536, 1, "bfloat16", 14),   # 32 tiles of 128x64 <= 132 / 4 and 1024 K blocks: split-K
     (128, 4096, 4096, 1, "bfloat16", 2),    # 64 tiles <= 132 / 2 but 64 K blocks < 128: no split
     (128, 4096, 14336, 1, "bfloat16", 14),  # 64 tiles <= 132 / 2 and 224 K blocks: split-K
-    (256, 256, 64, 66, "bfloat16", 8),      # batch counts: 66 x 2 x 1 = 132 tiles of 128x256
+    (256, 256, 64, 66, "bfloat16", 20),      # batch counts: 66 x 2 x 1 = 132 tiles of 128x256
     (8192, 8196, 8192, 1, "bfloat16", 1),   # rows of 16392 bytes: no TMA store, the register epilogue
-    (8192, 8196, 8192, 1, "float32", 8),    # the same N in f32: 32784-byte rows, TMA store
+    (8192, 8196, 8192, 1, "float32", 20),    # the same N in f32: 32784-byte rows, TMA store
     (2048, 2044, 2048, 1, "float16", 1),    # 128 tiles of 128x256, 4088-byte rows: the register epilogue
 ])
 def test_sm90_heuristic(m, n, k, batch, out, expect):
@@ -923,13 +925,13 @@ def test_sm90_forced_splits_clamped_to_k_blocks():
     assert isa.kernel_plan("sm_90a", 8192, 8192, 8192, config=8)["workspace_floats"] == 0
 
 
-@pytest.mark.parametrize("config", [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 18, 19, 15, 16, 17])
+@pytest.mark.parametrize("config", [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 20, 22, 11, 12, 13, 14, 18, 19, 15, 16, 17])
 def test_sm90_forced_config_is_kept(config):
     cfg, name = isa.kernel_choice("sm_90a", 8192, 8192, 8192, config=config)
     assert cfg == config and name
 
 
-@pytest.mark.parametrize("arch,config", [("sm_90a", 4), ("sm_90a", 20), ("sm_90a", -2), ("sm_100a", 2),
+@pytest.mark.parametrize("arch,config", [("sm_90a", 4), ("sm_90a", 23), ("sm_90a", -2), ("sm_100a", 2),
                                          ("sm_100a", 3), ("sm_103a", 6), ("sm_100a", 15)])
 def test_config_outside_the_menu_raises(arch, config):
     with pytest.raises(ValueError, match="menu entry"):

@@ -1,6 +1,7 @@
 """The last wave of the dense sm_90a entries, shared out along K (stream-K over the last wave).
 
-Forced only (``config=(entry, ctas)``): the heuristic keeps whole tiles, as measured (menu.h). Host
+Forced with ``config=(entry, ctas)``; the heuristic shares the last wave of a 16-bit GEMM with every SM
+where an eighth to two thirds of a wave is left over, where it measured faster (menu::tail_split_default). Host
 tests (no GPU): the plan the launcher runs (through ``isa.kernel_plan``) and the schedule every CTA of
 the kernel walks (sched::TailSplit, the kernel's own C++ through the extension): every k-block of every
 tile computed exactly once, whole tiles before pieces, each CTA's partial piece (the one its owner waits
@@ -34,16 +35,22 @@ def _schedule(num_tiles, k_blocks, grid, ctas):
     return mod.tail_schedule(num_tiles, num_tiles % grid, ctas, k_blocks, grid)
 
 
-@pytest.mark.parametrize("m,n,k,ctas", [
-    (8192, 16384, 4096, 16),   # 4096 tiles of 128x256 on 132 SMs: 31 waves + 4 tiles
-    (8192, 4096, 16384, 132),  # 1024 tiles: 7 waves + 100
-    (4096, 16384, 8192, 100),  # 2048: 15 waves + 68
-    (8448, 16384, 4096, 0),    # 4224 = 32 x 132 tiles: whole waves, nothing to share
+@pytest.mark.parametrize("m,n,k,ctas,default", [
+    (8192, 16384, 4096, 16, 0),     # 4096 tiles of 128x256 on 132 SMs: 31 waves + 4 tiles (too few)
+    (8192, 4096, 16384, 132, 0),    # 1024 tiles: 7 waves + 100 (too many: under 2 pieces a tile)
+    (4096, 16384, 8192, 100, 132),  # 2048: 15 waves + 68: every SM shares them
+    (8192, 12288, 4096, 40, 132),   # 3072: 23 waves + 36
+    (8448, 16384, 4096, 0, 0),      # 4224 = 32 x 132 tiles: whole waves, nothing to share
 ])
-def test_plan_shares_the_last_wave_only_when_forced(m, n, k, ctas):
+def test_plan_shares_the_last_wave_where_it_measured_faster(m, n, k, ctas, default):
+    """The heuristic shares a 16-bit GEMM's last wave with every SM when an eighth to two thirds of a wave
+    is left (menu::tail_split_default); any count can be forced; 8-bit operands keep whole tiles."""
     plan = isa.kernel_plan("sm_90a", m, n, k, num_sms=132)
-    assert plan["config"] == 8 and (plan["splits"], plan["workspace_floats"]) == (1, 0), plan
-    forced = isa.kernel_plan("sm_90a", m, n, k, config=8, splits=ctas or 16, num_sms=132)
+    want = (default, default * TILE_FLOATS + default) if default else (1, 0)
+    assert plan["config"] == 20 and (plan["splits"], plan["workspace_floats"]) == want, plan
+    fp8 = isa.kernel_plan("sm_90a", m, n, k, num_sms=132, a_dtype="float8_e4m3fn")
+    assert (fp8["splits"], fp8["workspace_floats"]) == (1, 0), fp8
+    forced = isa.kernel_plan("sm_90a", m, n, k, config=20, splits=ctas or 16, num_sms=132)
     want = (ctas, ctas * TILE_FLOATS + ctas) if ctas else (1, 0)
     assert (forced["splits"], forced["workspace_floats"]) == want, forced
 
@@ -134,6 +141,8 @@ CASES = [
     (1152, 4096, 1000, 1, 1, 48, BF16, F32, False),    # 128x256 register epilogue
     (1152, 4096, 1024, 1, 8, 48, E4M3, BF16, False),   # fp8: 8 k-blocks of 128
     (1152, 4096, 1024, 1, 8, 96, E4M3, F32, True),     # every k-block its own piece
+    (1152, 4096, 1000, 1, 20, 48, BF16, BF16, True),   # stores under the next tile's MMAs (config 20)
+    (520, 2504, 776, 3, 20, 40, BF16, F16, False),     # the same, batch 3, M and N tails
 ]
 
 
@@ -176,6 +185,31 @@ def test_last_wave_shared_along_k(case):
     assert_close(o1.astype(out_dtype), ref, out_dtype, k, tol_dtype=tol)
     whole = run((config, 1))[0]  # the same entry with whole tiles: equal within the accumulation's rounding
     assert_close(o1.astype(out_dtype), whole.astype(np.float64), out_dtype, k, tol_dtype=tol)
+
+
+@pytest.mark.gpu
+def test_heuristic_shares_the_last_wave():
+    """The default plan (no config) shares the last wave where menu::tail_split_default says so: 1664 x 4096
+    = 208 tiles of 128x256, 76 left over on 132 SMs, every SM a piece. Against float64 and the same entry
+    with whole tiles; poisoned output, bitwise repeatable."""
+    m, n, k = 1664, 4096, 1000
+    ctas = _require_sm90_plan(m, n, k, -1, 0)
+    s = seed_of("tail-default")
+    a, b = rand(s, (m, k), BF16), rand(s + 1, (n, k), BF16)
+    dn = (((1,), (1,)), ((), ()))
+
+    def run(cfg):
+        g = jax.jit(lambda poison, x, y: gemm_op.gemm(x, y, None, None, dn, np.dtype(BF16), gemm_op.Epilogue(), "kernel",
+                                                      True, cfg), donate_argnums=0)
+        return [np.asarray(g(jnp.full((m, n), jnp.nan, BF16), a, b).astype(jnp.float32)) for _ in range(2)]
+
+    o1, o2 = run(-1)
+    assert ctas > 1 and not np.isnan(o1).any()
+    np.testing.assert_array_equal(o1, o2)
+    y = np.asarray(a.astype(jnp.float32), np.float64) @ np.asarray(b.astype(jnp.float32), np.float64).T
+    assert_close(o1.astype(BF16), y, BF16, k)
+    whole = run((isa.kernel_plan("sm_90a", m, n, k, num_sms=_arch.device_sms())["config"], 1))[0]
+    assert_close(o1.astype(BF16), whole.astype(np.float64), BF16, k)
 
 
 @pytest.mark.gpu

@@ -31,7 +31,8 @@ std::string run_config(const GemmLaunch& L) {
     return "the 64-row swap-AB entries read a K-major or 16-bit weight (an MN-major 8-bit one: the 128-row entries)";
   } else {
     return run<Config<A, B, BN, ST, AMN, BMN, SCHED == menu::Schedule::kPingPong, EPI == Epilogue::kStaged, CM,
-                      EPI == Epilogue::kTmaStore, static_cast<int>(SPLIT), BM>>(L);
+                      EPI == Epilogue::kTmaStore || EPI == Epilogue::kTmaStoreOverlap, static_cast<int>(SPLIT), BM,
+                      EPI == Epilogue::kTmaStoreOverlap>>(L);
   }
 }
 

@@ -17,7 +17,7 @@
 namespace jax_tmem::menu {
 
 enum class Schedule : uint8_t { kCooperative, kPingPong };
-enum class Epilogue : uint8_t { kRegister, kStaged, kTmaStore, kPartial };
+enum class Epilogue : uint8_t { kRegister, kStaged, kTmaStore, kTmaStoreOverlap, kPartial };
 // kSplitK / kSwapAB are the kernels' kPartialOut codes (1, 2).
 enum class Split : uint8_t { kNone = 0, kSplitK = 1, kSwapAB = 2 };
 enum class Build : uint8_t { kHeuristic, kSweep };
@@ -52,6 +52,7 @@ inline const char* to_string(Epilogue e) {
     case Epilogue::kRegister: return "register";
     case Epilogue::kStaged: return "staged";
     case Epilogue::kTmaStore: return "tma-store";
+    case Epilogue::kTmaStoreOverlap: return "tma-store-overlap";
     case Epilogue::kPartial: return "partial";
   }
   return "?";

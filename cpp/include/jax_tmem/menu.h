@@ -203,13 +203,17 @@ inline Plan make_plan(const ConfigTable& table, const GemmProblem& p, int num_sm
 // A dense cooperative entry's last wave (sched::TailSplit, stream-K over the last wave): where the tiles
 // fill the grid over whole waves and `rem` = tiles % grid remain, those rem tiles' k-blocks can be dealt
 // evenly to `ctas` CTAs (rem < ctas <= grid, at least one k-block each), so that the last wave takes
-// rem / ctas of a tile instead of a whole one. Forced only (config (entry, ctas), tests and sweeps): the
-// heuristic keeps whole tiles, as measured (H200, 2026-11-25 10:49-10:53, sweep_configs.py, 9 rounds, x
-// XLA, whole tiles / shared last wave with the rule "all SMs, at most 4 per tile"): bf16 8192 x 16384 x
-// 4096 (4 tiles left, 16 CTAs) 0.958 / 0.956, 8192 x 12288 x 4096 (36 left) 0.946 / 0.964, 4096 x 16384 x
-// 8192 (68) 1.004 / 1.017, 8192 x 4096 x 16384 (100) 1.009 / 0.938, e4m3 the last two 1.791 / 1.739 and
-// 1.475 / 1.384. The CTAs do not reach the last wave together (the partial wave is not the critical
-// path it looks like), and an owner then waits for the latest of its pieces.
+// rem / ctas of a tile instead of a whole one. Forced with config (entry, ctas) (tests and sweeps); the
+// heuristic shares it (tail_split_default) only where it measured faster (H200, 2026-11-25 10:49-10:53,
+// sweep_configs.py, 9 rounds, x XLA, whole tiles / shared last wave with the rule "all SMs, at most 4
+// per tile"): bf16 8192 x 16384 x 4096 (4 tiles left, 16 CTAs) 0.958 / 0.956, 8192 x 12288 x 4096 (36
+// left) 0.946 / 0.964, 4096 x 16384 x 8192 (68) 1.004 / 1.017, 8192 x 4096 x 16384 (100) 1.009 / 0.938,
+// e4m3 the last two 1.791 / 1.739 and 1.475 / 1.384; Nsight Compute at base clocks (13:34, cycles, the
+// 20 entry): 8192^3 (68 left, 132 CTAs) -2.1 %, 8192 x 16384 x 4096 (4 left) +3.5 % with 132 CTAs, +0.1 %
+// with 40, 8192 x 4096 x 16384 (100 left, 132) +1.6 %. Few tiles left: the CTAs do not reach the last
+// wave together (it is not the critical path it looks like), and an owner waits for the latest of its
+// pieces; most of a wave left: each tile splits in under 2, and the pieces read A and B out of the order
+// that kept them in L2 (+50 % DRAM bytes at 100 left).
 // Its workspace: one tile of f32 partial sums per sharing CTA, then one ready flag (a 32-bit word) each.
 inline int64_t tail_ws_floats(int64_t ctas, int64_t tile_floats) { return ctas * tile_floats + ctas; }
 // Whether `ctas` CTAs can share the last wave of `tiles` tiles on a grid of `grid` CTAs (the plan and the
@@ -222,11 +226,23 @@ inline bool tail_split_ok(int64_t tiles, int64_t grid, int64_t ctas, int64_t k_b
 inline bool tail_splits(const KernelConfig& c) {
   return !c.partial() && c.schedule == Schedule::kCooperative && c.cluster_m == 1;
 }
+// The heuristic's CTAs for a last wave (0: whole tiles): 16-bit operands, more than one wave, and
+// between an eighth and two thirds of a wave left over; then every SM, at most 4 per tile.
+inline int64_t tail_split_default(const GemmProblem& p, int64_t tiles, int64_t grid, int64_t k_blocks) {
+  const int64_t rem = grid > 0 ? tiles % grid : 0;
+  if (dtype_bytes(p.a_type) != 2 || tiles <= grid || rem * 8 < grid || rem * 3 > grid * 2) return 0;
+  const int64_t ctas = std::min<int64_t>(grid, 4 * rem);
+  return tail_split_ok(tiles, grid, ctas, k_blocks) ? ctas : 0;
+}
 
 // sm_90a: the widest cooperative 128-row tile that keeps the SMs busy in whole waves (widest_even_tile_n),
 // with the TMA-store epilogue where the output rows allow it (measured 2026-11-21 12:08 on the
 // H200, interleaved sweep: 128x256 TMA store 1.009-1.016 x jnp.dot on the large bf16 shapes and 1.375 x
-// on fp8 8192^3, against 0.88-0.94 and 1.26 for the register epilogue).
+// on fp8 8192^3, against 0.88-0.94 and 1.26 for the register epilogue); at 128x256 the entry whose
+// stores run under the next tile's first MMAs (20): fewer cycles than 8 on every large bf16 shape measured
+// (H200, 2026-11-25 13:31-13:34, Nsight Compute at base clocks: 0.2-0.9 %; the paired wall-clock sweeps
+// of that hour could not separate them: docs/PERF.md); at 128x128 the same overlap lost (0.921-0.954 x
+// XLA against 0.950-0.966 for 9, 13:16), so 9 stays.
 // Decode of M <= 32 rows: the 64-row swap-AB entries (512-byte weight rows per TMA request, twice the
 // CTAs), except for an MN-major 8-bit weight, which only the 128-row entries transpose. M of 33-64 keeps
 // the 128-row entry for 16-bit weights: the 64-row one holds 3 ring slots at N = 64 (H200, 2026-11-24
@@ -258,7 +274,7 @@ inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = 
     const int block_n = widest_even_tile_n(q, num_sms, kWidths, 3);
     const bool tma = out_tma_ok(q);
     *tiles = tiles_128(q, block_n);
-    return block_n == 256 ? (tma ? Sm90::k128x256TmaStore : Sm90::k128x256)
+    return block_n == 256 ? (tma ? Sm90::k128x256TmaStoreOverlap : Sm90::k128x256)
          : block_n == 128 ? (tma ? Sm90::k128x128TmaStore : Sm90::k128x128) : Sm90::k128x64;
   };
   Plan plan = make_plan(kSm90Table, p, num_sms, ws_available, true, decode, dense);
@@ -273,12 +289,12 @@ inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = 
     const Plan alt = make_plan(kSm90Table, q, num_sms, ws_available, true, decode, dense);
     if (ws_available < 0 || alt.ws_floats <= ws_available) plan = alt;
   }
-  // A forced dense cooperative entry with p.splits > 0: its last wave shared out by that many CTAs (see
-  // tail_ws_floats; the plan's `splits` is that number).
+  // A dense cooperative entry's last wave shared out (see tail_ws_floats; the plan's `splits` is the number
+  // of CTAs): forced by config (entry, ctas), or the heuristic's tail_split_default.
   const KernelConfig& c = kSm90Table.at(static_cast<Sm90>(plan.config));
-  if (tail_splits(c) && p.config >= 0 && p.splits > 0) {
+  if (tail_splits(c) && (p.config < 0 || p.splits > 0)) {
     const int64_t tiles = tiles_128(p, c.block_n), kb = (k_blocks_128B(p) + c.k_chunks - 1) / c.k_chunks;
-    const int64_t ctas = std::min<int64_t>(p.splits, num_sms);
+    const int64_t ctas = p.config < 0 ? tail_split_default(p, tiles, num_sms, kb) : std::min<int64_t>(p.splits, num_sms);
     if (tail_split_ok(tiles, num_sms, ctas, kb)) {
       const int64_t ws = tail_ws_floats(ctas, int64_t(c.block_m) * c.block_n);
       if (ws_available < 0 || ws <= ws_available) plan.splits = static_cast<int>(ctas), plan.ws_floats = ws;

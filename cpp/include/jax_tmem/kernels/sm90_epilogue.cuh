@@ -185,63 +185,94 @@ __device__ __forceinline__ void epilogue_store_staged(float (&acc)[C::ACC_REGS],
   }
 }
 
-// The TMA-store epilogue of one consumer warpgroup (rows [wg_row0, wg_row0 + 64) of the output):
-// epilogue_math in registers, then per 128-byte column chunk (64 columns of a 2-byte output, 32 of
-// f32) the StoreRing protocol (epilogue_tma.cuh) with the warpgroup as the group and its thread 0 as
-// the leader; the fragment goes into the swizzled box conflict-free (the 8 rows one store instruction
-// covers land in 8 different 16-byte units).
+// The TMA-store epilogue of one consumer warpgroup (rows [wg_row0, wg_row0 + 64) of the output): per
+// 128-byte column chunk (64 columns of a 2-byte output, 32 of f32) the StoreRing protocol
+// (epilogue_tma.cuh) with the warpgroup as the group and its thread 0 as the leader; the fragment goes
+// into the swizzled box conflict-free (the 8 rows one store instruction covers land in 8 different
+// 16-byte units). `frag(j, h)` gives the values of fragment pair (8-column group j, row half h): two
+// floats (f32 out) or one packed word (16-bit out).
+template <class C, int ES, class Frag>
+__device__ __forceinline__ void store_fragment_tma(const Params& p, int batch, int wg_row0, int col0,
+                                                   const CUtensorMap* tma_out,
+                                                   epilogue::StoreRing<C::OUT_BOX_BYTES>& ring, int cw, Frag&& frag) {
+  using namespace jax_tmem::ptx;
+  const int t = threadIdx.x % 128, warp_q = t / 32, lane = t % 32;
+  const uint32_t barrier_id = 1 + cw;  // 0 is __syncthreads
+  const int frag_row = 16 * warp_q + lane / 4;
+  const bool leader = t == 0, rows_in = wg_row0 < p.m;
+  constexpr int CW = 128 / ES, JC = CW / 8;  // columns and 8-column groups per chunk
+#pragma unroll
+  for (int c = 0; c < C::BLOCK_N / CW; ++c) {
+    ring.wait_free(leader);
+    named_barrier_sync(barrier_id, 128);
+    uint8_t* box = ring.box();
+    if constexpr (ES == 2) {
+      // stmatrix x4 per two 8-column groups: matrices (rows 0-7, group j), (rows 8-15, j),
+      // (rows 0-7, j + 1), (rows 8-15, j + 1) of the warp's 16 rows; lane l addresses row l % 8 of
+      // matrix l / 8. An 8-column group of a 16-bit chunk is one 16-byte unit of the swizzled row.
+      const int mat = lane / 8, st_row = 16 * warp_q + 8 * (mat & 1) + lane % 8;
+      const uint32_t box_addr = smem_addr(box);
+#pragma unroll
+      for (int jj = 0; jj < JC; jj += 2) {
+        const int j = c * JC + jj;
+        stmatrix_x4(box_addr + epilogue::swizzle128(st_row, 16 * (jj + (mat >> 1))), frag(j, 0), frag(j, 1),
+                    frag(j + 1, 0), frag(j + 1, 1));
+      }
+    } else {
+#pragma unroll
+      for (int jj = 0; jj < JC; ++jj)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          *reinterpret_cast<float2*>(box + epilogue::swizzle128(frag_row + 8 * h, (8 * jj + 2 * (lane % 4)) * ES)) =
+              frag(c * JC + jj, h);
+    }
+    fence_proxy_async_shared();
+    named_barrier_sync(barrier_id, 128);
+    ring.store(leader, rows_in && col0 + c * CW < p.n, tma_out, col0 + c * CW, wg_row0, batch);
+  }
+}
+
+// A 16-bit output tile of one consumer thread, two values per word: word 2j + h is fragment pair (j, h).
+template <class C>
+using Packed = uint32_t[C::ACC_REGS / 2];
+
+// epilogue_math, then the 16-bit result (bf16 or f16, the output type) packed into `out`.
+template <class C>
+__device__ __forceinline__ void epilogue_pack(float (&acc)[C::ACC_REGS], const Params& p, int batch, int wg_row0,
+                                              int col0, Packed<C>& out) {
+  const int t = threadIdx.x % 128;
+  epilogue_math<C>(acc, p, batch, wg_row0 + 16 * (t / 32) + (t % 32) / 4, col0 + 2 * (t % 4));
+  if (p.epi.out_type == static_cast<int32_t>(DType::kBF16)) {
+#pragma unroll
+    for (int i = 0; i < C::ACC_REGS / 2; ++i) out[i] = epilogue::pack2<__nv_bfloat16>(acc[2 * i], acc[2 * i + 1]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < C::ACC_REGS / 2; ++i) out[i] = epilogue::pack2<__half>(acc[2 * i], acc[2 * i + 1]);
+  }
+}
+
+template <class C>
+__device__ __forceinline__ void store_packed_tma(const Packed<C>& v, const Params& p, int batch, int wg_row0, int col0,
+                                                 const CUtensorMap* tma_out,
+                                                 epilogue::StoreRing<C::OUT_BOX_BYTES>& ring, int cw) {
+  store_fragment_tma<C, 2>(p, batch, wg_row0, col0, tma_out, ring, cw, [&](int j, int h) { return v[2 * j + h]; });
+}
+
+// The whole TMA-store epilogue of a tile: math, then the stores (16-bit outputs through epilogue_pack).
 template <class C>
 __device__ __forceinline__ void epilogue_store_tma(float (&acc)[C::ACC_REGS], const Params& p, int batch,
                                                    int wg_row0, int col0, const CUtensorMap* tma_out,
                                                    epilogue::StoreRing<C::OUT_BOX_BYTES>& ring, int cw) {
-  using namespace jax_tmem::ptx;
-  const int t = threadIdx.x % 128, warp_q = t / 32, lane = t % 32;
-  epilogue_math<C>(acc, p, batch, wg_row0 + 16 * warp_q + lane / 4, col0 + 2 * (lane % 4));
-  const uint32_t barrier_id = 1 + cw;  // 0 is __syncthreads
-  const int frag_row = 16 * warp_q + lane / 4;
-  const bool leader = t == 0, rows_in = wg_row0 < p.m;
-  auto run = [&](auto tag) {
-    using T = decltype(tag);
-    constexpr int ES = sizeof(T), CW = 128 / ES, JC = CW / 8;  // columns and 8-column groups per chunk
-#pragma unroll
-    for (int c = 0; c < C::BLOCK_N / CW; ++c) {
-      ring.wait_free(leader);
-      named_barrier_sync(barrier_id, 128);
-      uint8_t* box = ring.box();
-      if constexpr (ES == 2) {
-        // stmatrix x4 per two 8-column groups: matrices (rows 0-7, group j), (rows 8-15, j),
-        // (rows 0-7, j + 1), (rows 8-15, j + 1) of the warp's 16 rows; lane l addresses row l % 8 of
-        // matrix l / 8. An 8-column group of a 16-bit chunk is one 16-byte unit of the swizzled row.
-        const int mat = lane / 8, st_row = 16 * warp_q + 8 * (mat & 1) + lane % 8;
-        const uint32_t box_addr = smem_addr(box);
-#pragma unroll
-        for (int jj = 0; jj < JC; jj += 2) {
-          const int j = c * JC + jj;
-          stmatrix_x4(box_addr + epilogue::swizzle128(st_row, 16 * (jj + (mat >> 1))),
-                      epilogue::pack2<T>(acc[4 * j], acc[4 * j + 1]), epilogue::pack2<T>(acc[4 * j + 2], acc[4 * j + 3]),
-                      epilogue::pack2<T>(acc[4 * j + 4], acc[4 * j + 5]),
-                      epilogue::pack2<T>(acc[4 * j + 6], acc[4 * j + 7]));
-        }
-      } else {
-#pragma unroll
-        for (int jj = 0; jj < JC; ++jj) {
-          const int j = c * JC + jj;
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            uint8_t* dst = box + epilogue::swizzle128(frag_row + 8 * h, (8 * jj + 2 * (lane % 4)) * ES);
-            *reinterpret_cast<float2*>(dst) = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
-          }
-        }
-      }
-      fence_proxy_async_shared();
-      named_barrier_sync(barrier_id, 128);
-      ring.store(leader, rows_in && col0 + c * CW < p.n, tma_out, col0 + c * CW, wg_row0, batch);
-    }
-  };
-  const epilogue::Args& e = p.epi;
-  if (e.out_type == static_cast<int32_t>(DType::kF32)) run(float{});
-  else if (e.out_type == static_cast<int32_t>(DType::kBF16)) run(__nv_bfloat16{});
-  else run(__half{});
+  if (p.epi.out_type == static_cast<int32_t>(DType::kF32)) {
+    const int t = threadIdx.x % 128;
+    epilogue_math<C>(acc, p, batch, wg_row0 + 16 * (t / 32) + (t % 32) / 4, col0 + 2 * (t % 4));
+    store_fragment_tma<C, 4>(p, batch, wg_row0, col0, tma_out, ring, cw,
+                             [&](int j, int h) { return make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]); });
+  } else {
+    Packed<C> v;
+    epilogue_pack<C>(acc, p, batch, wg_row0, col0, v);
+    store_packed_tma<C>(v, p, batch, wg_row0, col0, tma_out, ring, cw);
+  }
 }
 
 // A piece of a tile of the last wave (sched::TailSplit), after its MMAs retired, in both consumer

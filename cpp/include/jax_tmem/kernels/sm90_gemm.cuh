@@ -18,6 +18,7 @@
 #include "jax_tmem/epilogue.cuh"
 #include "jax_tmem/epilogue_tma.cuh"
 #include "jax_tmem/kernels/sm90_epilogue.cuh"
+#include "jax_tmem/kernels/sm90_mma.cuh"
 #include "jax_tmem/kernels/sm90_transpose.cuh"
 #include "jax_tmem/kernel_config.h"
 #include "jax_tmem/pipeline.cuh"
@@ -49,6 +50,11 @@ namespace jax_tmem::sm90 {
 //   into a double-buffered, 128B-swizzled shared-memory box (stmatrix for 16-bit outputs) and one
 //   thread stores it with a TMA bulk tensor store (edges clipped by TMA); the stores drain while the
 //   next tile's MMAs run. Menu config 8.
+// kEpiOverlap (with kTmaStore, 16-bit outputs): the tensor cores do not wait for the epilogue's stores.
+//   Once a tile's MMAs retire, each consumer thread finishes its fragment (epilogue_math) and packs it
+//   into 16-bit pairs (64 registers at 128x256, beside the 128 accumulators), then issues the next
+//   unit's first k-block of MMAs into the accumulators and only then writes the packed tile through
+//   shared memory to the TMA store, while those MMAs run. f32 outputs store as kTmaStore does.
 // kPartialOut (1 split-K, 2 swap-AB with split-K): no epilogue here; each work unit (tile, K range)
 //   writes its f32 accumulators to the workspace (partial_store) and a second kernel reduces them
 //   in a fixed order and runs the epilogue (splitk_reduce.cuh): deterministic. Menu configs 11-19.
@@ -66,7 +72,7 @@ namespace jax_tmem::sm90 {
 //   2026-11-24), 512-byte rows stream at 2.9-3.4 TB/s from 32-64 CTAs where 128-byte rows reach 2.3-3.1.
 template <DType kA_, DType kB_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_, bool kPingPong_ = false,
           bool kSmemEpilogue_ = false, int kClusterM_ = 1, bool kTmaStore_ = false, int kPartialOut_ = 0,
-          int kBlockM_ = 128>
+          int kBlockM_ = 128, bool kEpiOverlap_ = false>
 struct Config {
   static constexpr int kPartialOut = kPartialOut_;
   static constexpr DType kA = kA_, kB = kB_;
@@ -78,6 +84,7 @@ struct Config {
   static constexpr int EPI_COLS = 32, EPI_STRIDE = 40;  // staged chunk: 64 rows x 32 f32, row pitch 160 B
   static constexpr int EPI_BYTES = kSmemEpilogue ? 2 * 64 * EPI_STRIDE * 4 : 0;  // one buffer per warpgroup
   static constexpr bool kTmaStore = kTmaStore_;
+  static constexpr bool kEpiOverlap = kEpiOverlap_;
   static constexpr int OUT_BOX_ROWS = 64;  // a consumer warpgroup's rows
   static constexpr int OUT_BOX_BYTES = OUT_BOX_ROWS * 128;  // x 128 bytes, 1024-aligned (128B swizzle)
   static constexpr int OUT_BYTES = kTmaStore ? 2 * 2 * OUT_BOX_BYTES : 0;  // 2 buffers per warpgroup
@@ -133,6 +140,7 @@ struct Config {
   static_assert(!kPingPong || BLOCK_N <= 128, "ping-pong keeps 2 x BLOCK_N / 2 accumulators per thread: N <= 128");
   static_assert(!(kPingPong && kSmemEpilogue), "the staged epilogue is built for the cooperative schedule");
   static_assert(!(kTmaStore && (kPingPong || kSmemEpilogue)), "the TMA-store epilogue is cooperative-only");
+  static_assert(!kEpiOverlap || (kTmaStore && kPartialOut == 0), "the overlapped epilogue is the TMA store's");
   static_assert(!(kAMN || kBMN) || ELEM_BYTES == 2 || (kATrans && !kBMN && kPartialOut == 2),
                 "wgmma reads MN-major operands for 16-bit types only (8-bit: an MN-major swap-AB weight, transposed in smem)");
   static_assert(SMEM_BYTES <= 232448, "shared memory per CTA exceeds 227 KB");
@@ -143,45 +151,6 @@ struct Config {
   static_assert(BLOCK_M == 128 || (BLOCK_M == 64 && kPartialOut == 2 && !kATrans),
                 "64-row tiles: the swap-AB entries with a K-major or 16-bit weight only");
 };
-
-// One K step (INSTR_K deep) of the 64 x N x INSTR_K warpgroup MMA (N: the tile's BLOCK_N unless given).
-template <class C, int N = C::BLOCK_N>
-__device__ __forceinline__ void mma_step(float (&acc)[N / 2], uint64_t da, uint64_t db, uint32_t scale_d) {
-  using namespace jax_tmem::ptx;
-  constexpr int TA = C::kAMNSmem ? 1 : 0, TB = C::kBMN ? 1 : 0;
-  constexpr DType A = C::kA, B = C::kB;
-  if constexpr (A == DType::kBF16 && B == DType::kBF16) wgmma_bf16<N, TA, TB>(acc, da, db, scale_d);
-  else if constexpr (A == DType::kF16 && B == DType::kF16) wgmma_f16<N, TA, TB>(acc, da, db, scale_d);
-  else if constexpr (A == DType::kF32 && B == DType::kF32) wgmma_tf32<N>(acc, da, db, scale_d);
-  else if constexpr (A == DType::kE4M3 && B == DType::kE4M3) wgmma_e4m3_e4m3<N>(acc, da, db, scale_d);
-  else if constexpr (A == DType::kE4M3 && B == DType::kE5M2) wgmma_e4m3_e5m2<N>(acc, da, db, scale_d);
-  else if constexpr (A == DType::kE5M2 && B == DType::kE4M3) wgmma_e5m2_e4m3<N>(acc, da, db, scale_d);
-  else if constexpr (A == DType::kE5M2 && B == DType::kE5M2) wgmma_e5m2_e5m2<N>(acc, da, db, scale_d);
-  else static_assert(A == DType::kInvalid, "no sm_90a wgmma for these operand types");
-}
-
-// The MMAs of one ring slot (K_CHUNKS x BLOCK_K / INSTR_K steps) into `d`, N columns of B from byte
-// offset `b_off`, A from `a_off`, committed as one group; `zero`: the first step overwrites d (scale-d 0).
-template <class C, int N>
-__device__ __forceinline__ void slot_mmas(float (&d)[N / 2], uint64_t desc_a0, uint64_t desc_b0, uint32_t a_off,
-                                          uint32_t b_off, bool zero) {
-  using namespace jax_tmem::ptx;
-  constexpr uint32_t K_STEP_A = C::kAMNSmem ? C::INSTR_K * 128 : 32;  // bytes per wgmma K step
-  constexpr uint32_t K_STEP_B = C::kBMN ? C::INSTR_K * 128 : 32;
-  fence_operands(d);
-  wgmma_fence();
-#pragma unroll
-  for (int c = 0; c < C::K_CHUNKS; ++c) {
-#pragma unroll
-    for (int ks = 0; ks < C::BLOCK_K / C::INSTR_K; ++ks) {
-      const uint64_t da = desc::sm90_desc_advance(desc_a0, a_off + c * C::A_CHUNK + ks * K_STEP_A);
-      const uint64_t db = desc::sm90_desc_advance(desc_b0, b_off + c * C::B_CHUNK + ks * K_STEP_B);
-      mma_step<C, N>(d, da, db, (!zero || c > 0 || ks > 0) ? 1u : 0u);
-    }
-  }
-  wgmma_commit();
-  fence_operands(d);
-}
 
 template <class C>
 __global__ void __launch_bounds__(C::NUM_THREADS, 1)
@@ -392,6 +361,16 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
         if (lane == 0) mbarrier_arrive(&empty[s]);
       }
     };
+    // kEpiOverlap: the previous tile's packed output, stored after the next unit's first MMAs are issued.
+    Packed<C> pending_out;
+    int pending_batch = -1, pending_row0 = 0, pending_col0 = 0;  // pending_batch < 0: nothing pending
+    const auto store_pending = [&]() {
+      if constexpr (C::kEpiOverlap) {
+        if (pending_batch >= 0)
+          store_packed_tma<C>(pending_out, p, pending_batch, pending_row0, pending_col0, &tma_out, ring, cw);
+        pending_batch = -1;
+      }
+    };
     for (int i = 0; i < my_units; ++i) {
       int t, split, kb0, kb1;
       unit_of(i, t, split, kb0, kb1);
@@ -449,6 +428,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
           // The slot's MMAs into acc; the unit's first one overwrites it (scale-d 0).
           slot_mmas<C, C::BLOCK_N>(acc, desc_a0, desc_b0, a_off, stage_off, kb == kb0);
           transpose_next();
+          if (kb == kb0) store_pending();  // the previous tile's stores, under these MMAs
           // The MMAs of the previous k-block have retired once at most one group is pending:
           // hand its slot back to the producer. (Releasing each slot after a wait<0> instead measured
           // slower on the bf16 decode entries: 14.9 -> 16.2 us, 16 x 4096 x 4096, stream_probe.cu.)
@@ -478,13 +458,20 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
         continue;
       }
       if constexpr (C::kTmaStore) {
-        epilogue_store_tma<C>(acc, p, tc.batch, cta_row0 + cw * 64, tc.n_blk * C::BLOCK_N, &tma_out, ring, cw);
+        const int wg_row0 = cta_row0 + cw * 64, col0 = tc.n_blk * C::BLOCK_N;
+        if (C::kEpiOverlap && p.epi.out_type != static_cast<int32_t>(DType::kF32)) {
+          epilogue_pack<C>(acc, p, tc.batch, wg_row0, col0, pending_out);
+          pending_batch = tc.batch, pending_row0 = wg_row0, pending_col0 = col0;
+        } else {
+          epilogue_store_tma<C>(acc, p, tc.batch, wg_row0, col0, &tma_out, ring, cw);
+        }
         continue;
       }
       const int row0 = cta_row0 + cw * 64 + 16 * (warp % 4) + lane / 4;
       const int col0 = tc.n_blk * C::BLOCK_N + 2 * (lane % 4);
       epilogue_store<C>(acc, p, tc.batch, row0, col0);
     }
+    store_pending();  // kEpiOverlap: the last tile's
     // The output is complete only once the bulk stores have been performed.
     if constexpr (C::kTmaStore) ring.drain(threadIdx.x % 128 == 0);
   }
