@@ -6,7 +6,7 @@ templated. Run: python3 scripts/gen_wgmma.py > cpp/include/jax_tmem/ptx/wgmma_op
 PTX ISA: "Asynchronous Warpgroup Level Matrix Multiply-Accumulate: wgmma.mma_async" (sm_90a).
 """
 
-NS = (16, 32, 64, 128, 256)  # 16 / 32: the narrow tiles of the swap-AB (decode) kernels
+NS = (16, 32, 64, 128, 192, 256)  # 16 / 32: the narrow tiles of the swap-AB (decode) kernels; 192: sweep entry 24
 # name, ptx type suffix, K per instruction, supports the transpose immediates (16-bit types only)
 KINDS = [
     ("bf16", "bf16.bf16", 16, True),
@@ -51,7 +51,7 @@ def gen_dispatch(name, k, tnsp):
                        for i, n in enumerate(NS))
     return f"""template <{tparams}>
 __device__ __forceinline__ void wgmma_{name}(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, uint32_t scale_d) {{
-  static_assert(N == 16 || N == 32 || N == 64 || N == 128 || N == 256, "wgmma N built here: 16, 32, 64, 128, 256");
+  static_assert({" || ".join(f"N == {n}" for n in NS)}, "wgmma N built here: {", ".join(map(str, NS))}");
 {chain}
 }}
 """

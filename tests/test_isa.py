@@ -606,7 +606,7 @@ def test_kernel_menus_come_from_the_config_tables():
     to drift), with each entry's fields; what an entry is comes from its fields, not its id."""
     sm90 = isa.kernel_menu("sm_90a")
     sm100 = isa.kernel_menu("sm_100a")
-    assert [e["config"] for e in sm90] == [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 20, 22, 11, 12, 13, 14, 18, 19, 15, 16, 17]
+    assert [e["config"] for e in sm90] == [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 20, 22, 24, 11, 12, 13, 14, 18, 19, 15, 16, 17]
     assert [e["config"] for e in sm100] == [0, 1, 4, 8, 9, 11, 12, 13, 14]
     assert isa.kernel_menu("sm_103a") == sm100
     assert [e["config"] for e in sm90 if e["swap_ab"]] == [11, 12, 13, 18, 19, 15, 16, 17]
@@ -925,7 +925,7 @@ def test_sm90_forced_splits_clamped_to_k_blocks():
     assert isa.kernel_plan("sm_90a", 8192, 8192, 8192, config=8)["workspace_floats"] == 0
 
 
-@pytest.mark.parametrize("config", [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 20, 22, 11, 12, 13, 14, 18, 19, 15, 16, 17])
+@pytest.mark.parametrize("config", [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 20, 22, 24, 11, 12, 13, 14, 18, 19, 15, 16, 17])
 def test_sm90_forced_config_is_kept(config):
     cfg, name = isa.kernel_choice("sm_90a", 8192, 8192, 8192, config=config)
     assert cfg == config and name

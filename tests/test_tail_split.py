@@ -143,6 +143,7 @@ CASES = [
     (1152, 4096, 1024, 1, 8, 96, E4M3, F32, True),     # every k-block its own piece
     (1152, 4096, 1000, 1, 20, 48, BF16, BF16, True),   # stores under the next tile's MMAs (config 20)
     (520, 2504, 776, 3, 20, 40, BF16, F16, False),     # the same, batch 3, M and N tails
+    (1152, 4096, 1000, 1, 24, 100, BF16, BF16, True),  # 128x192 (sweep entry 24): 198 tiles, N tail
 ]
 
 

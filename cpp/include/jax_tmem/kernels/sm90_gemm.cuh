@@ -132,8 +132,8 @@ struct Config {
   static constexpr int kTailBarrier = 10;  // both consumer warpgroups, around the partial sums' flags
   static constexpr int ACC_REGS = BLOCK_N / 2;         // f32 accumulators per consumer thread
 
-  static_assert(BLOCK_N == 16 || BLOCK_N == 32 || BLOCK_N == 64 || BLOCK_N == 128 || BLOCK_N == 256,
-                "wgmma N must be 16, 32, 64, 128 or 256 here");
+  static_assert(BLOCK_N == 16 || BLOCK_N == 32 || BLOCK_N == 64 || BLOCK_N == 128 || BLOCK_N == 192 || BLOCK_N == 256,
+                "wgmma N must be 16, 32, 64, 128, 192 or 256 here");
   static_assert(BLOCK_N >= 64 || !kBMN, "an MN-major B is loaded in 64-element chunks: BLOCK_N >= 64");
   static_assert(kPartialOut == 0 || (!kPingPong && !kSmemEpilogue && !kTmaStore && kClusterM_ == 1),
                 "split-K partials: the plain cooperative schedule only");
