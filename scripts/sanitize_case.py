@@ -46,7 +46,7 @@ for cfg in [(e["config"], 3) if e["split_k"] else e["config"] for e in menu]:
     err = float(np.abs(np.asarray(out, np.float64) - ref).max() / np.abs(ref).max())
     print("config", cfg, "rel err", err, flush=True)
     assert err < 1e-2
-# The TMA-store epilogue under the next tile's MMAs (sm_90a 20, 21): more tiles than SMs, so that each
+# The TMA-store epilogue under the next tile's MMAs (sm_90a 20, 22, 24): more tiles than SMs, so that each
 # CTA stores a tile while the next one's MMAs run.
 for e in menu:
     if e["epilogue"] == "tma-store-overlap":
