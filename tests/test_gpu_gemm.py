@@ -391,7 +391,7 @@ def test_log_names_the_kernel_menu_entry():
     assert f"(config {forced}, forced)" in jax_tmem.decisions()[-1].target
     with pytest.raises(ValueError, match="menu entry"):
         jax.jit(lambda x, y: gemm_op.gemm(x, y, None, None, dn, np.dtype(F32), gemm_op.Epilogue(), "kernel",
-                                       True, 20))(a, b)
+                                       True, 23))(a, b)
 
 
 def test_heuristic_keeps_register_epilogue_for_unaligned_output_rows():
