@@ -36,7 +36,7 @@ struct KernelParams {
   Args epi;
   // Split-K / swap-AB kernels only (kPartialOut): the f32 workspace, its row pitch (floats, even) and
   // the number of K splits. Null / 0 / 1 otherwise. A dense sm_90a entry whose last wave is shared out
-  // along K (sched::TailSplit, forced): the workspace (the sharing CTAs' f32 partial sums, then their
+  // along K (sched::TailSplit; menu.h plans it): the workspace (the sharing CTAs' f32 partial sums, then their
   // ready flags), the number of tiles left over after the whole waves (in ws_ld) and of sharing CTAs.
   // (No fields of their own: a larger struct made ptxas spill in the block-scaled kernel.)
   float* ws;

@@ -59,7 +59,7 @@ struct WorkUnits {
 };
 
 // The work of a dense kernel whose last, partial wave is shared out along K (stream-K over the last
-// wave; sm_90a cooperative entries, when forced: see menu::tail_ws_floats). With `grid` CTAs and
+// wave; sm_90a cooperative entries, as planned by menu.h: see menu::tail_ws_floats). With `grid` CTAs and
 // num_tiles = waves x grid + tail, the first dp_tiles = num_tiles - tail tiles run whole, CTA c taking
 // c, c + grid, ...; then the tail's tail x k_blocks k-blocks, in tile order, are dealt evenly to CTAs
 // 0..ctas-1 (ctas > tail, so each CTA's share is less than one tile and touches at most two tiles: the

@@ -236,12 +236,19 @@ __device__ __forceinline__ void store_fragment_tma(const Params& p, int batch, i
 template <class C>
 using Packed = uint32_t[C::ACC_REGS / 2];
 
-// epilogue_math, then the 16-bit result (bf16 or f16, the output type) packed into `out`.
+// epilogue_math on a consumer warpgroup's fragment: rows [wg_row0, wg_row0 + 64), columns from col0.
+template <class C>
+__device__ __forceinline__ void epilogue_math_wg(float (&acc)[C::ACC_REGS], const Params& p, int batch, int wg_row0,
+                                                 int col0) {
+  const int t = threadIdx.x % 128;
+  epilogue_math<C>(acc, p, batch, wg_row0 + 16 * (t / 32) + (t % 32) / 4, col0 + 2 * (t % 4));
+}
+
+// epilogue_math_wg, then the 16-bit result (bf16 or f16, the output type) packed into `out`.
 template <class C>
 __device__ __forceinline__ void epilogue_pack(float (&acc)[C::ACC_REGS], const Params& p, int batch, int wg_row0,
                                               int col0, Packed<C>& out) {
-  const int t = threadIdx.x % 128;
-  epilogue_math<C>(acc, p, batch, wg_row0 + 16 * (t / 32) + (t % 32) / 4, col0 + 2 * (t % 4));
+  epilogue_math_wg<C>(acc, p, batch, wg_row0, col0);
   if (p.epi.out_type == static_cast<int32_t>(DType::kBF16)) {
 #pragma unroll
     for (int i = 0; i < C::ACC_REGS / 2; ++i) out[i] = epilogue::pack2<__nv_bfloat16>(acc[2 * i], acc[2 * i + 1]);
@@ -264,8 +271,7 @@ __device__ __forceinline__ void epilogue_store_tma(float (&acc)[C::ACC_REGS], co
                                                    int wg_row0, int col0, const CUtensorMap* tma_out,
                                                    epilogue::StoreRing<C::OUT_BOX_BYTES>& ring, int cw) {
   if (p.epi.out_type == static_cast<int32_t>(DType::kF32)) {
-    const int t = threadIdx.x % 128;
-    epilogue_math<C>(acc, p, batch, wg_row0 + 16 * (t / 32) + (t % 32) / 4, col0 + 2 * (t % 4));
+    epilogue_math_wg<C>(acc, p, batch, wg_row0, col0);
     store_fragment_tma<C, 4>(p, batch, wg_row0, col0, tma_out, ring, cw,
                              [&](int j, int h) { return make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]); });
   } else {

@@ -127,7 +127,7 @@ struct Config {
   // 40 / 232, or 24 / 240 for that entry, whose 192 accumulators and the transpose spilled at 232.
   static constexpr int PRODUCER_REGS = PART_N < BLOCK_N ? 24 : 40, CONSUMER_REGS = PART_N < BLOCK_N ? 240 : 232;
   static constexpr int kTransBarrier = 8;  // kATrans: named barriers 8 + cw (one per consumer warpgroup)
-  // The last wave shared out along K when forced (sched::TailSplit; menu::tail_splits: the plain cooperative schedule).
+  // The last wave shared out along K where planned (sched::TailSplit; menu::tail_splits: the plain cooperative schedule).
   static constexpr bool kTailSplit = kPartialOut == 0 && !kPingPong && kClusterM_ == 1;
   static constexpr int kTailBarrier = 10;  // both consumer warpgroups, around the partial sums' flags
   static constexpr int ACC_REGS = BLOCK_N / 2;         // f32 accumulators per consumer thread
