@@ -71,8 +71,9 @@ def kernel_plan(arch: str, m: int, n: int, k: int, *, batch: int = 1, a_dtype="b
     problem on a GPU with ``num_sms`` SMs, from the same C++ code (``cpp/include/jax_tmem/menu.h``) the
     launcher calls: ``{"config", "name", "splits", "workspace_floats"}``. ``config`` >= 0 forces a menu
     entry (ValueError if the arch has no such entry), ``splits`` > 0 the K splits of a split-K entry
-    (of a dense sm_90a entry: the CTAs that share its last, partial wave along K, which the heuristic
-    also plans where menu::tail_split_default says so).
+    (of a dense sm_90a entry: the CTAs that share its last, partial wave along K, plus ``num_sms`` x the
+    whole waves before it that they share too (menu::tail_share), which the heuristic also plans where
+    menu::tail_split_default says so).
     ``out_dtype`` matters where the output rows must be a multiple of 16 bytes (the TMA-store epilogue),
     ``a_dtype`` for the K blocks of a split, ``a_mn_major`` for swap-AB (which needs a K-major lhs),
     ``b_mn_major`` for which swap-AB entries read the weight (an MN-major 8-bit one: the 128-row entries)."""

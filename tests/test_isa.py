@@ -822,6 +822,7 @@ def test_sm90_descriptor_stepping_matches_reencoding(lbo, swizzle):
 SM90_NAMES = {0: "128x128 cooperative", 1: "128x256 cooperative", 2: "128x64 cooperative",
               8: "128x256 cooperative, TMA-store epilogue", 9: "128x128 cooperative, TMA-store epilogue",
               20: "128x256 cooperative, TMA-store epilogue under the next tile's MMAs",
+              22: "128x256 cooperative, 2x1 cluster, B multicast, TMA-store epilogue under the next tile's MMAs",
               11: "swap-AB 128(N)x16(M), split-K", 12: "swap-AB 128(N)x32(M), split-K",
               13: "swap-AB 128(N)x64(M), split-K", 14: "128x128 cooperative, split-K",
               15: "swap-AB 64(N)x16(M), 512 B rows, split-K", 16: "swap-AB 64(N)x32(M), 512 B rows, split-K",
@@ -830,8 +831,10 @@ SM90_NAMES = {0: "128x128 cooperative", 1: "128x256 cooperative", 2: "128x64 coo
 
 @pytest.mark.parametrize("m,n,k,batch,out,expect", [
     (8192, 8192, 8192, 1, "bfloat16", 20),   # 64 x 32 = 2048 tiles of 128x256 >= 132: the widest tile
-    (4096, 4096, 4096, 1, "bfloat16", 20),   # 32 x 16 = 512
+    (4096, 4096, 4096, 1, "bfloat16", 22),   # 32 x 16 = 512 (116 left: whole tiles, in 2x1 clusters)
     (2048, 2048, 2048, 1, "bfloat16", 20),   # 16 x 8 = 128 tiles of 128x256: one wave, 97 % of the SMs
+    (4224, 4096, 4096, 1, "bfloat16", 20),   # 33 tile rows (4 whole waves): no idle half cluster
+    (4096, 4096, 4096, 1, "float32", 20),    # f32 out: the cluster only where it measured (16-bit)
     (128, 8192, 8192, 1, "bfloat16", 2),    # 32 / 64 / 128 tiles: 24 / 48 / 97 % x 0.85 (a 64-wide tile)
     (128, 57344, 8192, 1, "bfloat16", 20),   # 224 / 448 / 896 tiles: 85 / 85 / 97 % x 0.85: the widest of equals
     (256, 28672, 4096, 1, "bfloat16", 20),

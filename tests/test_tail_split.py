@@ -28,28 +28,34 @@ from conftest import BF16, E4M3, F16, F32, assert_close, command_buffer_runs, ra
 TILE_FLOATS = 128 * 256  # the 128x256 entries' f32 partial sums per CTA
 
 
-def _schedule(num_tiles, k_blocks, grid, ctas):
+def _schedule(num_tiles, k_blocks, grid, ctas, waves=0):
     mod, why = _ext.load()
     if mod is None:
         pytest.skip(f"extension not built: {why}")
-    return mod.tail_schedule(num_tiles, num_tiles % grid, ctas, k_blocks, grid)
+    return mod.tail_schedule(num_tiles, num_tiles % grid + waves * grid, ctas, k_blocks, grid)
 
 
-@pytest.mark.parametrize("m,n,k,ctas,default", [
-    (8192, 16384, 4096, 16, 0),     # 4096 tiles of 128x256 on 132 SMs: 31 waves + 4 tiles (too few)
-    (8192, 4096, 16384, 132, 0),    # 1024 tiles: 7 waves + 100 (too many: under 2 pieces a tile)
-    (4096, 16384, 8192, 100, 132),  # 2048: 15 waves + 68: every SM shares them
-    (8192, 12288, 4096, 40, 132),   # 3072: 23 waves + 36
-    (8448, 16384, 4096, 0, 0),      # 4224 = 32 x 132 tiles: whole waves, nothing to share
+@pytest.mark.parametrize("m,n,k,ctas,config,default", [
+    (8192, 16384, 4096, 16, 20, 264),   # 4096 tiles of 128x256 on 132 SMs: 31 waves + 4 tiles, 64 k-blocks:
+                                        # the last whole wave shared too (264 = 132 CTAs + 1 x 132)
+    (8192, 4096, 16384, 132, 22, 0),    # 1024 tiles: 7 waves + 100 (too many: under 2 pieces a tile):
+                                        # whole tiles, in 2x1 clusters
+    (4096, 16384, 8192, 100, 20, 132),  # 2048: 15 waves + 68: every SM shares them
+    (8192, 12288, 4096, 40, 20, 132),   # 3072: 23 waves + 36
+    (8448, 16384, 4096, 0, 22, 0),      # 4224 = 32 x 132 tiles: whole waves, nothing to share
+    (8192, 16384, 8192, 16, 22, 0),     # 4 left but 128 k-blocks: the pieces would stream K out of L2
 ])
-def test_plan_shares_the_last_wave_where_it_measured_faster(m, n, k, ctas, default):
+def test_plan_shares_the_last_wave_where_it_measured_faster(m, n, k, ctas, config, default):
     """The heuristic shares a 16-bit GEMM's last wave with every SM when an eighth to two thirds of a wave
-    is left (menu::tail_split_default); any count can be forced; 8-bit operands keep whole tiles."""
+    is left, and the wave before it too when less is left and K is short (menu::tail_split_default);
+    otherwise whole tiles, in 2x1 clusters (menu::sm90_cluster_pays). Any count can be forced on 20;
+    8-bit operands keep whole tiles on 20."""
     plan = isa.kernel_plan("sm_90a", m, n, k, num_sms=132)
-    want = (default, default * TILE_FLOATS + default) if default else (1, 0)
-    assert plan["config"] == 20 and (plan["splits"], plan["workspace_floats"]) == want, plan
+    ctas_default = default - 132 if default > 132 else default
+    want = (default, ctas_default * TILE_FLOATS + ctas_default) if default else (1, 0)
+    assert plan["config"] == config and (plan["splits"], plan["workspace_floats"]) == want, plan
     fp8 = isa.kernel_plan("sm_90a", m, n, k, num_sms=132, a_dtype="float8_e4m3fn")
-    assert (fp8["splits"], fp8["workspace_floats"]) == (1, 0), fp8
+    assert (fp8["config"], fp8["splits"], fp8["workspace_floats"]) == (20, 1, 0), fp8
     forced = isa.kernel_plan("sm_90a", m, n, k, config=20, splits=ctas or 16, num_sms=132)
     want = (ctas, ctas * TILE_FLOATS + ctas) if ctas else (1, 0)
     assert (forced["splits"], forced["workspace_floats"]) == want, forced
@@ -64,22 +70,36 @@ def test_forced_ctas_and_what_is_refused():
     assert (p["splits"], p["workspace_floats"]) == (1, 0), p
     p = isa.kernel_plan("sm_90a", 1024, 4096, 4096, config=8, num_sms=132)  # 128 tiles: one partial wave
     assert (p["splits"], p["workspace_floats"]) == (1, 0), p
+    # whole waves shared too: splits = CTAs + waves x SMs, each CTA one workspace slot whatever its share
+    p = isa.kernel_plan("sm_90a", 8192, 16384, 4096, config=20, splits=2 * 132 + 40, num_sms=132)
+    assert (p["splits"], p["workspace_floats"]) == (304, 40 * TILE_FLOATS + 40), p
+    p = isa.kernel_plan("sm_90a", 2304, 4096, 1024, config=20, splits=2 * 132, num_sms=132)  # 288 = 2 x 132 + 24
+    assert (p["splits"], p["workspace_floats"]) == (264, 132 * TILE_FLOATS + 132), p
+    p = isa.kernel_plan("sm_90a", 2304, 4096, 1024, config=20, splits=3 * 132, num_sms=132)  # 3 waves: not there
+    assert (p["splits"], p["workspace_floats"]) == (1, 0), p
+    # the heuristic shares a whole wave too only after 8 waves or more (where it was measured)
+    assert isa.kernel_plan("sm_90a", 2176, 4096, 1000, num_sms=132)["splits"] == 1  # 272 tiles of 128x128, 16 left
+    assert isa.kernel_plan("sm_90a", 8576, 4096, 1000, num_sms=132)["splits"] == 264  # 1072 of 128x256, 16 left
     # the ping-pong and cluster entries keep whole tiles
     for cfg in (3, 6, 7, 10):
         p = isa.kernel_plan("sm_90a", 8192, 16384, 4096, config=cfg, splits=16, num_sms=132)
         assert p["workspace_floats"] == 0, (cfg, p)
 
 
-@pytest.mark.parametrize("num_tiles,k_blocks,grid,ctas", [
-    (4096, 64, 132, 16), (1024, 256, 132, 132), (2048, 128, 132, 132), (3072, 64, 132, 132),
-    (144, 16, 132, 48), (145, 7, 132, 14), (1000, 5, 132, 132), (263, 3, 132, 132), (160, 33, 132, 100),
-    (300, 64, 114, 114), (150, 2, 132, 36),
+@pytest.mark.parametrize("num_tiles,k_blocks,grid,ctas,waves", [
+    (4096, 64, 132, 16, 0), (1024, 256, 132, 132, 0), (2048, 128, 132, 132, 0), (3072, 64, 132, 132, 0),
+    (144, 16, 132, 48, 0), (145, 7, 132, 14, 0), (1000, 5, 132, 132, 0), (263, 3, 132, 132, 0),
+    (160, 33, 132, 100, 0), (300, 64, 114, 114, 0), (150, 2, 132, 36, 0),
+    # whole waves shared too: each CTA's share over a tile (the end of one, whole ones, the start of another)
+    (4096, 64, 132, 132, 1), (1024, 256, 132, 132, 1), (4096, 64, 132, 132, 2), (300, 7, 132, 100, 1),
+    (400, 3, 132, 132, 2), (145, 64, 132, 14, 0),
 ])
-def test_schedule_covers_every_k_block_once_and_cannot_deadlock(num_tiles, k_blocks, grid, ctas):
+def test_schedule_covers_every_k_block_once_and_cannot_deadlock(num_tiles, k_blocks, grid, ctas, waves):
     rem = num_tiles % grid
-    assert ctas > rem and ctas <= rem * k_blocks, "the launcher's conditions"
-    sched = _schedule(num_tiles, k_blocks, grid, ctas)
-    dp = num_tiles - rem
+    tail = rem + waves * grid
+    assert ctas > rem and ctas <= tail * k_blocks and tail < num_tiles, "the launcher's conditions"
+    sched = _schedule(num_tiles, k_blocks, grid, ctas, waves)
+    dp = num_tiles - tail
     covered = {}
     partial_of = {}   # tile -> CTAs holding a partial piece of it
     owners = {}       # tile -> (owner CTA, the CTAs it waits for, in order)
@@ -89,10 +109,10 @@ def test_schedule_covers_every_k_block_once_and_cannot_deadlock(num_tiles, k_blo
         assert [u[0] for u in whole] == list(range(c, dp, grid)), "whole tiles: c, c + grid, ..."
         assert all((kb0, kb1) == (0, k_blocks) for _, kb0, kb1, _ in whole)
         assert units[:len(whole)] == whole, "whole tiles come first"
-        assert len(pieces) <= 2, (c, pieces)
+        assert waves or len(pieces) <= 2, (c, pieces)
         assert sum(1 for p in pieces if p[1] > 0) <= 1, "one partial piece (one flag) per CTA"
-        if len(pieces) == 2:
-            assert pieces[0][1] > 0 and pieces[1][1] == 0, "a CTA's partial piece comes before the one it owns"
+        assert all(p[1] == 0 for p in pieces[1:]), "a CTA's partial piece comes before the ones it owns"
+        assert all(p[3] == [] for p in pieces[:-1]), "only a CTA's last piece waits (for the CTAs after it)"
         if c >= ctas:
             assert not pieces
         for t, kb0, kb1, waits in units:
@@ -123,6 +143,7 @@ def _require_sm90_plan(m, n, k, config, ctas, batch=1, dtype="bfloat16", out="bf
     if _arch.device_cc()[0] != 90:
         pytest.skip("the last-wave split is the sm_90a dense entries' (sm_100a keeps whole tiles)")
     sms = _arch.device_sms()
+    ctas = sms * (1 - ctas) if ctas < 0 else ctas  # -w: every SM, the last w whole waves shared too
     plan = isa.kernel_plan("sm_90a", m, n, k, a_dtype=dtype, config=config, splits=ctas, num_sms=sms, batch=batch,
                            out_dtype=out)
     if plan["splits"] <= 1:
@@ -130,8 +151,13 @@ def _require_sm90_plan(m, n, k, config, ctas, batch=1, dtype="bfloat16", out="bf
     return plan["splits"]
 
 
-# (M, N, K, batch, config, CTAs sharing the last wave, in dtype, out dtype, epilogue + c)
+# (M, N, K, batch, config, CTAs sharing the last wave (-w: every SM, and the w whole waves before it),
+#  in dtype, out dtype, epilogue + c)
 CASES = [
+    (2304, 4096, 1000, 1, 20, -1, BF16, BF16, True),   # 288 tiles: 24 left + one wave dealt to every SM
+    (2304, 4096, 1000, 1, 8, -1, BF16, F32, False),    # the same on the register-store TMA entry
+    (3456, 4096, 520, 1, 20, -2, BF16, BF16, False),   # 432 tiles, 36 left + 2 waves, 9 k-blocks a tile
+    (2304, 4000, 1000, 1, 24, -1, BF16, BF16, True),   # 128x192: 378 tiles (114 left), N tail
     (1152, 4096, 1000, 1, 8, 48, BF16, F32, False),    # 144 tiles of 128x256: 12 left over, K tail
     (1152, 4096, 1000, 1, 8, 13, BF16, BF16, False),   # just more CTAs than tiles left over
     (1152, 4096, 1000, 1, 8, 132, BF16, F32, True),    # every SM: 1-2 k-blocks a piece, bias + gelu + c
@@ -189,13 +215,17 @@ def test_last_wave_shared_along_k(case):
 
 
 @pytest.mark.gpu
-def test_heuristic_shares_the_last_wave():
+@pytest.mark.parametrize("m", [1664, 8576])
+def test_heuristic_shares_the_last_wave(m):
     """The default plan (no config) shares the last wave where menu::tail_split_default says so: 1664 x 4096
-    = 208 tiles of 128x256, 76 left over on 132 SMs, every SM a piece. Against float64 and the same entry
-    with whole tiles; poisoned output, bitwise repeatable."""
-    m, n, k = 1664, 4096, 1000
+    = 208 tiles of 128x256, 76 left over on 132 SMs, every SM a piece; 8576 x 4096 = 1072 tiles, 16 left
+    over after 8 waves: the wave before them shared too (splits 264). Against float64 and the same entry with whole
+    tiles; poisoned output, bitwise repeatable."""
+    n, k = 4096, 1000
     ctas = _require_sm90_plan(m, n, k, -1, 0)
-    s = seed_of("tail-default")
+    if _arch.device_sms() == 132:
+        assert ctas == (132 if m == 1664 else 264), ctas
+    s = seed_of("tail-default", m)
     a, b = rand(s, (m, k), BF16), rand(s + 1, (n, k), BF16)
     dn = (((1,), (1,)), ((), ()))
 

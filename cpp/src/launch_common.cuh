@@ -180,12 +180,13 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
     // The last, partial wave shared out along K by p.splits CTAs (sched::TailSplit; the plan's choice,
     // forced or menu::tail_split_default; see menu::tail_ws_floats); where the grid is not the plan's or
     // the workspace is short, the tiles run whole.
-    const int64_t grid = cfg.gridDim.x, ctas = p.splits, k_blocks = (p.k + C::STAGE_K - 1) / C::STAGE_K;
-    if (menu::tail_split_ok(tiles, grid, ctas, k_blocks) && L.ws != nullptr &&
+    const int64_t grid = cfg.gridDim.x, ctas = menu::tail_share(p.splits, grid).ctas;
+    const int64_t k_blocks = (p.k + C::STAGE_K - 1) / C::STAGE_K;
+    if (menu::tail_split_ok(tiles, grid, p.splits, k_blocks) && L.ws != nullptr &&
         L.ws_count >= menu::tail_ws_floats(ctas, int64_t(C::TILE_M) * C::BLOCK_N)) {
       prm.ws = L.ws;
       prm.splits = static_cast<int>(ctas);
-      prm.ws_ld = static_cast<int>(tiles % grid);  // the tiles left over (sched::TailSplit)
+      prm.ws_ld = static_cast<int>(menu::tail_tiles(tiles, grid, p.splits));  // the tiles dealt out (sched::TailSplit)
       cudaError_t e = cudaMemsetAsync(L.ws + ctas * int64_t(C::TILE_M) * C::BLOCK_N, 0, sizeof(unsigned int) * ctas,
                                       L.stream);  // the ready flags
       if (e != cudaSuccess) return std::string("tail split: cudaMemsetAsync: ") + cudaGetErrorString(e);

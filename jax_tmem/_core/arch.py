@@ -83,7 +83,8 @@ def split_config(config) -> tuple[int, int]:
 
 
 def kernel_plan(arch: str, canon, a_dtype, config, out_dtype) -> tuple[int, str, int, int]:
-    """(entry, name, K splits (of a dense sm_90a entry: the CTAs sharing its last wave), f32
+    """(entry, name, K splits (of a dense sm_90a entry: the CTAs sharing its last wave, plus SMs x
+    the whole waves shared with it), f32
     workspace floats) of the plan the CUDA dispatcher runs: the same C++ code (jax_tmem/menu.h) the
     launcher calls, for this device's SM count. A ``config`` that is not an entry of ``arch``'s menu
     raises ValueError here, at trace time."""

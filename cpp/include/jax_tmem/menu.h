@@ -214,25 +214,52 @@ inline Plan make_plan(const ConfigTable& table, const GemmProblem& p, int num_sm
 // wave together (it is not the critical path it looks like), and an owner waits for the latest of its
 // pieces; most of a wave left: each tile splits in under 2, and the pieces read A and B out of the order
 // that kept them in L2 (+50 % DRAM bytes at 100 left).
-// Its workspace: one tile of f32 partial sums per sharing CTA, then one ready flag (a 32-bit word) each.
+// Sharing more than the partial wave (waves >= 1): the last rem + waves x grid tiles dealt to the CTAs,
+// each CTA's share then over a tile (stream-K's "data-parallel waves + one stream-K wave" hybrid). The plan's
+// `splits` carries both numbers, ctas + waves x grid (ctas in (rem, grid]); tail_share decodes it.
+struct TailShare {
+  int64_t ctas, waves;
+};
+inline TailShare tail_share(int64_t splits, int64_t grid) {
+  const int64_t waves = grid > 0 && splits > 0 ? (splits - 1) / grid : 0;
+  return {splits - waves * grid, waves};
+}
+// The tiles whose k-blocks are dealt out (sched::TailSplit's `tail`): the partial wave, plus `waves`
+// whole ones.
+inline int64_t tail_tiles(int64_t tiles, int64_t grid, int64_t splits) {
+  return grid > 0 ? tiles % grid + tail_share(splits, grid).waves * grid : 0;
+}
+// Its workspace: one tile of f32 partial sums per sharing CTA, then one ready flag (a 32-bit word) each
+// (a CTA's share starts with at most one piece it does not own, whatever its length).
 inline int64_t tail_ws_floats(int64_t ctas, int64_t tile_floats) { return ctas * tile_floats + ctas; }
-// Whether `ctas` CTAs can share the last wave of `tiles` tiles on a grid of `grid` CTAs (the plan and the
-// launcher ask the same): a partial last wave, more CTAs than its tiles (each CTA's share under one
-// tile), at most the grid, at least one k-block each.
-inline bool tail_split_ok(int64_t tiles, int64_t grid, int64_t ctas, int64_t k_blocks) {
+// Whether the plan's `splits` (ctas + waves x grid) can share the last wave of `tiles` tiles on a grid of
+// `grid` CTAs (the plan and the launcher ask the same): a partial last wave, more CTAs than its tiles, at
+// most the grid, whole waves enough to share, at least one k-block each.
+inline bool tail_split_ok(int64_t tiles, int64_t grid, int64_t splits, int64_t k_blocks) {
   const int64_t rem = grid > 0 ? tiles % grid : 0;
-  return tiles > grid && rem > 0 && ctas > rem && ctas <= grid && ctas <= rem * k_blocks;
+  const TailShare s = tail_share(splits, grid);
+  const int64_t tail = rem + s.waves * grid;
+  return tiles > grid && rem > 0 && s.ctas > rem && s.ctas <= grid && tail < tiles && s.ctas <= tail * k_blocks;
 }
 inline bool tail_splits(const KernelConfig& c) {
   return !c.partial() && c.schedule == Schedule::kCooperative && c.cluster_m == 1;
 }
-// The heuristic's CTAs for a last wave (0: whole tiles): 16-bit operands, more than one wave, and
-// between an eighth and two thirds of a wave left over; then every SM, at most 4 per tile.
+// The heuristic's plan for a last wave (0: whole tiles; else tail_share's splits): 16-bit operands, more
+// than one wave, and between an eighth and two thirds of a wave left over: every SM, at most 4 per tile.
+// Under an eighth left, short K (<= 64 k-blocks) and 8 waves or more (where it was measured): the last
+// whole wave shared too, by every SM (each share just over a tile). Nsight Compute at base clocks, entry
+// 20, cycles against whole tiles, 8192 x 16384 x 4096 (4 left, 64 k-blocks): -2.4 % (H100, 2026-11-25
+// 16:30; the partial wave alone +2.0 %, two whole waves -2.1 %), -2.1 % (H200, 16:38). Longer K lost:
+// the pieces stream different K ranges at once and L2 stops serving the wave (H100 16:30: 16384 x 4096
+// x 8192, 68 left, 128 k-blocks: +7 % with a whole wave, -2.8 % without; 8192 x 4096 x 16384, 100 left:
+// +35 %, +12 % without).
+inline constexpr int64_t kTailWaveMaxKBlocks = 64;
 inline int64_t tail_split_default(const GemmProblem& p, int64_t tiles, int64_t grid, int64_t k_blocks) {
   const int64_t rem = grid > 0 ? tiles % grid : 0;
-  if (dtype_bytes(p.a_type) != 2 || tiles <= grid || rem * 8 < grid || rem * 3 > grid * 2) return 0;
-  const int64_t ctas = std::min<int64_t>(grid, 4 * rem);
-  return tail_split_ok(tiles, grid, ctas, k_blocks) ? ctas : 0;
+  if (dtype_bytes(p.a_type) != 2 || tiles <= grid || rem == 0 || rem * 3 > grid * 2) return 0;
+  const int64_t share = rem * 8 >= grid ? std::min<int64_t>(grid, 4 * rem)
+                        : k_blocks <= kTailWaveMaxKBlocks && tiles >= 8 * grid ? 2 * grid : 0;
+  return share > 0 && tail_split_ok(tiles, grid, share, k_blocks) ? share : 0;
 }
 
 // sm_90a: the widest cooperative 128-row tile that keeps the SMs busy in whole waves (widest_even_tile_n),
@@ -242,7 +269,7 @@ inline int64_t tail_split_default(const GemmProblem& p, int64_t tiles, int64_t g
 // stores run under the next tile's first MMAs (20): fewer cycles than 8 on every large bf16 shape measured
 // (H200, 2026-11-25 13:31-13:34, Nsight Compute at base clocks: 0.2-0.9 %; the paired wall-clock sweeps
 // of that hour could not separate them: docs/PERF.md); at 128x128 the same overlap lost (0.921-0.954 x
-// XLA against 0.950-0.966 for 9, 13:16), so 9 stays.
+// XLA against 0.950-0.966 for 9, 13:16), so 9 stays; in 2x1 clusters (22) where sm90_cluster_pays.
 // Decode of M <= 32 rows: the 64-row swap-AB entries (512-byte weight rows per TMA request, twice the
 // CTAs), except for an MN-major 8-bit weight, which only the 128-row entries transpose. M of 33-64 keeps
 // the 128-row entry for 16-bit weights: the 64-row one holds 3 ring slots at N = 64 (H200, 2026-11-24
@@ -263,6 +290,20 @@ inline int64_t tail_split_default(const GemmProblem& p, int64_t tiles, int64_t g
 // three quarters of the SMs idle (H200, 2026-11-25 03:56, sweep_configs.py, x XLA, M = 128: 4096 x 4096
 // (64 tiles of 128x64, 32 K blocks) bf16 128x64 0.990 against split-K over 4 0.769, e4m3 1.027 / 0.682;
 // 4096 x 14336 e4m3 (112 blocks) 0.946 / 0.839; bf16 (224 blocks) 0.845 / 0.914).
+// 128x256 in (2,1,1) clusters sharing B (22) where the last wave is not shared (tail_split_default; the
+// cluster entries keep whole tiles): 16-bit operands and outputs, an even number of 128-row tiles (no
+// idle half cluster), M >= 1024 and more than one wave (where it was measured; decode-sized M keeps 20,
+// and so does one wave: 2048^3 +2 % cycles). Nsight Compute at base clocks, cycles of 22 against 20:
+// H200 2026-11-25 13:31-13:34 -0.1 to -1.8 % at 4096 x 8192 x 4096, 8192 x 16384 x 4096, 8192^3,
+// 8192 x 4096 x 16384; H100 16:30 -1.2 to 0 % at 8192 x 16384 x 4096, 8192 x 4096 x 16384, 16384 x 4096
+// x 8192, 4096 x 16384 x 8192; H200 16:39 8192 x 4096 x 16384 -1.6 %, 8192 x 4096 x 4096 and 4096^3
+// +-0.3 %; 15-25 % fewer DRAM bytes everywhere (less power at the cap).
+inline bool sm90_cluster_pays(const GemmProblem& p, int64_t tiles, int num_sms) {
+  const KernelConfig& c = kSm90Table.at(Sm90::k128x256TmaStoreOverlap);
+  const int64_t kb = (k_blocks_128B(p) + c.k_chunks - 1) / c.k_chunks;
+  return dtype_bytes(p.a_type) == 2 && dtype_bytes(p.out_type) == 2 && p.m >= 1024 && tiles > num_sms &&
+         ((p.m + 127) / 128) % 2 == 0 && tail_split_default(p, tiles, num_sms, kb) == 0;
+}
 inline constexpr int kSm90DecodeMaxM = 64, kSm90TransposeMaxM = 256, kSm90LongKBlocks = 128;
 inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = -1) {
   const bool transposes = sm90_swap_only_family(p.b_type, p.b_mn_major, false);
@@ -274,6 +315,7 @@ inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = 
     const int block_n = widest_even_tile_n(q, num_sms, kWidths, 3);
     const bool tma = out_tma_ok(q);
     *tiles = tiles_128(q, block_n);
+    if (block_n == 256 && tma && sm90_cluster_pays(q, *tiles, num_sms)) return Sm90::k128x256Cluster2TmaStoreOverlap;
     return block_n == 256 ? (tma ? Sm90::k128x256TmaStoreOverlap : Sm90::k128x256)
          : block_n == 128 ? (tma ? Sm90::k128x128TmaStore : Sm90::k128x128) : Sm90::k128x64;
   };
@@ -289,15 +331,15 @@ inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = 
     const Plan alt = make_plan(kSm90Table, q, num_sms, ws_available, true, decode, dense);
     if (ws_available < 0 || alt.ws_floats <= ws_available) plan = alt;
   }
-  // A dense cooperative entry's last wave shared out (see tail_ws_floats; the plan's `splits` is the number
-  // of CTAs): forced by config (entry, ctas), or the heuristic's tail_split_default.
+  // A dense cooperative entry's last wave shared out (see tail_share; the plan's `splits` is the number
+  // of CTAs plus grid x the whole waves shared): forced by config (entry, splits), or tail_split_default.
   const KernelConfig& c = kSm90Table.at(static_cast<Sm90>(plan.config));
   if (tail_splits(c) && (p.config < 0 || p.splits > 0)) {
     const int64_t tiles = tiles_128(p, c.block_n), kb = (k_blocks_128B(p) + c.k_chunks - 1) / c.k_chunks;
-    const int64_t ctas = p.config < 0 ? tail_split_default(p, tiles, num_sms, kb) : std::min<int64_t>(p.splits, num_sms);
-    if (tail_split_ok(tiles, num_sms, ctas, kb)) {
-      const int64_t ws = tail_ws_floats(ctas, int64_t(c.block_m) * c.block_n);
-      if (ws_available < 0 || ws <= ws_available) plan.splits = static_cast<int>(ctas), plan.ws_floats = ws;
+    const int64_t share = p.config < 0 ? tail_split_default(p, tiles, num_sms, kb) : p.splits;
+    if (tail_split_ok(tiles, num_sms, share, kb)) {
+      const int64_t ws = tail_ws_floats(tail_share(share, num_sms).ctas, int64_t(c.block_m) * c.block_n);
+      if (ws_available < 0 || ws <= ws_available) plan.splits = static_cast<int>(share), plan.ws_floats = ws;
     }
   }
   return plan;

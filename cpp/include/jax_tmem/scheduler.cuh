@@ -62,8 +62,10 @@ struct WorkUnits {
 // wave; sm_90a cooperative entries, as planned by menu.h: see menu::tail_ws_floats). With `grid` CTAs and
 // num_tiles = waves x grid + tail, the first dp_tiles = num_tiles - tail tiles run whole, CTA c taking
 // c, c + grid, ...; then the tail's tail x k_blocks k-blocks, in tile order, are dealt evenly to CTAs
-// 0..ctas-1 (ctas > tail, so each CTA's share is less than one tile and touches at most two tiles: the
-// end of one, then the start of the next). A tile's piece that starts at k-block 0 is its owner's: after its own MMAs it waits for
+// 0..ctas-1 (the launcher's tail: the partial wave's tiles, ctas > those, so each CTA's share is under
+// one tile and touches at most two: the end of one, then the start of the next; or that plus whole waves
+// (menu::tail_share), each share then over a tile: the end of one, whole tiles, the start of another).
+// A tile's piece that starts at k-block 0 is its owner's: after its own MMAs it waits for
 // the later pieces (other CTAs' f32 partial sums, each CTA's one partial piece in its own workspace
 // slot), adds them in CTA order (bitwise repeatable) and stores the tile. A CTA's partial piece comes
 // before its owned one and never waits, and all CTAs are resident (a persistent grid), so every wait
