@@ -86,6 +86,17 @@ def test_forced_ctas_and_what_is_refused():
         assert p["workspace_floats"] == 0, (cfg, p)
 
 
+def test_decision_log_says_what_the_splits_share():
+    """JAX_TMEM_LOG's words for a plan's ``splits``: the CTAs and the whole waves they share (the integer
+    carries both: ctas + waves x SMs), or a split-K entry's K splits."""
+    words = _arch._splits_in_words
+    assert words(264, False, 132) == "132 CTAs sharing the last wave and the 1 whole wave before it along K"
+    assert words(304, False, 132) == "40 CTAs sharing the last wave and the 2 whole waves before it along K"
+    assert words(100, False, 132) == "100 CTAs sharing the last wave along K"
+    assert words(132, False, 132) == "132 CTAs sharing the last wave along K"
+    assert words(3, True, 132) == "3 K splits"
+
+
 @pytest.mark.parametrize("num_tiles,k_blocks,grid,ctas,waves", [
     (4096, 64, 132, 16, 0), (1024, 256, 132, 132, 0), (2048, 128, 132, 132, 0), (3072, 64, 132, 132, 0),
     (144, 16, 132, 48, 0), (145, 7, 132, 14, 0), (1000, 5, 132, 132, 0), (263, 3, 132, 132, 0),
@@ -127,6 +138,8 @@ def test_schedule_covers_every_k_block_once_and_cannot_deadlock(num_tiles, k_blo
                     assert not waits
                     partial_of.setdefault(t, []).append(c)
     assert len(covered) == num_tiles * k_blocks, "every k-block of every tile"
+    shares = [sum(kb1 - kb0 for t, kb0, kb1, _ in units if t >= dp) for units in sched[:ctas]]
+    assert max(shares) - min(shares) <= 1, "the tail's k-blocks dealt evenly"
     assert set(owners) == set(range(dp, num_tiles)), "every tail tile has an owner"
     for t, (owner, waits) in owners.items():
         assert waits == sorted(partial_of.get(t, [])), (t, owner, waits)

@@ -177,9 +177,9 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
   }
   cfg.gridDim = dim3(kCluster * static_cast<int>(std::min<int64_t>(units, resident)), 1, 1);
   if constexpr (tail_split_of<C>()) {
-    // The last, partial wave shared out along K by p.splits CTAs (sched::TailSplit; the plan's choice,
-    // forced or menu::tail_split_default; see menu::tail_ws_floats); where the grid is not the plan's or
-    // the workspace is short, the tiles run whole.
+    // The last, partial wave (and p.splits' whole waves before it) shared out along K by p.splits' CTAs
+    // (menu::tail_share; sched::TailSplit; the plan's choice, forced or menu::tail_split_default); where
+    // the grid does not fit the plan or the workspace is short, the tiles run whole.
     const int64_t grid = cfg.gridDim.x, ctas = menu::tail_share(p.splits, grid).ctas;
     const int64_t k_blocks = (p.k + C::STAGE_K - 1) / C::STAGE_K;
     if (menu::tail_split_ok(tiles, grid, p.splits, k_blocks) && L.ws != nullptr &&

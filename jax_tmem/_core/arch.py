@@ -83,11 +83,10 @@ def split_config(config) -> tuple[int, int]:
 
 
 def kernel_plan(arch: str, canon, a_dtype, config, out_dtype) -> tuple[int, str, int, int]:
-    """(entry, name, K splits (of a dense sm_90a entry: the CTAs sharing its last wave, plus SMs x
-    the whole waves shared with it), f32
-    workspace floats) of the plan the CUDA dispatcher runs: the same C++ code (jax_tmem/menu.h) the
-    launcher calls, for this device's SM count. A ``config`` that is not an entry of ``arch``'s menu
-    raises ValueError here, at trace time."""
+    """(entry, name, K splits (of a dense sm_90a entry: the CTAs sharing its last wave, plus SMs x the
+    whole waves shared with it), f32 workspace floats) of the plan the CUDA dispatcher runs: the same
+    C++ code (jax_tmem/menu.h) the launcher calls, for this device's SM count. A ``config`` that is not
+    an entry of ``arch``'s menu raises ValueError here, at trace time."""
     mod, _ = _ext.load()
     sms = device_sms()
     cfg, splits = split_config(config)
@@ -111,6 +110,16 @@ def menu(arch: str) -> dict:
     return {int(e["config"]): dict(e) for e in mod.kernel_menu(arch)}
 
 
+def _splits_in_words(splits: int, split_k: bool, sms: int) -> str:
+    """A plan's ``splits`` for the decision log: K splits of a split-K entry; for a dense entry the CTAs
+    sharing its last wave plus ``sms`` x the whole waves they share too (menu::tail_share)."""
+    if split_k:
+        return f"{splits} K splits"
+    waves = (splits - 1) // sms if sms > 0 and splits > 0 else 0
+    also = f" and the {waves} whole wave{'s' if waves > 1 else ''} before it" if waves else ""
+    return f"{splits - waves * sms} CTAs sharing the last wave{also} along K"
+
+
 def menu_entry(arch: str, canon, a_dtype, config, out_dtype="bfloat16") -> str:
     """Which compiled kernel the CUDA dispatcher will run, in words, for the decision log."""
     cfg, name, splits, ws = kernel_plan(arch, canon, a_dtype, config, out_dtype)
@@ -118,8 +127,7 @@ def menu_entry(arch: str, canon, a_dtype, config, out_dtype="bfloat16") -> str:
     how = ("forced" if split_config(config)[0] >= 0 else f"heuristic, {sms} SMs" if sms > 0
            else "heuristic, SM count unknown")
     entry = menu(arch)[cfg]
-    what = "K splits" if entry["split"] != "none" else "CTAs sharing the last wave along K"
-    extra = f", {splits} {what}, {ws * 4 / 1024:.0f} KiB workspace" if ws else ""
+    extra = f", {_splits_in_words(splits, entry['split'] != 'none', sms)}, {ws * 4 / 1024:.0f} KiB workspace" if ws else ""
     return f"{name} (config {cfg}{extra}, {how})"
 
 
