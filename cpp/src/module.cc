@@ -348,6 +348,11 @@ NB_MODULE(_jax_tmem, m) {
     }
     return per_cta;
   }, nb::arg("num_tiles"), nb::arg("tail"), nb::arg("ctas"), nb::arg("k_blocks"), nb::arg("grid"));
+  // A dense plan's `splits` decoded (menu::tail_share): (CTAs sharing the last wave, whole waves shared).
+  m.def("tail_share", [](int64_t splits, int64_t grid) {
+    const jax_tmem::menu::TailShare s = jax_tmem::menu::tail_share(splits, grid);
+    return nb::make_tuple(s.ctas, s.waves);
+  }, nb::arg("splits"), nb::arg("grid"));
   m.def("cuda_device_sms", [](int dev) {
 #if JAX_TMEM_HAS_CUDA
     return jax_tmem::cuda_device_sms(dev);

@@ -115,9 +115,10 @@ def _splits_in_words(splits: int, split_k: bool, sms: int) -> str:
     sharing its last wave plus ``sms`` x the whole waves they share too (menu::tail_share)."""
     if split_k:
         return f"{splits} K splits"
-    waves = (splits - 1) // sms if sms > 0 and splits > 0 else 0
+    mod, _ = _ext.load()
+    ctas, waves = mod.tail_share(splits, sms)
     also = f" and the {waves} whole wave{'s' if waves > 1 else ''} before it" if waves else ""
-    return f"{splits - waves * sms} CTAs sharing the last wave{also} along K"
+    return f"{ctas} CTAs sharing the last wave{also} along K"
 
 
 def menu_entry(arch: str, canon, a_dtype, config, out_dtype="bfloat16") -> str:

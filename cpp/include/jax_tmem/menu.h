@@ -290,7 +290,7 @@ inline int64_t tail_split_default(const GemmProblem& p, int64_t tiles, int64_t g
 // three quarters of the SMs idle (H200, 2026-11-25 03:56, sweep_configs.py, x XLA, M = 128: 4096 x 4096
 // (64 tiles of 128x64, 32 K blocks) bf16 128x64 0.990 against split-K over 4 0.769, e4m3 1.027 / 0.682;
 // 4096 x 14336 e4m3 (112 blocks) 0.946 / 0.839; bf16 (224 blocks) 0.845 / 0.914).
-// 128x256 in (2,1,1) clusters sharing B (22) where the last wave is not shared (tail_split_default; the
+// 128x256 in (2,1,1) clusters sharing B (22) where the heuristic's 20 shares no wave (sm90_plan; the
 // cluster entries keep whole tiles): 16-bit operands and outputs, an even number of 128-row tiles (no
 // idle half cluster), M >= 1024 and more than one wave (where it was measured; decode-sized M keeps 20,
 // and so does one wave: 2048^3 +2 % cycles). Nsight Compute at base clocks, cycles of 22 against 20:
@@ -299,10 +299,8 @@ inline int64_t tail_split_default(const GemmProblem& p, int64_t tiles, int64_t g
 // x 8192, 4096 x 16384 x 8192; H200 16:39 8192 x 4096 x 16384 -1.6 %, 8192 x 4096 x 4096 and 4096^3
 // +-0.3 %; 15-25 % fewer DRAM bytes everywhere (less power at the cap).
 inline bool sm90_cluster_pays(const GemmProblem& p, int64_t tiles, int num_sms) {
-  const KernelConfig& c = kSm90Table.at(Sm90::k128x256TmaStoreOverlap);
-  const int64_t kb = (k_blocks_128B(p) + c.k_chunks - 1) / c.k_chunks;
   return dtype_bytes(p.a_type) == 2 && dtype_bytes(p.out_type) == 2 && p.m >= 1024 && tiles > num_sms &&
-         ((p.m + 127) / 128) % 2 == 0 && tail_split_default(p, tiles, num_sms, kb) == 0;
+         ((p.m + 127) / 128) % 2 == 0;
 }
 inline constexpr int kSm90DecodeMaxM = 64, kSm90TransposeMaxM = 256, kSm90LongKBlocks = 128;
 inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = -1) {
@@ -315,7 +313,6 @@ inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = 
     const int block_n = widest_even_tile_n(q, num_sms, kWidths, 3);
     const bool tma = out_tma_ok(q);
     *tiles = tiles_128(q, block_n);
-    if (block_n == 256 && tma && sm90_cluster_pays(q, *tiles, num_sms)) return Sm90::k128x256Cluster2TmaStoreOverlap;
     return block_n == 256 ? (tma ? Sm90::k128x256TmaStoreOverlap : Sm90::k128x256)
          : block_n == 128 ? (tma ? Sm90::k128x128TmaStore : Sm90::k128x128) : Sm90::k128x64;
   };
@@ -332,15 +329,18 @@ inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = 
     if (ws_available < 0 || alt.ws_floats <= ws_available) plan = alt;
   }
   // A dense cooperative entry's last wave shared out (see tail_share; the plan's `splits` is the number
-  // of CTAs plus grid x the whole waves shared): forced by config (entry, splits), or tail_split_default.
+  // of CTAs plus grid x the whole waves shared): forced by config (entry, splits), or tail_split_default;
+  // the heuristic's 128x256 tiles that share nothing run in 2x1 clusters where sm90_cluster_pays.
   const KernelConfig& c = kSm90Table.at(static_cast<Sm90>(plan.config));
   if (tail_splits(c) && (p.config < 0 || p.splits > 0)) {
     const int64_t tiles = tiles_128(p, c.block_n), kb = (k_blocks_128B(p) + c.k_chunks - 1) / c.k_chunks;
     const int64_t share = p.config < 0 ? tail_split_default(p, tiles, num_sms, kb) : p.splits;
-    if (tail_split_ok(tiles, num_sms, share, kb)) {
-      const int64_t ws = tail_ws_floats(tail_share(share, num_sms).ctas, int64_t(c.block_m) * c.block_n);
-      if (ws_available < 0 || ws <= ws_available) plan.splits = static_cast<int>(share), plan.ws_floats = ws;
-    }
+    const int64_t ws = tail_ws_floats(tail_share(share, num_sms).ctas, int64_t(c.block_m) * c.block_n);
+    if (tail_split_ok(tiles, num_sms, share, kb) && (ws_available < 0 || ws <= ws_available))
+      plan.splits = static_cast<int>(share), plan.ws_floats = ws;
+    else if (p.config < 0 && plan.config == static_cast<int>(Sm90::k128x256TmaStoreOverlap) &&
+             sm90_cluster_pays(p, tiles, num_sms))
+      plan.config = static_cast<int>(Sm90::k128x256Cluster2TmaStoreOverlap);
   }
   return plan;
 }
