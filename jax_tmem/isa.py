@@ -64,6 +64,14 @@ def kernel_menu(arch: str) -> list[dict]:
     return [dict(e) for e in _ext().kernel_menu(arch)]
 
 
+def block_scaled_menu(arch: str) -> list[dict]:
+    """The block-scaled (MX) kernel configurations of ``arch`` from the table the dispatcher instantiates
+    (``cpp/include/jax_tmem/sm90_block_scaled_configs.def``): ``[{"config", "block_m", "block_n", "stages",
+    "schedule", "name"}]``; ``config`` is what ``scaled_gemm.scaled_matmul_ffi(..., config=)`` takes to force
+    one. Empty for sm_100a / sm_103a, whose block-scaled kernels are entries of :func:`kernel_menu`."""
+    return [dict(e) for e in _ext().block_scaled_menu(arch)]
+
+
 def kernel_plan(arch: str, m: int, n: int, k: int, *, batch: int = 1, a_dtype="bfloat16", config: int = -1,
                 num_sms: int = 132, out_dtype="bfloat16", a_mn_major: bool = False, splits: int = 0,
                 b_mn_major: bool = False) -> dict:

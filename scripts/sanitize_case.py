@@ -82,7 +82,8 @@ if scaled_gemm.kernel_target(fm, fm)[0].startswith("cuda"):
         ref = np.einsum("bmk,bnk->bmn", np.asarray(jax_tmem.dequantize(xq, xs), np.float64),
                         np.asarray(jax_tmem.dequantize(wq, ws), np.float64))
         for layout, (sx, sw) in enumerate(((xs, ws), (jax_tmem.swizzle_scales(xs), jax_tmem.swizzle_scales(ws)))):
-            for cfg in (0, 1, 2):  # every sm_90a block-scaled configuration (cpp/src/sm90_block_scaled.cu)
+            # every configuration of the arch's block-scaled kernel (sm_90a's table; tcgen05: the heuristic's)
+            for cfg in [e["config"] for e in isa.block_scaled_menu(arch)] or [-1]:
                 if layout == 0 and (k // 32) % 4:
                     continue  # plain scales with K / 32 % 4 != 0 go swizzled (scaled_matmul does that)
                 out = jax.jit(lambda *a: scaled_gemm.scaled_matmul_ffi(*a, jnp.float32, 32, layout=layout, config=cfg))(

@@ -287,7 +287,16 @@ def test_block_scale_roles_are_validated_by_the_handler():
     assert np.isfinite(np.asarray(out)).all()
 
 
-SM90_BLOCK_SCALED_CONFIGS = (0, 1, 2)  # cpp/src/sm90_block_scaled.cu: 128x128, 128x64, 128x128 taking turns
+def _block_scaled_menu():
+    """The sm_90a block-scaled kernel's configurations (cpp/include/jax_tmem/sm90_block_scaled_configs.def)."""
+    try:
+        from jax_tmem import isa
+        return isa.block_scaled_menu("sm_90a")
+    except RuntimeError:  # no extension: nothing to run anyway
+        return []
+
+
+SM90_BLOCK_SCALED_CONFIGS = [e["config"] for e in _block_scaled_menu()]
 
 
 @pytest.mark.gpu
@@ -296,7 +305,8 @@ SM90_BLOCK_SCALED_CONFIGS = (0, 1, 2)  # cpp/src/sm90_block_scaled.cu: 128x128, 
 def test_every_sm90_block_scaled_config(config, b, m, n, k, layout):
     """Each sm_90a block-scaled configuration, forced, against float64 of the dequantized operands, with
     tails, both scale layouts, a NaN-poisoned output and a bitwise-equal second run (a moving result is
-    a race; the turn-taking configuration adds named-barrier handshakes between the warpgroups)."""
+    a race; the turn-taking configuration adds named-barrier handshakes between the warpgroups, the
+    pipelined one two temporaries in flight per warpgroup)."""
     from jax_tmem.ops import scaled_gemm
     if not _require_kernel_path("mxfp8", "mxfp8").startswith("cuda sm_90a"):
         pytest.skip("the sm_90a block-scaled configurations")

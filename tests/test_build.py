@@ -164,6 +164,14 @@ def test_block_scaled_kernels(sass, arch):
             assert re.search(r"QGMMA\.64x(64|128)x32\.F32\.E[45]M[23]\.E[45]M[23] R\d+, gdesc\[UR\d+\], RZ, !UPT", t), \
                 f"{f}: no zero-initialised fp8 wgmma per 32-K block"
             assert "FFMA" in t and "LDS" in t, f"{f}: no promotion from shared-memory scales"
+            if "BsScheduleE2E" in f:  # BsSchedule::kPipelined (sm90_block_scaled_configs.def)
+                # two column halves per 32-K block (8 wgmma per ring slot), the next issued before the
+                # previous is waited for; where ptxas serialises the wgmmas (C7514) each one is
+                # followed by its own wait instead
+                seq = re.findall(r"QGMMA\.64x64x32|WARPGROUP\.DEPBAR\.LE gsb0, 0x[01]", t)
+                assert seq.count("QGMMA.64x64x32") == 8, f"{f}: expected 8 half-width wgmma per ring slot"
+                assert any(a == b == "QGMMA.64x64x32" for a, b in zip(seq, seq[1:])), \
+                    f"{f}: no two wgmma in flight (ptxas serialised them?): {seq}"
         return
     # the sm_100 Config with kSfVec = 32 or 16 (last template argument); DType 9 = float4_e2m1fn (dtypes.def)
     funcs = {f: t for f, t in funcs.items() if "sm100_gemm_kernel" in f}

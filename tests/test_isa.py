@@ -631,6 +631,20 @@ def test_kernel_menus_come_from_the_config_tables():
         isa.kernel_menu("sm_80")
 
 
+def test_block_scaled_menu_comes_from_its_table():
+    """isa.block_scaled_menu is the sm_90a block-scaled dispatcher's table (sm90_block_scaled_configs.def);
+    the tcgen05 block-scaled kernels are kernel_menu entries, so their list is empty."""
+    sm90 = isa.block_scaled_menu("sm_90a")
+    assert [e["config"] for e in sm90] == [0, 1, 2, 3]
+    assert [(e["block_m"], e["block_n"], e["stages"]) for e in sm90] == [(128, 128, 6), (128, 64, 8), (128, 128, 6),
+                                                                          (128, 128, 6)]
+    assert [e["schedule"] for e in sm90] == ["plain", "plain", "ordered", "pipelined"]
+    assert all(e["name"].startswith(f"128x{e['block_n']}, ") for e in sm90)
+    assert isa.block_scaled_menu("sm_100a") == [] == isa.block_scaled_menu("sm_103a")
+    with pytest.raises(ValueError, match="arch"):
+        isa.block_scaled_menu("sm_80")
+
+
 @pytest.mark.parametrize("arch,sms", [("sm_90a", 132), ("sm_100a", 148), ("sm_100a", 160)])
 def test_heuristic_only_chooses_heuristic_entries(arch, sms):
     """What the build compiles by default (the entries marked kHeuristic) covers every plan the heuristic

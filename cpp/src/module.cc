@@ -216,6 +216,32 @@ NB_MODULE(_jax_tmem, m) {
   }, nb::arg("arch"), "The arch's kernel configurations as the dispatcher instantiates them: [{config, entry, name, "
      "block_m, block_n, stages, cluster_m, schedule, epilogue, split, swap_ab, split_k, heuristic, built, not_built}].");
 
+  m.def("block_scaled_menu", [](const std::string& arch) {
+    // The block-scaled (MX) kernel's configurations (jax_tmem/sm90_block_scaled_configs.def; sm_90a only:
+    // the sm_100a block-scaled kernels are the tcgen05 menu's entries).
+    if (arch != "sm_90a" && arch != "sm_100a" && arch != "sm_103a")
+      throw std::invalid_argument("unknown arch '" + arch + "' (sm_90a, sm_100a, sm_103a)");
+    nb::list out;
+    if (arch == "sm_90a") {
+      const auto schedule = [](const char* s) {  // kPlain -> "plain"
+        std::string r(s + 1);
+        r[0] = static_cast<char>(r[0] - 'A' + 'a');
+        return r;
+      };
+#define JT_SM90_BS_CONFIG(id, bn, st, sched, name)                                                           \
+  {                                                                                                          \
+    nb::dict d;                                                                                              \
+    d["config"] = id, d["block_m"] = 128, d["block_n"] = bn, d["stages"] = st;                                \
+    d["schedule"] = schedule(#sched), d["name"] = std::string(name);                                          \
+    out.append(d);                                                                                           \
+  }
+#include "jax_tmem/sm90_block_scaled_configs.def"
+#undef JT_SM90_BS_CONFIG
+    }
+    return out;
+  }, nb::arg("arch"), "The arch's block-scaled (MX) kernel configurations: [{config, block_m, block_n, stages, "
+     "schedule, name}] (empty where the block-scaled kernels are entries of kernel_menu).");
+
   m.def("kernel_legality", [](const std::string& a_dtype, const std::string& b_dtype, int64_t batch, int64_t m_,
                                int64_t n, int64_t k, bool a_mn_major, bool b_mn_major, int64_t lda, int64_t ldb,
                                int64_t stride_a, int64_t stride_b) {

@@ -14,10 +14,6 @@ std::string launch_block_scaled(const GemmLaunch& L) {
   return launch_persistent<C>(sm90_block_scaled_kernel<C>, L);
 }
 
-// The configurations (the private `config` of the call; -1: the heuristic): 0: 128x128, 1: 128x64,
-// 2: 128x128 with the warpgroups taking turns on the tensor cores (kOrdered; not yet measured).
-constexpr int kBlockScaledConfigs = 3;
-
 template <DType A, DType B>
 std::string run_types(const GemmLaunch& L) {
   const GemmProblem& p = L.p;
@@ -26,12 +22,14 @@ std::string run_types(const GemmLaunch& L) {
     const int64_t tiles128 = p.batch * ((p.m + 127) / 128) * ((p.n + 127) / 128);
     config = tiles128 >= L.num_sms ? 0 : 1;
   }
-  switch (config) {
-    case 0: return launch_block_scaled<ScaledConfig<A, B, 128, 6>>(L);
-    case 1: return launch_block_scaled<ScaledConfig<A, B, 64, 8>>(L);
-    case 2: return launch_block_scaled<ScaledConfig<A, B, 128, 6, true>>(L);
+  switch (config) {  // the table (jax_tmem/sm90_block_scaled_configs.def)
+#define JT_SM90_BS_CONFIG(id, bn, st, sched, name) \
+  case id: return launch_block_scaled<ScaledConfig<A, B, bn, st, BsSchedule::sched>>(L);
+#include "jax_tmem/sm90_block_scaled_configs.def"
+#undef JT_SM90_BS_CONFIG
   }
-  return "block-scaled config " + std::to_string(config) + " outside [-1, " + std::to_string(kBlockScaledConfigs) + ")";
+  return "block-scaled config " + std::to_string(config) + " is not in jax_tmem/sm90_block_scaled_configs.def "
+         "(jax_tmem.isa.block_scaled_menu lists them)";
 }
 
 }  // namespace

@@ -31,13 +31,21 @@
 
 namespace jax_tmem::sm90 {
 
+// The consumer warpgroups' schedule (the table's `schedule` column, sm90_block_scaled_configs.def):
+// kPlain: wgmma of a 32-K block into the temporary, wait, promote.
 // kOrdered: the two consumer warpgroups take turns on the tensor cores, so that one promotes while the
 // other's wgmma runs: warpgroup 1 issues block j's wgmma once warpgroup 0's has completed, warpgroup 0
 // issues block j + 1's once warpgroup 1's has (named barriers kTurnBarrier + w, bar.arrive / bar.sync).
 // Without it the two tend to run in phase (docs/PERF.md 2026-11-23 17:31: issue slots 47 % busy).
-template <DType kA_, DType kB_, int BLOCK_N_, int kStages_, bool kOrdered_ = false>
+// kPipelined: each consumer warpgroup keeps the tensor cores busy while it promotes: its tile is issued
+// in two halves of BLOCK_N / 2 columns, each into its own temporary, one unit (32-K block, half) ahead, so
+// that the wgmma of the next unit runs while the previous one's temporary is promoted (consumer_pipelined).
+enum class BsSchedule { kPlain, kOrdered, kPipelined };
+
+template <DType kA_, DType kB_, int BLOCK_N_, int kStages_, BsSchedule kSchedule_ = BsSchedule::kPlain>
 struct ScaledConfig : Config<kA_, kB_, BLOCK_N_, kStages_, false, false> {
-  static constexpr bool kOrdered = kOrdered_;
+  static constexpr bool kOrdered = kSchedule_ == BsSchedule::kOrdered;
+  static constexpr bool kPipelined = kSchedule_ == BsSchedule::kPipelined;
   static constexpr uint32_t kTurnBarrier = 3;  // named barriers 3 and 4 (0: __syncthreads)
   using Base = Config<kA_, kB_, BLOCK_N_, kStages_, false, false>;
   static constexpr int SF_BLOCKS = Base::BLOCK_K / 32;                 // scale blocks per k-block (4)
@@ -79,17 +87,78 @@ __device__ __forceinline__ void store_scale_quad(uint32_t w, bool row_ok, int c0
 }
 
 // acc += t * sa[row] * sb[col] for one 32-K block; fragment element 4j + 2h + e is (row + 8h, col 8j + 2q + e).
-template <int N>
-__device__ __forceinline__ void promote(float (&acc)[N / 2], const float (&t)[N / 2], uint32_t sfa, uint32_t sfb,
+// `t` holds columns [J0 * 8, J0 * 8 + NT) of the N-wide accumulator (a wgmma of NT columns).
+template <int N, int NT = N, int J0 = 0>
+__device__ __forceinline__ void promote(float (&acc)[N / 2], const float (&t)[NT / 2], uint32_t sfa, uint32_t sfb,
                                         int row, int q) {
+  static_assert(NT % 8 == 0 && J0 * 8 + NT <= N, "t is a column range of acc");
   const float sa0 = ptx::lds_f32(sfa + 4 * row), sa1 = ptx::lds_f32(sfa + 4 * (row + 8));
 #pragma unroll
-  for (int j = 0; j < N / 8; ++j) {
+  for (int jt = 0; jt < NT / 8; ++jt) {
+    const int j = J0 + jt;
     const float2 sb = ptx::lds_v2f32(sfb + 4 * (8 * j + 2 * q));
-    acc[4 * j + 0] = fmaf(t[4 * j + 0], sa0 * sb.x, acc[4 * j + 0]);
-    acc[4 * j + 1] = fmaf(t[4 * j + 1], sa0 * sb.y, acc[4 * j + 1]);
-    acc[4 * j + 2] = fmaf(t[4 * j + 2], sa1 * sb.x, acc[4 * j + 2]);
-    acc[4 * j + 3] = fmaf(t[4 * j + 3], sa1 * sb.y, acc[4 * j + 3]);
+    acc[4 * j + 0] = fmaf(t[4 * jt + 0], sa0 * sb.x, acc[4 * j + 0]);
+    acc[4 * j + 1] = fmaf(t[4 * jt + 1], sa0 * sb.y, acc[4 * j + 1]);
+    acc[4 * j + 2] = fmaf(t[4 * jt + 2], sa1 * sb.x, acc[4 * j + 2]);
+    acc[4 * j + 3] = fmaf(t[4 * jt + 3], sa1 * sb.y, acc[4 * j + 3]);
+  }
+}
+
+// kPipelined: one unit = (32-K block ks of a ring slot, half h of the tile's columns), 2 * SF_BLOCKS per
+// slot. Its wgmma into `d` (scale-d 0): rows of A from desc_a0, columns [h * BLOCK_N / 2, ...) of B, i.e.
+// B's rows from h * BLOCK_N / 2 (128 bytes of K each, whole 1024-byte swizzle atoms).
+template <class C>
+__device__ __forceinline__ void issue_unit(float (&d)[C::BLOCK_N / 4], uint64_t desc_a0, uint64_t desc_b0,
+                                           uint32_t stage_off, int ks, int h) {
+  using namespace jax_tmem::ptx;
+  static_assert((C::BLOCK_N / 2) % 8 == 0, "a half is whole swizzle atoms");
+  fence_operands(d);
+  wgmma_fence();
+  mma_step<C, C::BLOCK_N / 2>(d, desc::sm90_desc_advance(desc_a0, stage_off + ks * 32),
+                              desc::sm90_desc_advance(desc_b0, stage_off + ks * 32 + h * (C::BLOCK_N / 2) * 128), 0u);
+  wgmma_commit();
+}
+
+// The consumer loop of a kPipelined configuration for one tile: within a ring slot, unit u + 1's wgmma is
+// issued before unit u is waited for and promoted, so a warpgroup's tensor-core work overlaps its own
+// promotion (the two temporaries are distinct registers). Each slot starts and ends with no wgmma in
+// flight: ptxas serialises every wgmma (C7514) when one is in flight across the loop's back edge with
+// another temporary read (sm_90a, CUDA 13.0), so the first unit's latency and the last unit's promotion of
+// a slot are left to the other warpgroup to cover. The slot is released after its last promotion has
+// read the slot's scales.
+template <class C, class St>
+__device__ __forceinline__ void consumer_pipelined(float (&acc)[C::ACC_REGS], St& st, uint64_t* full, uint64_t* empty,
+                                                   uint32_t scales0, uint64_t desc_a0, uint64_t desc_b0,
+                                                   int k_blocks, int frag_row, int q, int lane) {
+  using namespace jax_tmem::ptx;
+  constexpr int NH = C::BLOCK_N / 2, UNITS = 2 * C::SF_BLOCKS;
+  float part0[NH / 2], part1[NH / 2];
+  for (int kb = 0; kb < k_blocks; ++kb) {
+    const uint32_t stage_off = st.stage * C::STAGE_BYTES, sf = scales0 + stage_off;
+    mbarrier_wait(&full[st.stage], st.phase);
+    issue_unit<C>(part0, desc_a0, desc_b0, stage_off, 0, 0);
+#pragma unroll
+    for (int u = 0; u < UNITS; ++u) {
+      if (u + 1 < UNITS) {  // the next unit, into the other temporary; then wait for this one
+        if ((u + 1) % 2 == 0) issue_unit<C>(part0, desc_a0, desc_b0, stage_off, (u + 1) / 2, 0);
+        else issue_unit<C>(part1, desc_a0, desc_b0, stage_off, (u + 1) / 2, 1);
+        wgmma_wait<1>();
+      } else {
+        wgmma_wait<0>();
+      }
+      const int ks = u / 2;
+      const uint32_t sfa_k = sf + 4 * ks * C::BLOCK_M, sfb_k = sf + 4 * (C::SFA_FLOATS + ks * C::BLOCK_N);
+      if (u % 2 == 0) {
+        fence_operands(part0);
+        promote<C::BLOCK_N, NH, 0>(acc, part0, sfa_k, sfb_k, frag_row, q);
+      } else {
+        fence_operands(part1);
+        promote<C::BLOCK_N, NH, NH / 8>(acc, part1, sfa_k, sfb_k, frag_row, q);
+      }
+    }
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(&empty[st.stage]);
+    st.advance();
   }
 }
 
@@ -197,7 +266,9 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
       const sched::TileCoord tc = scheduler.coord(t);
 #pragma unroll
       for (int i = 0; i < R; ++i) acc[i] = 0.0f;
-      for (int kb = 0; kb < k_blocks; ++kb) {
+      if constexpr (C::kPipelined)
+        consumer_pipelined<C>(acc, st, full, empty, stage_scales(0), desc_a0, desc_b0, k_blocks, frag_row, q, lane);
+      else for (int kb = 0; kb < k_blocks; ++kb) {
         mbarrier_wait(&full[st.stage], st.phase);
         const uint32_t stage_off = st.stage * C::STAGE_BYTES;
         const uint32_t sf = stage_scales(st.stage);
