@@ -219,8 +219,7 @@ NB_MODULE(_jax_tmem, m) {
   m.def("block_scaled_menu", [](const std::string& arch) {
     // The block-scaled (MX) kernel's configurations (jax_tmem/sm90_block_scaled_configs.def; sm_90a only:
     // the sm_100a block-scaled kernels are the tcgen05 menu's entries).
-    if (arch != "sm_90a" && arch != "sm_100a" && arch != "sm_103a")
-      throw std::invalid_argument("unknown arch '" + arch + "' (sm_90a, sm_100a, sm_103a)");
+    config_table(arch);  // the same arch check as kernel_menu's
     nb::list out;
     if (arch == "sm_90a") {
       const auto schedule = [](const char* s) {  // kPlain -> "plain"
