@@ -6,6 +6,7 @@ rounds, median), with TFLOP/s per GPU (12 * M * D * F flops per step, split over
     python3 -P scripts/tp_mlp_step.py [--m 8192 --d 8192 --f 16384 --rounds 7]
 """
 import argparse
+import re
 import time
 
 import jax
@@ -70,9 +71,12 @@ def main():
         t = float(np.median(ts))
         print(f"{n:9s} step {t * 1e3:7.2f} ms  {flops / t / 1e12:6.0f} TFLOP/s per GPU")
     print(f"ratio jax_tmem/lax (time) {np.median(times['jax_tmem']) / np.median(times['lax']):.3f}")
-    hlo = steps["jax_tmem"].lower((w1, w2), x).compile().as_text()
-    print("collectives in the jax_tmem step:",
-          {c: hlo.count(c + "(") for c in ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute")})
+    for n, s in steps.items():
+        hlo = s.lower((w1, w2), x).compile().as_text()
+        print(f"collectives in the {n} step:",
+              {c: hlo.count(c + "(") for c in ("all-gather", "all-reduce", "reduce-scatter", "all-to-all",
+                                                "collective-permute")},
+              "all-reduce results:", re.findall(r"= (\S+) all-reduce(?:-start)?\(", hlo))
 
 
 if __name__ == "__main__":

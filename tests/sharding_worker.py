@@ -239,6 +239,25 @@ def recipes_and_memory(rng):
         emit(case=f"memory/{what}", ours=mem["kernel"], xla=mem["xla"])
 
 
+def partial_products(rng):
+    """A bf16 row-parallel GEMM (K sharded): the per-device partial products and their all-reduce are in
+    the output dtype as in XLA's partitioning of lax.dot_general (no epilogue), float32 where an
+    activation follows the sum; the values against the float64 product of the same bf16 inputs."""
+    mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "model"))
+    x = jnp.asarray(rng.standard_normal((64, 256)), jnp.bfloat16)
+    w = jnp.asarray(rng.standard_normal((256, 96)) * 0.1, jnp.bfloat16)
+    X, W = jax.device_put(x, NamedSharding(mesh, P(None, "model"))), jax.device_put(w, NamedSharding(mesh, P("model", None)))
+    ref = np.asarray(x, np.float64) @ np.asarray(w, np.float64)
+    for act in (None, "relu"):
+        f = jax.jit(lambda a, b: jax_tmem.matmul(a, b, activation=act, out_dtype=jnp.bfloat16, path="kernel"))
+        hlo = f.lower(X, W).compile().as_text()
+        gemms = [ln for ln in hlo.splitlines() if 'custom_call_target="jax_tmem_gemm"' in ln]
+        want = np.maximum(ref, 0) if act else ref
+        emit(case=f"partials/{act}", err=float(np.abs(np.asarray(f(X, W), np.float64) - want).max() / np.abs(want).max()),
+             partial_types=[ln.split("= (", 1)[1].split("[", 1)[0] for ln in gemms if "= (" in ln],
+             ours=collectives(f, X, W))
+
+
 def cache_case(cache_dir, acts):
     """The persistent compilation cache with JAX's jax_remove_custom_partitioning_ptr_from_cache_key: the
     same sharded program hits the cache in a new process, and one that differs only in a parameter the
@@ -267,7 +286,7 @@ if __name__ == "__main__":
         cache_case(sys.argv[3], sys.argv[4].split(","))
     elif len(sys.argv) > 2 and sys.argv[2] == "more":
         import traceback
-        for section in (scatter_and_explicit, block_scaled, transpose_call, recipes_and_memory):
+        for section in (scatter_and_explicit, block_scaled, transpose_call, recipes_and_memory, partial_products):
             try:  # a failing section is reported (its cases are then missing), the others still run
                 section(rng)
             except Exception:  # noqa: BLE001

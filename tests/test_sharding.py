@@ -165,6 +165,17 @@ def test_training_recipes_partition(more, recipe):
     assert r["ours"] == r["xla"] and r["ours"]["all-gather"] == 0, r
 
 
+@pytest.mark.parametrize("act", ["None", "relu"])
+def test_partial_products_are_summed_in_the_output_dtype_as_xla_does(more, act):
+    """A sharded contraction with a bf16 output and no epilogue: each device's GEMM writes bf16 partials
+    and the all-reduce sums bf16 (what XLA emits for lax.dot_general: half the bytes of float32
+    partials); with an activation after the sum, float32 partials. Values within bf16 rounding."""
+    r = more[f"partials/{act}"]
+    assert r["partial_types"] == ["bf16" if act == "None" else "f32"], r
+    assert r["ours"]["all-reduce"] == 1 and r["ours"]["all-gather"] == 0, r
+    assert r["err"] < 2e-2, r
+
+
 @pytest.mark.parametrize("what", ["forward", "grad"])
 def test_per_device_memory_within_5_percent_of_xla(more, what):
     r = more[f"memory/{what}"]

@@ -381,6 +381,20 @@ def labels(lhs_ndim, rhs_ndim, dn, has_bias, has_c, has_scale) -> Rule:
 
 
 @functools.lru_cache(maxsize=512)
+def partial_dtype(out_dtype, linear: bool = True) -> np.dtype:
+    """The dtype of the per-device partial products of a sharded contraction, and of their sum. With a
+    linear epilogue (``linear``: alpha and the scale operand only) and a 16- or 32-bit output, the output
+    dtype: XLA partitions ``lax.dot_general`` so (each device's dot in the preferred element type, the
+    all-reduce in it too), and the collective then moves as many bytes as XLA's (float32 partials of a
+    bf16 output moved twice as many, and took twice the memory). float32 where the epilogue adds a bias,
+    applies an activation or adds ``c`` after the sum (one rounding, as the fused epilogue promises), and
+    for 8-bit outputs."""
+    odt = np.dtype(out_dtype)
+    if not linear or odt.itemsize < 2:
+        return np.dtype("float32")
+    return odt
+
+
 def wrapped(dn, out_dtype, epilogue, allow_tf32, config, shapes, local_gemm, apply_activation, explicit=False):
     """The GEMM of these static parameters as a custom_partitioning function of its operands and a tag.
     ``shapes``: the global operand shapes (the cache key). ``local_gemm(*args, dn, out_dtype, epilogue,
@@ -412,7 +426,9 @@ def wrapped(dn, out_dtype, epilogue, allow_tf32, config, shapes, local_gemm, app
             c = rest.pop(0) if epilogue.has_c else None
             scale = rest.pop(0) if epilogue.has_scale else None
             part_epi = type(epilogue)(alpha=epilogue.alpha, has_scale=scale is not None)
-            y = local(args[0], args[1], *([scale] if scale is not None else []), epi=part_epi, odt=np.dtype("float32"))
+            linear = not (epilogue.has_bias or epilogue.has_c or epilogue.activation is not None)
+            y = local(args[0], args[1], *([scale] if scale is not None else []), epi=part_epi,
+                      odt=partial_dtype(out_dtype, linear))
             y = reduce_partials(y, pl.k_axes, pl.scatter, pl.by_gather)
             if bias is not None:
                 y = y + bias.astype(jnp.float32).reshape((1,) * (y.ndim - 1) + bias.shape)

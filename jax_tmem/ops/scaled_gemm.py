@@ -158,7 +158,7 @@ class ScaledCall:
         n = rhs.shape[1]
         for platform in ("cpu", "cuda"):
             _ext.ensure_registered(platform)
-        odt = np.dtype("float32") if partial else self.out_dtype
+        odt = _partition.partial_dtype(self.out_dtype) if partial else self.out_dtype
         call = jax.ffi.ffi_call("jax_tmem_gemm", (jax.ShapeDtypeStruct((b, m, n), odt),
                                                   jax.ShapeDtypeStruct((1,), np.float32)))
         attrs = _ext.gemm_attrs(list(self.roles), batch=b, m=m, n=n, k=k, a_mn_major=False, b_mn_major=False,

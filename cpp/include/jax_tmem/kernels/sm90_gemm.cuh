@@ -10,6 +10,10 @@
 // transpose bit). Tails: TMA zero-fills out-of-bounds elements; the epilogue masks its stores.
 #pragma once
 
+#ifndef JT_SM90_GROUP_M
+#define JT_SM90_GROUP_M 0  // 0: Config::kGroupM's rule
+#endif
+
 #include <cuda.h>
 
 #include <cstdint>
@@ -111,7 +115,16 @@ struct Config {
   static constexpr int SMEM_BYTES =
       kStages * STAGE_BYTES + TRANS_BYTES + OUT_BYTES + EPI_BYTES + 1024 + (2 * kStages + 2) * 8;
   static constexpr int NUM_THREADS = 128 * (1 + CONSUMERS);
-  static constexpr int kGroupM = 8;
+  // Tile-rows per raster band (sched::PersistentScheduler): the CTAs of one wave should cover about as
+  // many rows of A as columns of B (the fewest DRAM bytes per wave). 16-bit 128x256 tiles: 16 (a wave of
+  // 132 is 16 x 8.25 tiles, 2048 x 2112); 8 before, 1024 x 4224. Nsight Compute at base clocks, H100,
+  // 2026-11-25 21:27, entry 20 on 8192^3 bf16 (B (K, N) / (N, K)): DRAM throughput 34.3 / 34.9 % ->
+  // 28.6 / 28.7 % of peak (18 % fewer bytes), cycles -0.4 / -0.1 %. Others keep 8: a 2x1 cluster's
+  // 256x256 tile is 8 x 8.25 already, and the 8-bit entries were not measured with 16. JT_SM90_GROUP_M
+  // > 0 forces one value at build time (-C cmake.define.CMAKE_CUDA_FLAGS=-DJT_SM90_GROUP_M=8), for
+  // measuring the raster only.
+  static constexpr int kGroupM =
+      JT_SM90_GROUP_M > 0 ? JT_SM90_GROUP_M : (TILE_M == 128 && BLOCK_N >= 256 && ELEM_BYTES == 2 ? 16 : 8);
   // fp8 swap-AB (decode, K-major or transposed weight): each ring slot's MMAs accumulate into a fresh
   // register set, added into the f32 accumulator once they retire (wait<0>): Hopper's fp8 wgmma keeps
   // ~14 bits inside one accumulation chain, so an unsplit K of 14336 (a decode GEMM with one K split)
