@@ -250,12 +250,14 @@ def partial_products(rng):
     ref = np.asarray(x, np.float64) @ np.asarray(w, np.float64)
     for act in (None, "relu"):
         f = jax.jit(lambda a, b: jax_tmem.matmul(a, b, activation=act, out_dtype=jnp.bfloat16, path="kernel"))
+        jax_tmem.clear_decisions()
         hlo = f.lower(X, W).compile().as_text()
+        logged = [d.target for d in jax_tmem.decisions() if d.op == "partition"]
         gemms = [ln for ln in hlo.splitlines() if 'custom_call_target="jax_tmem_gemm"' in ln]
         want = np.maximum(ref, 0) if act else ref
         emit(case=f"partials/{act}", err=float(np.abs(np.asarray(f(X, W), np.float64) - want).max() / np.abs(want).max()),
              partial_types=[ln.split("= (", 1)[1].split("[", 1)[0] for ln in gemms if "= (" in ln],
-             ours=collectives(f, X, W))
+             ours=collectives(f, X, W), logged=logged)
 
 
 def cache_case(cache_dir, acts):

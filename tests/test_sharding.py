@@ -172,6 +172,7 @@ def test_partial_products_are_summed_in_the_output_dtype_as_xla_does(more, act):
     partials); with an activation after the sum, float32 partials. Values within bf16 rounding."""
     r = more[f"partials/{act}"]
     assert r["partial_types"] == ["bf16" if act == "None" else "f32"], r
+    assert any(f"of {'bfloat16' if act == 'None' else 'float32'} partial products" in t for t in r["logged"]), r
     assert r["ours"]["all-reduce"] == 1 and r["ours"]["all-gather"] == 0, r
     assert r["err"] < 2e-2, r
 

@@ -17,13 +17,14 @@ from jax.extend.core import Primitive
 from jax.interpreters import batching, mlir
 from jax.sharding import NamedSharding
 
-from jax_tmem.ops.partition import (_with_tag, explicit_mesh, plan, reduce_partials, safe_partition, tag_operand,
-                                    wanted)
+from jax_tmem.ops.partition import (_with_tag, explicit_mesh, partial_dtype, plan, reduce_partials, safe_partition,
+                                    tag_operand, wanted)
 
 # A spec is a frozen (hashable) dataclass with:
 #   out_avals(*avals) -> list of ShapedArray       abstract evaluation
 #   local(*args, partial=False) -> list of arrays  one device's call (the FFI custom call); partial=True:
-#                                                  a float32 output to be summed over the devices
+#                                                  its partial products (partition.partial_dtype of
+#                                                  out_dtype), to be summed over the devices
 #   rule(shapes) -> Rule                           the sharding rule for these global operand shapes
 #   batch(args, dims) -> (outs, out_dims)          vmap
 #   name, out_dtype                                for the log, and the dtype after a sum
@@ -57,7 +58,8 @@ def _partitioned(spec, shapes, explicit=False):
 
     def partition(mesh, arg_shapes, result_shape):
         res = result_shape[0] if isinstance(result_shape, (tuple, list)) else result_shape
-        pl = plan(rule, mesh, arg_shapes, res, explicit, spec.name, problem)
+        pl = plan(rule, mesh, arg_shapes, res, explicit, spec.name, problem,
+                  sum_dtype=partial_dtype(spec.out_dtype) if hasattr(spec, "out_dtype") else None)
         arg_shardings = tuple(NamedSharding(mesh, pl.spec_of(d)) for d in rule.dims)
         if not pl.k_axes:
             outs = tuple(NamedSharding(mesh, pl.spec_of(d)) for d in rule.out)

@@ -264,11 +264,12 @@ def reduce_partials(y, k_axes, scatter, by_gather=False):
     return jax.lax.psum(y, rest) if rest else y
 
 
-def _log_reduction(what, problem, k_axes, scatter):
+def _log_reduction(what, problem, k_axes, scatter, sum_dtype=None):
     how = (f"reduce-scatter over {sorted({a for v in scatter.values() for a in v})} onto output dims "
            f"{sorted(scatter)}" if scatter else "")
     rest = [a for a in k_axes if a not in {x for v in scatter.values() for x in v}]
     how += ("; " if how and rest else "") + (f"psum over {rest}" if rest else "")
+    how += f" of {np.dtype(sum_dtype).name} partial products" if sum_dtype is not None else ""
     _config.record(_config.Decision("partition", f"{what} {problem}", "kernel", how,
                                     "the contracting dims are sharded: partial products per device, summed as "
                                     "lax.dot_general's partitioning sums them"))
@@ -289,8 +290,10 @@ class Plan:
         return P(*[self.axes.get(x) for x in Rule.major(d)])
 
 
-def plan(rule: Rule, mesh, arg_shapes, result_shape, explicit: bool, what: str, problem: str, no_scatter=()) -> Plan:
-    """The partition callback's decisions for ``rule`` (shared by the GEMM and the part_p calls), logged."""
+def plan(rule: Rule, mesh, arg_shapes, result_shape, explicit: bool, what: str, problem: str, no_scatter=(),
+         sum_dtype=None) -> Plan:
+    """The partition callback's decisions for ``rule`` (shared by the GEMM and the part_p calls), logged
+    (with ``sum_dtype``, the dtype of the partial products a sharded contraction sums)."""
     axes = assign_axes(rule, arg_shapes, what, problem)
     if len(rule.out) == 1:
         adopt_output_axes(rule, axes, result_shape)
@@ -298,7 +301,7 @@ def plan(rule: Rule, mesh, arg_shapes, result_shape, explicit: bool, what: str, 
     # summed by gather: no slicing inside the partitioned body (jax 0.11 leaves a Sharding call there); XLA slices
     k_axes, scatter, out_spec = reduction_plan(rule, axes, mesh, None if by_gather else result_shape, no_scatter)
     if k_axes:
-        _log_reduction(what, problem, k_axes, scatter)
+        _log_reduction(what, problem, k_axes, scatter, sum_dtype)
     return Plan(axes, k_axes, scatter, out_spec, by_gather)
 
 
@@ -410,8 +413,12 @@ def wrapped(dn, out_dtype, epilogue, allow_tf32, config, shapes, local_gemm, app
 
     fn = custom_partitioning(lambda *args: local(*args[:-1]))
 
+    linear = not (epilogue.has_bias or epilogue.has_c or epilogue.activation is not None)
+    sum_dtype = partial_dtype(out_dtype, linear)
+
     def partition(mesh, arg_shapes, result_shape):
-        pl = plan(rule, mesh, arg_shapes, result_shape, explicit, "gemm", problem, no_scatter=bias_n)
+        pl = plan(rule, mesh, arg_shapes, result_shape, explicit, "gemm", problem, no_scatter=bias_n,
+                  sum_dtype=sum_dtype)
         arg_specs = [pl.spec_of(d) for d in rule.dims]
         if epilogue.has_c:  # c is added after the sum: it follows the output's final sharding
             arg_specs[2 + epilogue.has_bias] = pl.out_spec
@@ -426,9 +433,7 @@ def wrapped(dn, out_dtype, epilogue, allow_tf32, config, shapes, local_gemm, app
             c = rest.pop(0) if epilogue.has_c else None
             scale = rest.pop(0) if epilogue.has_scale else None
             part_epi = type(epilogue)(alpha=epilogue.alpha, has_scale=scale is not None)
-            linear = not (epilogue.has_bias or epilogue.has_c or epilogue.activation is not None)
-            y = local(args[0], args[1], *([scale] if scale is not None else []), epi=part_epi,
-                      odt=partial_dtype(out_dtype, linear))
+            y = local(args[0], args[1], *([scale] if scale is not None else []), epi=part_epi, odt=sum_dtype)
             y = reduce_partials(y, pl.k_axes, pl.scatter, pl.by_gather)
             if bias is not None:
                 y = y + bias.astype(jnp.float32).reshape((1,) * (y.ndim - 1) + bias.shape)
