@@ -383,7 +383,6 @@ def labels(lhs_ndim, rhs_ndim, dn, has_bias, has_c, has_scale) -> Rule:
                 reduction=tuple(f"k{i}" for i in range(len(lc))), replicate=tuple(replicate), why=why)
 
 
-@functools.lru_cache(maxsize=512)
 def partial_dtype(out_dtype, linear: bool = True) -> np.dtype:
     """The dtype of the per-device partial products of a sharded contraction, and of their sum. With a
     linear epilogue (``linear``: alpha and the scale operand only) and a 16- or 32-bit output, the output
@@ -398,6 +397,7 @@ def partial_dtype(out_dtype, linear: bool = True) -> np.dtype:
     return odt
 
 
+@functools.lru_cache(maxsize=512)
 def wrapped(dn, out_dtype, epilogue, allow_tf32, config, shapes, local_gemm, apply_activation, explicit=False):
     """The GEMM of these static parameters as a custom_partitioning function of its operands and a tag.
     ``shapes``: the global operand shapes (the cache key). ``local_gemm(*args, dn, out_dtype, epilogue,
