@@ -148,6 +148,38 @@ def test_schedule_covers_every_k_block_once_and_cannot_deadlock(num_tiles, k_blo
         assert all(w > owner for w in waits), "an owner waits only for later CTAs"
 
 
+@pytest.mark.parametrize("group_m", [4, 8, 16])
+@pytest.mark.parametrize("tiles_m,tiles_n,batch", [(64, 32, 1), (64, 64, 1), (17, 33, 1), (9, 5, 3), (1, 7, 2),
+                                                   (16, 1, 1), (31, 16, 1), (65, 3, 1)])
+def test_raster_visits_every_tile_once_in_bands(tiles_m, tiles_n, batch, group_m):
+    """The persistent tile order (sched::PersistentScheduler, the kernels' code; sm_90a's 16-bit 128x256
+    tiles walk bands of 16 tile-rows, the others 8, sm_100a's CTA pairs 4): a permutation of the tiles,
+    batch-major, each band of group_m tile-rows walked column by column before the next; and a 132-CTA
+    wave of 128x256 tiles in bands of 16 spans fewer A rows + B columns than in bands of 8."""
+    mod, why = _ext.load()
+    if mod is None:
+        pytest.skip(f"extension not built: {why}")
+    order = mod.tile_raster(tiles_m, tiles_n, batch, group_m)
+    assert sorted(order) == [(b, i, j) for b in range(batch) for i in range(tiles_m) for j in range(tiles_n)]
+    for t, (b, i, j) in enumerate(order):
+        r = t - b * tiles_m * tiles_n
+        band = r // (group_m * tiles_n)
+        assert b == t // (tiles_m * tiles_n) and i // group_m == band, (t, b, i, j)
+        rows = min(group_m, tiles_m - band * group_m)
+        assert j == (r - band * group_m * tiles_n) // rows, "column by column inside a band"
+
+
+def test_a_band_of_16_is_a_squarer_wave_for_128x256_tiles():
+    mod, why = _ext.load()
+    if mod is None:
+        pytest.skip(f"extension not built: {why}")
+    span = {}
+    for g in (8, 16):
+        wave = mod.tile_raster(64, 32, 1, g)[:132]  # 8192 x 8192 in 128 x 256 tiles
+        span[g] = len({i for _, i, _ in wave}) * 128 + len({j for _, _, j in wave}) * 256
+    assert span[16] < 0.85 * span[8], span  # 2048 + 2304 rows/columns against 1024 + 4352
+
+
 # ---- on the GPU (sm_90a) ------------------------------------------------------------------------
 
 def _require_sm90_plan(m, n, k, config, ctas, batch=1, dtype="bfloat16", out="bfloat16"):

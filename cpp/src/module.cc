@@ -373,6 +373,23 @@ NB_MODULE(_jax_tmem, m) {
     }
     return per_cta;
   }, nb::arg("num_tiles"), nb::arg("tail"), nb::arg("ctas"), nb::arg("k_blocks"), nb::arg("grid"));
+  // The persistent tile order (sched::PersistentScheduler, the kernels' own code) for the host tests:
+  // (batch, tile-row, tile-column) of tiles 0, 1, ... in bands of `group_m` tile-rows (8, 16 or 4: the
+  // band heights the kernels use).
+  m.def("tile_raster", [](int tiles_m, int tiles_n, int batch, int group_m) {
+    nb::list out;
+    auto walk = [&](auto sched) {
+      for (int t = 0; t < sched.num_tiles(); ++t) {
+        const jax_tmem::sched::TileCoord c = sched.coord(t);
+        out.append(nb::make_tuple(c.batch, c.m_blk, c.n_blk));
+      }
+    };
+    if (group_m == 16) walk(jax_tmem::sched::PersistentScheduler<16>{tiles_m, tiles_n, batch});
+    else if (group_m == 8) walk(jax_tmem::sched::PersistentScheduler<8>{tiles_m, tiles_n, batch});
+    else if (group_m == 4) walk(jax_tmem::sched::PersistentScheduler<4>{tiles_m, tiles_n, batch});
+    else throw std::invalid_argument("group_m: the kernels use 4, 8 or 16");
+    return out;
+  }, nb::arg("tiles_m"), nb::arg("tiles_n"), nb::arg("batch"), nb::arg("group_m"));
   // A dense plan's `splits` decoded (menu::tail_share): (CTAs sharing the last wave, whole waves shared).
   m.def("tail_share", [](int64_t splits, int64_t grid) {
     const jax_tmem::menu::TailShare s = jax_tmem::menu::tail_share(splits, grid);
