@@ -27,7 +27,9 @@ from jax_tmem.ops.partition import (_with_tag, explicit_mesh, partial_dtype, pla
 #                                                  out_dtype), to be summed over the devices
 #   rule(shapes) -> Rule                           the sharding rule for these global operand shapes
 #   batch(args, dims) -> (outs, out_dims)          vmap
-#   name, out_dtype                                for the log, and the dtype after a sum
+#   name                                           for the log
+#   out_dtype                                      the dtype after a sum (only the specs that contract:
+#                                                  scaled_gemm; quantize and transpose sum nothing)
 
 part_p = Primitive("jax_tmem_partitioned_call")
 part_p.multiple_results = True
