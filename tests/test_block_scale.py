@@ -381,6 +381,30 @@ def test_quantize_swizzled_scales_are_the_moved_plain_scales_in_tiles(axis):
         jax_tmem.quantize(x[0], "mxfp8", scale_layout="swizzled")
 
 
+@pytest.mark.parametrize("in_dtype", ["bfloat16", "float16"])
+def test_mx_scaled_values_need_rounding_to_the_input_type_only_for_f16_to_e5m2(in_dtype):
+    """The fused kernel's rule (kernels/mx_quantize.cuh, kRoundScaled): JAX computes x / s in x's type, but
+    an MX scale is a power of two, so for a bf16 / f16 x the product is exact unless it leaves the type's
+    normal range, and there rounding never changes the code, except for f16 subnormals converted to e5m2
+    (whose smallest tie, 2^-17, lies among them). Checked over every finite value of the type times every
+    power of two a float32 holds, for each data type (clipped to +-max as the kernel's conversions do)."""
+    t = np.dtype(getattr(ml_dtypes, in_dtype) if in_dtype == "bfloat16" else np.float16)
+    v = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(t).astype(np.float32)
+    v = v[np.isfinite(v)]
+    for name, fmt in (("e2m1", ml_dtypes.float4_e2m1fn), ("e4m3", ml_dtypes.float8_e4m3fn),
+                      ("e5m2", ml_dtypes.float8_e5m2)):
+        mx = np.float32(ml_dtypes.finfo(fmt).max)
+        differ = 0
+        with np.errstate(over="ignore"):
+            for e in range(-149, 128):
+                y = v * np.ldexp(np.float32(1.0), e)
+                r = y.astype(t).astype(np.float32)
+                code = lambda z: np.clip(z, -mx, mx).astype(fmt).view(np.uint8)
+                differ += int(np.count_nonzero(code(y) != code(r)))
+        rounds = in_dtype == "float16" and name == "e5m2"
+        assert (differ > 0) == rounds, (in_dtype, name, differ)
+
+
 def _scale_rounding_witnesses(dtype, dmax):
     """The block maxima (values of `dtype`) whose UE8M0 scale differs between amax / max and XLA's compiled
     amax * (1 / max rounded to dtype): where a kernel that divides would differ from JAX on a GPU."""
@@ -430,6 +454,38 @@ def test_quantize_kernel_is_bit_identical_to_jax(fmt, gs, dtype, shape, axis, la
     flat[np.arange(len(wit)), rng.integers(0, 32, len(wit))] = wit * rng.choice([-1.0, 1.0], len(wit))
     x = jnp.asarray(np.moveaxis(xm, -1, axis), dtype)
     q = lambda path: jax.jit(lambda v, g: jax_tmem.quantize(v, fmt, axis=axis, path=path, scale_layout=layout,
+                                                            global_scale=g))(x, None if gs is None else jnp.float32(gs))
+    want, got = q("xla"), q("kernel")
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_array_equal(_bytes(g), _bytes(w))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt,gs", [("mxfp8", None), ("mxfp8_e5m2", None), ("mxfp4", None), ("nvfp4", None),
+                                    ("nvfp4", 1e-40), ("nvfp4", 2.0 ** -130), ("nvfp4", 3e37), ("nvfp4", 1e36)])
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16, jnp.float32], ids=["bf16", "f16", "f32"])
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_quantize_kernel_special_blocks_match_jax(fmt, gs, dtype, axis):
+    """Blocks the kernel sends down its general path (a NaN, +-inf, an all-zero block: NVFP4's 0 / 0;
+    NVFP4 global scales that put g * s outside 2^-126..2^126, where div.full.f32 rescales its operands,
+    or overflow it) next to ordinary ones in the same rows and columns: bit for bit JAX's quantizer.
+    The fast path (to_e2m1 without its NaN test, NVFP4's reciprocal taken once per block) must not be
+    taken for any of them."""
+    if block_scale._quantize_kernel_target(block_scale.FORMATS[fmt], jnp.zeros((1, 32), dtype)):
+        pytest.skip("no fused quantize kernel here")
+    rng = np.random.default_rng(seed_of("qk-special", fmt, str(gs), str(np.dtype(dtype)), axis))
+    xm = rng.standard_normal((48, 256)) * np.exp2(rng.integers(-8, 9, (48, 256)))
+    blocks = xm.reshape(48, 8, 32)
+    blocks[0, 1, 5] = np.nan
+    blocks[1, 2, 0] = np.inf
+    blocks[2, 3, 31] = -np.inf
+    blocks[3, 4] = 0.0
+    blocks[4, 5, 7], blocks[4, 5, 9] = np.nan, -np.inf
+    blocks[5, 6, ::2] = 0.0  # half zeros (a number block)
+    blocks[6, 0] = rng.standard_normal(32) * 1e-30 if np.dtype(dtype) != np.float16 else 0.0
+    x = jnp.asarray(xm if axis == -1 else xm.T.copy(), dtype)  # axis 0: the blocks run down the columns
+    q = lambda path: jax.jit(lambda v, g: jax_tmem.quantize(v, fmt, axis=axis, path=path,
                                                             global_scale=g))(x, None if gs is None else jnp.float32(gs))
     want, got = q("xla"), q("kernel")
     for g, w in zip(got, want):

@@ -153,6 +153,13 @@ def test_tensor_parallel_mlp_training_step_matches_lax():
     for g, gx in ((g1, g1x), (g2, g2x)):
         gx64 = np.asarray(gx.astype(jnp.float32), np.float64)
         assert _rel_err(g.astype(jnp.float32), gx64) < 2e-2
+    # and the same step on one GPU (unsharded): equal within accumulation tolerance (the sharded step sums
+    # w2's partial products in bf16 over the devices, the one-GPU step accumulates all of K in f32)
+    one = jax.device_put((w1, w2, x), gpus[0])
+    loss1, (g11, g21) = jax.jit(jax.value_and_grad(lambda p, xx: _mlp_loss(ours, p, xx)))(one[:2], one[2])
+    np.testing.assert_allclose(float(loss), float(loss1), rtol=2e-3)
+    for g, g1gpu in ((g1, g11), (g2, g21)):
+        assert _rel_err(g.astype(jnp.float32), np.asarray(g1gpu.astype(jnp.float32), np.float64)) < 2e-2
 
 
 def test_many_threads_dispatch_to_both_devices():

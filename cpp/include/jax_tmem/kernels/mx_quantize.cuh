@@ -97,31 +97,74 @@ __device__ __forceinline__ Block block_scale(float amax, bool nan, bool has_g = 
   }
 }
 
-// e2m1 of v (|v| <= 6 or NaN), round to nearest even, from the magnitude a: below 1 the codes 0, 1, 2 are
-// 0, 0.5, 1.0, i.e. rint(2a) (ties to even: 0.25 -> 0, 0.75 -> 1.0); from 1 on e2m1 is a float with one
-// mantissa bit, so rounding a's bits to one mantissa bit (add 0x1fffff + the kept bit: ties to even)
-// leaves (exponent, bit) = code + 252 in bits 22 and up (1.25 -> 1.0, 1.75 -> 2, 2.5 -> 2, 3.5 -> 4,
-// 5 -> 4, 6 -> 7). The sign bit from v's (so -0 and small negatives are 0x8); NaN -> 0x8. (Checked
-// against ml_dtypes' conversion on 2.1M values incl. every tie and its neighbours, 2026-11-23.)
+// e2m1 of v (|v| <= 6 or NaN), round to nearest even, from the magnitude a, without branches: below 1
+// the codes 0, 1, 2 are 0, 0.5, 1.0, i.e. rint(2a) (ties to even: 0.25 -> 0, 0.75 -> 1.0), which is the
+// low mantissa bits of a + 2^22 (the add's own round to nearest even at an ulp of 0.5; no float-to-int
+// conversion, a quarter-rate op); from 1 on e2m1 is a float with one mantissa bit, so rounding a's bits
+// to one mantissa bit (add 0x1fffff + the kept bit: ties to even) leaves (exponent, bit) = code + 252 in
+// bits 22 and up (1.25 -> 1.0, 1.75 -> 2, 2.5 -> 2, 3.5 -> 4, 5 -> 4, 6 -> 7). The sign bit from v's (so
+// -0 and small negatives are 0x8); NaN -> 0x8. (Checked against ml_dtypes' conversion on 2.1M values incl.
+// every tie and its neighbours, 2026-11-23; this branch-free form against the earlier one, which
+// converted 2a to an integer, over all 2^32 floats, 2026-11-25.)
+template <bool kNaN = true>  // false: v is known to be a number (numeric_block)
 __device__ __forceinline__ uint32_t to_e2m1(float v) {
-  if (v != v) return 0x8u;
-  const float a = fminf(fabsf(v), 6.0f);  // the clip to [-6, 6] (the sign comes from v)
+  const float a = fminf(fabsf(v), 6.0f);  // the clip to [-6, 6] (the sign comes from v; NaN gives 6 here)
   const uint32_t b = __float_as_uint(a);
-  const uint32_t code = a < 1.0f ? static_cast<uint32_t>(__float2int_rn(2.0f * a))
-                                 : ((b + 0x1fffffu + ((b >> 22) & 1u)) >> 22) - 252u;
-  return code | ((__float_as_uint(v) >> 28) & 0x8u);
+  const uint32_t lo = __float_as_uint(__fadd_rn(a, 4194304.0f)) - 0x4a800000u;  // rint(2a), for a < 1
+  const uint32_t hi = ((b + 0x1fffffu + ((b >> 22) & 1u)) >> 22) - 252u;
+  const uint32_t code = (a < 1.0f ? lo : hi) | ((__float_as_uint(v) >> 28) & 0x8u);
+  if constexpr (kNaN) return v != v ? 0x8u : code;
+  else return code;
 }
 
-// x / s (MX: x * (1 / s), rounded to T; NVFP4: div.full by g * s): the value that is converted.
+// Whether a block takes the fast path (numeric_multiplier, to_e2m1<false>): every x / s is a number,
+// i.e. the block's max |x| is finite (not NaN, no infinity) and its MX multiplier is finite and not 0
+// (otherwise x NaN, or inf * 0: an infinity makes the MX scale infinite, its inverse 0); NVFP4's divisor
+// d = g * s within 2^-126 <= |d| <= 2^126 (so div.full.f32 is x times its reciprocal, ptx::rcp_approx_ftz,
+// and 0 / 0 of an all-zero block, NaN, cannot occur). Other blocks take the general path. Conservative.
+template <QFmt F>
+__device__ __forceinline__ bool numeric_block(float max_abs_x, const Block& blk) {
+  const float d = fabsf(blk.f);
+  if constexpr (QTraits<F>::kNv) return max_abs_x < INFINITY && d >= 0x1p-126f && d <= 0x1p126f;
+  else return max_abs_x < INFINITY && d < INFINITY && d != 0.0f;
+}
+
+// The block in the form of the fast path: what x is multiplied by (MX: 1 / s as is; NVFP4: the
+// reciprocal of g * s that div.full.f32 multiplies by in that range).
+template <QFmt F>
+__device__ __forceinline__ Block numeric_multiplier(const Block& blk) {
+  if constexpr (QTraits<F>::kNv) return {blk.byte, ptx::rcp_approx_ftz(blk.f)};
+  else return blk;
+}
+
+// Whether rounding x * (1 / s) to T can change the code it converts to. MX scales are powers of two, so
+// the product of a T value is exact in T unless it leaves T's normal range, and beyond it the code is the
+// clip's or +-0 either way, except for float16 subnormals against e5m2 (its smallest tie, 2^-17, lies
+// among them). Checked over every finite bf16 / f16 value times every power of two 2^-149..2^127 for
+// e2m1, e4m3 and e5m2 (ml_dtypes, 2026-11-25): no code differs but 488 of f16 -> e5m2.
+template <class T, QFmt F>
+inline constexpr bool kRoundScaled = std::is_same_v<T, __half> && F == QFmt::kE5M2;
+
+// x / s (MX: x * (1 / s), rounded to T where that can change the code; NVFP4: div.full by g * s): the
+// value that is converted.
 template <class T, QFmt F>
 __device__ __forceinline__ float scaled(float v, const Block& blk) {
-  return QTraits<F>::kNv ? ptx::div_full_f32(v, blk.f) : round_to<T>(v * blk.f);
+  if constexpr (QTraits<F>::kNv) return ptx::div_full_f32(v, blk.f);
+  else if constexpr (kRoundScaled<T, F>) return round_to<T>(v * blk.f);
+  else return v * blk.f;
 }
 
 // One e2m1 code (4 bits) from x: to_e2m1 clips at +-6.
 template <class T, QFmt F>
 __device__ __forceinline__ uint32_t encode_e2m1(float v, const Block& blk) {
   return to_e2m1(scaled<T, F>(v, blk));
+}
+
+// The same for a block of numeric_block, with m = numeric_multiplier(blk): bit for bit the code above.
+template <class T, QFmt F>
+__device__ __forceinline__ uint32_t encode_e2m1_numeric(float v, const Block& m) {
+  const float y = v * m.f;
+  return to_e2m1<false>(kRoundScaled<T, F> ? round_to<T>(y) : y);
 }
 
 // Four fp8 codes in one word (element 0 in the low byte), two conversions of two values each. The
@@ -183,20 +226,30 @@ __global__ void __launch_bounds__(256) mx_quantize_kernel(const T* __restrict__ 
     float amax = 0.0f;  // NaN if the block holds one (ptx::max_nan_f32): then block_scale ignores the value
 #pragma unroll
     for (int j = 0; j < V; ++j) amax = ptx::max_nan_f32(amax, fabsf(v[j]));
+    const float max_abs_x = amax;
     amax = pre<F>(amax, a, g);  // = max |x / g|: div.full is odd and monotone in x (see pre)
     const Block blk = block_scale<T, F>(amax, amax != amax, a.gscale != nullptr, g);
     uint32_t w[kWords];
+    if constexpr (Tr::kFp4) {
+      auto pack = [&](auto encode) {  // 8 codes per word, element 8i + j in nibble j
 #pragma unroll
-    for (int i = 0; i < kWords; ++i) {
-      if constexpr (Tr::kFp4) {
-        uint32_t word = 0;
+        for (int i = 0; i < kWords; ++i) {
+          uint32_t word = 0;
 #pragma unroll
-        for (int j = 0; j < 8; ++j) word |= encode_e2m1<T, F>(v[8 * i + j], blk) << (4 * j);
-        w[i] = word;
+          for (int j = 0; j < 8; ++j) word |= encode(v[8 * i + j]) << (4 * j);
+          w[i] = word;
+        }
+      };
+      if (numeric_block<F>(max_abs_x, blk)) {  // the common case: one uniform branch per block
+        const Block m = numeric_multiplier<F>(blk);
+        pack([&](float x) { return encode_e2m1_numeric<T, F>(x, m); });
       } else {
-        const Block b4[4] = {blk, blk, blk, blk};
-        w[i] = encode4_fp8<T, F>(v + 4 * i, b4);
+        pack([&](float x) { return encode_e2m1<T, F>(x, blk); });
       }
+    } else {
+      const Block b4[4] = {blk, blk, blk, blk};
+#pragma unroll
+      for (int i = 0; i < kWords; ++i) w[i] = encode4_fp8<T, F>(v + 4 * i, b4);
     }
     uint8_t* out = data + b * (kWords * 4);
     if constexpr (kWords == 2) {
@@ -256,13 +309,16 @@ __global__ void __launch_bounds__(256) mx_quantize_colwise_kernel(const T* __res
     for (int j = 0; j < kVec; ++j) s_amax[warp][j][lane] = amax[j];
     __syncthreads();
     Block blk[kVec];
+    bool numeric = true;  // every block of this thread's columns converts as numbers (numeric_block)
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
       float m = 0.0f;
 #pragma unroll
       for (int w = 0; w < 8; ++w) m = ptx::max_nan_f32(m, s_amax[w][j][lane]);
+      const float max_abs_x = m;
       m = pre<F>(m, a, g);  // = max |x / g| (see pre)
       blk[j] = block_scale<T, F>(m, m != m, a.gscale != nullptr, g);
+      numeric = numeric && numeric_block<F>(max_abs_x, blk[j]);
     }
     __syncthreads();  // the shared arrays are rewritten by the next tile
     if (!active) continue;
@@ -282,8 +338,13 @@ __global__ void __launch_bounds__(256) mx_quantize_colwise_kernel(const T* __res
       for (int j = 0; j < kVec; ++j) f[j] = to_float(e[j]);
       if constexpr (Tr::kFp4) {  // kVec / 2 bytes: element 2i in the low nibble
         uint32_t word = 0;
+        if (numeric) {
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) word |= encode_e2m1<T, F>(f[j], blk[j]) << (4 * j);
+          for (int j = 0; j < kVec; ++j) word |= encode_e2m1_numeric<T, F>(f[j], numeric_multiplier<F>(blk[j])) << (4 * j);
+        } else {
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) word |= encode_e2m1<T, F>(f[j], blk[j]) << (4 * j);
+        }
         uint8_t* dst = data + (base + i * a.rows) / 2;
         if constexpr (kVec == 8) *reinterpret_cast<uint32_t*>(dst) = word;
         else *reinterpret_cast<uint16_t*>(dst) = static_cast<uint16_t>(word);

@@ -21,6 +21,16 @@ __device__ __forceinline__ float div_full_f32(float a, float b) {
   return q;
 }
 
+// 1 / b, MUFU.RCP (PTX rcp.approx.ftz.f32): what ptxas's expansion of div.full.f32(a, b) multiplies a by
+// when 2^-126 <= |b| <= 2^126 (outside that range it first scales both operands: sm_90a SASS of CUDA
+// 13.0, 2026-11-25). So for such b, a * rcp_approx_ftz(b) is div_full_f32(a, b) bit for bit, and a kernel
+// dividing many values by one b takes the reciprocal once.
+__device__ __forceinline__ float rcp_approx_ftz(float b) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(b));
+  return r;
+}
+
 // max(a, b) that is NaN when either is (PTX ISA: max.NaN.f32, sm_80+): the fused quantize takes a block's
 // amax and its NaN flag in one.
 __device__ __forceinline__ float max_nan_f32(float a, float b) {
