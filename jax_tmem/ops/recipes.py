@@ -22,8 +22,8 @@ accumulation and checkpoints work unchanged.
   ``"nvfp4_sr"`` (``Recipe("nvfp4", stochastic_rounding=True)``) rounds the cotangent stochastically in
   both backward GEMMs (unbiased; the random numbers come from the cotangent's own bits and
   ``Recipe.seed``, so it stays stateless and repeatable); the forward rounds to nearest. No Hadamard
-  transforms yet. On Hopper there is no 4-bit tensor-core instruction: the GEMMs run XLA's exact
-  dequantize + dot (the log says so).
+  transforms yet. On Hopper there is no 4-bit tensor-core instruction: the GEMMs run XLA's exact bf16
+  dequantize + bf16 dot, the global scales multiplying the f32 product (the log says so).
 
 Contracting sizes that are not a multiple of the block size are zero-padded (zeros change no sum and
 no block's amax). ``precision`` does not apply to the quantized recipes.
