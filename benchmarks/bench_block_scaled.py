@@ -48,7 +48,7 @@ def _race(contenders, args, flops, r):
     return res
 
 
-def bench(size, r, configs=()):
+def bench(size, r, configs=(), parts=("gemm", "quantize")):
     m = n = k = size
     flops = 2.0 * m * n * k
     key = jax.random.key(size)
@@ -57,20 +57,21 @@ def bench(size, r, configs=()):
           for i in range(r)]
     cfg = jax.nn.get_scaled_dot_general_config("mxfp8")
 
-    def many(f):
-        return jax.jit(lambda aa, bb: [f(a, b) for a, b in zip(aa, bb)])
-
     res = dict(m=m, n=n, k=k, reps=r, flops=flops)
-    jax_tmem.clear_decisions()
-    res["with_quantization"] = _race({
-        "jax_tmem": many(lambda a, b: jax_tmem.scaled_dot_general(a, b, DN, preferred_element_type=jnp.bfloat16,
-                                                                  configs=[cfg, cfg, cfg])),
-        "jax_nn_scaled_dot_general": many(lambda a, b: jax.nn.scaled_dot_general(
-            a, b, DN, preferred_element_type=jnp.bfloat16, configs=[cfg, cfg, cfg])),
-        "bf16_dot": many(lambda a, b: jax.lax.dot_general(a, b, DN, preferred_element_type=jnp.bfloat16)),
-    }, (xs, ws), flops, r)
-    res["decisions"] = sorted({str(d) for d in jax_tmem.decisions()})
+    if "quantize" in parts:
+        _bench_quantize(res, xs, ws, flops, r)
+    if "gemm" in parts:
+        _bench_gemm(res, xs, ws, cfg, flops, r, configs)
+    return res
 
+
+def _many(f):
+    return jax.jit(lambda aa, bb: [f(a, b) for a, b in zip(aa, bb)])
+
+
+def _bench_quantize(res, xs, ws, flops, r):
+    many = _many
+    m, k = xs[0].shape
     # The quantization alone (both operands, mxfp8): XLA's quantizer vs the fused kernel, rowwise (along the
     # last axis), colwise (along the first axis of the 2-D operands: the backward pass's layout) and
     # rowwise with the scales written in the 128x4 tiles, in TB/s of bytes read + written (bf16 in, e4m3
@@ -95,15 +96,31 @@ def bench(size, r, configs=()):
     g = jnp.float32(0.0173)
     many_g = lambda f: jax.jit(lambda aa, bb, gg: [f(a, b, gg) for a, b in zip(aa, bb)])
     q4bytes = {"nvfp4": 2 * (m * k * 2 + m * k // 2 + m * k // 16), "mxfp4": 2 * (m * k * 2 + m * k // 2 + m * k // 32)}
+    # (colwise: along the first axis, the backward pass's layout; "kernel_colwise")
+    forms = [(fmt, path, axis) for fmt in ("nvfp4", "mxfp4") for path, axis in (("kernel", -1), ("xla", -1), ("kernel", 0))]
+    name = lambda fmt, path, axis: f"{fmt}_{path}" + ("_colwise" if axis == 0 else "")
     q4 = _race({
-        f"{fmt}_{path}": many_g(lambda a, b, gg, fmt=fmt, path=path: (
-            jax_tmem.quantize(a, fmt, path=path, global_scale=gg if fmt == "nvfp4" else None),
-            jax_tmem.quantize(b, fmt, path=path, global_scale=gg if fmt == "nvfp4" else None)))
-        for fmt in ("nvfp4", "mxfp4") for path in ("kernel", "xla")}, (xs, ws, g), flops, r)
-    for fmt in ("nvfp4", "mxfp4"):
-        for path in ("kernel", "xla"):
-            q4[f"{fmt}_{path}_tbps"] = q4bytes[fmt] / (q4[f"{fmt}_{path}_us"] * 1e-6) / 1e12
+        name(fmt, path, axis): many_g(lambda a, b, gg, fmt=fmt, path=path, axis=axis: (
+            jax_tmem.quantize(a, fmt, axis=axis, path=path, global_scale=gg if fmt == "nvfp4" else None),
+            jax_tmem.quantize(b, fmt, axis=axis, path=path, global_scale=gg if fmt == "nvfp4" else None)))
+        for fmt, path, axis in forms}, (xs, ws, g), flops, r)
+    for fmt, path, axis in forms:
+        key = name(fmt, path, axis)
+        q4[f"{key}_tbps"] = q4bytes[fmt] / (q4[f"{key}_us"] * 1e-6) / 1e12
     res["quantize_fp4"] = q4
+
+
+def _bench_gemm(res, xs, ws, cfg, flops, r, configs):
+    many = _many
+    jax_tmem.clear_decisions()
+    res["with_quantization"] = _race({
+        "jax_tmem": many(lambda a, b: jax_tmem.scaled_dot_general(a, b, DN, preferred_element_type=jnp.bfloat16,
+                                                                  configs=[cfg, cfg, cfg])),
+        "jax_nn_scaled_dot_general": many(lambda a, b: jax.nn.scaled_dot_general(
+            a, b, DN, preferred_element_type=jnp.bfloat16, configs=[cfg, cfg, cfg])),
+        "bf16_dot": many(lambda a, b: jax.lax.dot_general(a, b, DN, preferred_element_type=jnp.bfloat16)),
+    }, (xs, ws), flops, r)
+    res["decisions"] = sorted({str(d) for d in jax_tmem.decisions()})
 
     q = [jax_tmem.quantize(x[None], "mxfp8") for x in xs]
     qw = [jax_tmem.quantize(w[None], "mxfp8") for w in ws]
@@ -140,7 +157,19 @@ def bench(size, r, configs=()):
     mag = np.abs(a64) @ np.abs(b64).T
     res["max_err_vs_float64_rel_to_sum_abs"] = {"jax_tmem_kernel": float((np.abs(ours - ref) / mag).max()),
                                                 "jax_nn_scaled_matmul": float((np.abs(peer - ref) / mag).max())}
-    return res
+
+
+def _print_quantize(size, res, copy):
+    qq = res["quantize"]
+    print(f"{size}^2 x 2 quantize (TB/s, read + written): fused kernel {qq['fused_kernel_tbps']:.2f}, XLA "
+          f"{qq['xla_tbps']:.2f}; colwise: fused {qq['fused_colwise_tbps']:.2f}, XLA {qq['xla_colwise_tbps']:.2f}; "
+          f"rowwise with swizzled scales: fused {qq['fused_swizzled_tbps']:.2f} (copy {copy:.2f})",
+          flush=True)
+    q4 = res["quantize_fp4"]
+    print(f"{size}^2 x 2 quantize rowwise (TB/s): nvfp4 fused {q4['nvfp4_kernel_tbps']:.2f}, XLA "
+          f"{q4['nvfp4_xla_tbps']:.2f}; mxfp4 fused {q4['mxfp4_kernel_tbps']:.2f}, XLA {q4['mxfp4_xla_tbps']:.2f}; "
+          f"colwise: nvfp4 fused {q4['nvfp4_kernel_colwise_tbps']:.2f}, mxfp4 fused "
+          f"{q4['mxfp4_kernel_colwise_tbps']:.2f} (copy {copy:.2f})", flush=True)
 
 
 def main():
@@ -148,14 +177,20 @@ def main():
     ap.add_argument("--out", default=".")
     ap.add_argument("--sizes", default="4096,8192")
     ap.add_argument("--configs", default="", help="sm_90a block-scaled kernel configs to time side by side")
+    ap.add_argument("--parts", default="gemm,quantize", help="what to time: gemm, quantize or both")
     args = ap.parse_args()
     results = {"device": str(jax.devices()[0].device_kind), "jax": jax.__version__,
                "copy_tbps": copy_bandwidth()}
     print(f"copy bandwidth {results['copy_tbps']:.2f} TB/s", flush=True)
     for size in [int(s) for s in args.sizes.split(",") if s]:
         r = 4 if size >= 8192 else 8
-        res = bench(size, r, [int(c) for c in args.configs.split(",") if c])
+        parts = [p for p in args.parts.split(",") if p]
+        res = bench(size, r, [int(c) for c in args.configs.split(",") if c], parts)
         results[str(size)] = res
+        if "quantize" in parts:
+            _print_quantize(size, res, results["copy_tbps"])
+        if "gemm" not in parts:
+            continue
         wq, pq = res["with_quantization"], res["pre_quantized"]
         print(f"{size}^3 with quantization (TFLOP/s): jax_tmem {wq['jax_tmem_tflops']:.0f}, "
               f"jax.nn.scaled_dot_general {wq['jax_nn_scaled_dot_general_tflops']:.0f}, bf16 dot "
@@ -166,15 +201,6 @@ def main():
               f"{pq['jax_nn_scaled_matmul_tflops']:.0f}, our plain fp8 {pq['jax_tmem_fp8_tflops']:.0f}; ours / "
               f"scaled_matmul {pq['ratio_vs_jax_nn_scaled_matmul'][0]:.2f}, ours / fp8 "
               f"{pq['ratio_vs_jax_tmem_fp8'][0]:.2f}; errors {res['max_err_vs_float64_rel_to_sum_abs']}", flush=True)
-        qq = res["quantize"]
-        print(f"{size}^2 x 2 quantize (TB/s, read + written): fused kernel {qq['fused_kernel_tbps']:.2f}, XLA "
-              f"{qq['xla_tbps']:.2f}; colwise: fused {qq['fused_colwise_tbps']:.2f}, XLA {qq['xla_colwise_tbps']:.2f}; "
-              f"rowwise with swizzled scales: fused {qq['fused_swizzled_tbps']:.2f} (copy {results['copy_tbps']:.2f})",
-              flush=True)
-        q4 = res["quantize_fp4"]
-        print(f"{size}^2 x 2 quantize rowwise (TB/s): nvfp4 fused {q4['nvfp4_kernel_tbps']:.2f}, XLA "
-              f"{q4['nvfp4_xla_tbps']:.2f}; mxfp4 fused {q4['mxfp4_kernel_tbps']:.2f}, XLA {q4['mxfp4_xla_tbps']:.2f}",
-              flush=True)
         for key in pq:
             if key.startswith("config") and key.endswith("_tflops"):
                 print(f"   {key[:-7]}: {pq[key]:.0f} TFLOP/s", flush=True)

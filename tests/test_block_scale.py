@@ -462,6 +462,49 @@ def test_quantize_kernel_is_bit_identical_to_jax(fmt, gs, dtype, shape, axis, la
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("fmt", ["nvfp4", "mxfp8"])
+@pytest.mark.parametrize("where", ["kblocks", "batch"])
+def test_quantize_kernel_colwise_beyond_the_grid(fmt, where):
+    """The colwise kernel's grid is (column spans, blocks of rows, batch) with y and z capped at 65535:
+    more blocks of rows (K / block = 65539) or more batch entries (65537) than that loop inside the kernel.
+    Bit for bit JAX's quantizer."""
+    f = block_scale.FORMATS[fmt]
+    if block_scale._quantize_kernel_target(f, jnp.zeros((1, 32), jnp.bfloat16)):
+        pytest.skip("no fused quantize kernel here")
+    shape = (f.block * 65539, 8) if where == "kblocks" else (65537, 32, 8)
+    rng = np.random.default_rng(seed_of("qk-grid", fmt, shape))
+    x = jnp.asarray(rng.standard_normal(shape, np.float32), jnp.bfloat16)
+    q = lambda path: jax.jit(lambda v: jax_tmem.quantize(v, fmt, axis=-2, path=path))(x)
+    want, got = q("xla"), q("kernel")
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_array_equal(_bytes(g), _bytes(w))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("gs", [None, 0.37])
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16, jnp.float32], ids=["bf16", "f16", "f32"])
+@pytest.mark.parametrize("layout", ["plain", "swizzled"])
+@pytest.mark.parametrize("shape,axis", [((1, 16), -1), ((3, 7, 48), -1), ((5, 80), -1), ((2, 1, 16), -1),
+                                        ((48, 16), 0), ((3, 80, 24), 1)])
+def test_quantize_kernel_nvfp4_odd_block_counts(gs, dtype, layout, shape, axis):
+    """The NVFP4 kernels take two 16-element blocks at a time (rowwise: per thread; colwise: 32 rows per
+    CTA): an odd block count (K an odd multiple of 16) leaves the last thread (CTA) one block, whose data
+    and scales it must write alone (and no byte past them): bit for bit JAX's quantizer, the outputs
+    compared whole."""
+    if block_scale._quantize_kernel_target(block_scale.FORMATS["nvfp4"], jnp.zeros((1, 16), dtype)):
+        pytest.skip("no fused quantize kernel here")
+    rng = np.random.default_rng(seed_of("qk-odd", str(gs), str(np.dtype(dtype)), shape, axis, layout))
+    x = jnp.asarray(rng.standard_normal(shape) * np.exp2(rng.integers(-6, 7, shape)), dtype)
+    q = lambda path: jax.jit(lambda v, g: jax_tmem.quantize(v, "nvfp4", axis=axis, path=path, scale_layout=layout,
+                                                            global_scale=g))(x, None if gs is None else jnp.float32(gs))
+    want, got = q("xla"), q("kernel")
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_array_equal(_bytes(g), _bytes(w))
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("fmt,gs", [("mxfp8", None), ("mxfp8_e5m2", None), ("mxfp4", None), ("nvfp4", None),
                                     ("nvfp4", 1e-40), ("nvfp4", 2.0 ** -130), ("nvfp4", 3e37), ("nvfp4", 1e36)])
 @pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16, jnp.float32], ids=["bf16", "f16", "f32"])
@@ -484,6 +527,12 @@ def test_quantize_kernel_special_blocks_match_jax(fmt, gs, dtype, axis):
     blocks[4, 5, 7], blocks[4, 5, 9] = np.nan, -np.inf
     blocks[5, 6, ::2] = 0.0  # half zeros (a number block)
     blocks[6, 0] = rng.standard_normal(32) * 1e-30 if np.dtype(dtype) != np.float16 else 0.0
+    # subnormals of x's type (the bf16x2 / f16x2 |x| and max of the amax must keep them), alone and next
+    # to a normal maximum
+    sub = {np.dtype(np.float16): 2e-6, np.dtype(np.float32): 1e-40}.get(np.dtype(dtype), 1e-39)
+    blocks[7, 1] = rng.standard_normal(32) * sub
+    blocks[8, 2] = rng.standard_normal(32) * sub
+    blocks[8, 2, 3] = 1.5
     x = jnp.asarray(xm if axis == -1 else xm.T.copy(), dtype)  # axis 0: the blocks run down the columns
     q = lambda path: jax.jit(lambda v, g: jax_tmem.quantize(v, fmt, axis=axis, path=path,
                                                             global_scale=g))(x, None if gs is None else jnp.float32(gs))

@@ -1,4 +1,5 @@
-// jax_tmem: host launch of the fused block-scale quantize kernels (MXFP8, MXFP4, NVFP4) (kernels/mx_quantize.cuh), for every built arch.
+// jax_tmem: host launch of the fused block-scale quantize kernels (MXFP8, MXFP4, NVFP4) (kernels/mx_quantize.cuh,
+// mx_quantize_colwise.cuh), for every built arch.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 
 #include "jax_tmem/dtypes.h"
 #include "jax_tmem/kernels/mx_quantize.cuh"
+#include "jax_tmem/kernels/mx_quantize_colwise.cuh"
 #include "jax_tmem/launch.h"
 
 namespace jax_tmem {
@@ -43,9 +45,6 @@ std::string mx_quantize_launch(const QuantizeLaunch& q, cudaStream_t stream) {
   // The 128x4 tiles' padding is zero (jax_tmem.swizzle_scales): clear the whole buffer, the kernel fills the rest.
   if (q.swizzled && cudaMemsetAsync(q.scales, 0, static_cast<size_t>(q.scale_count), stream) != cudaSuccess)
     return "clearing the swizzled scales failed";
-  // rowwise: a thread per block; colwise: a CTA per (batch, block of rows, 32 * vec columns)
-  const int64_t work = q.colwise ? q.batch * cols * ((q.rows / vec + 31) / 32) : (items + 255) / 256;
-  const unsigned ctas = static_cast<unsigned>(std::min<int64_t>(work, int64_t(1) << 20));
   auto go = [&](auto tag) {
     using T = decltype(tag);
     const T* xp = static_cast<const T*>(q.x);
@@ -53,8 +52,17 @@ std::string mx_quantize_launch(const QuantizeLaunch& q, cudaStream_t stream) {
     auto* s = static_cast<uint8_t*>(q.scales);
     auto run = [&](auto f) {
       constexpr quant::QFmt F = decltype(f)::value;
-      if (q.colwise) quant::mx_quantize_colwise_kernel<T, F><<<ctas, 256, 0, stream>>>(xp, d, s, a);
-      else quant::mx_quantize_kernel<T, F><<<ctas, 256, 0, stream>>>(xp, d, s, a);
+      if (q.colwise) {  // a CTA per (32 * vec columns, block of rows, batch): grid x, y, z
+        const int64_t row_groups = (cols * v + 31) / 32;  // 32 rows: one MX block of rows, two NVFP4 ones
+        const dim3 grid(static_cast<unsigned>(std::min<int64_t>((q.rows / vec + 31) / 32, int64_t(1) << 20)),
+                        static_cast<unsigned>(std::min<int64_t>(row_groups, 65535)),
+                        static_cast<unsigned>(std::min<int64_t>(q.batch, 65535)));
+        quant::mx_quantize_colwise_kernel<T, F><<<grid, 256, 0, stream>>>(xp, d, s, a);
+      } else {  // a thread per kRowBlocks blocks
+        constexpr int64_t per = quant::kRowBlocks<F>;
+        const unsigned ctas = static_cast<unsigned>(std::min<int64_t>(((items + per - 1) / per + 255) / 256, int64_t(1) << 20));
+        quant::mx_quantize_kernel<T, F><<<ctas, 256, 0, stream>>>(xp, d, s, a);
+      }
     };
     using Q = quant::QFmt;
     switch (fmt) {

@@ -3,11 +3,12 @@
 //   MXFP8: e4m3 or e5m2 data, UE8M0 scale per 32;   MXFP4: e2m1 data (packed two per byte, element 2i
 //   in the low nibble: XLA's E(4) layout), UE8M0 per 32;   NVFP4: e2m1 data, UE4M3 scale per 16, x first
 //   divided by the float32 global scale (when one is given).
-//   rowwise: x (batch, rows, K), blocks along K (the last axis): one thread per block (blocks are
-//            contiguous, 16-byte loads);
+//   rowwise: x (batch, rows, K), blocks along K (the last axis): one thread per block, NVFP4 two
+//            (kRowBlocks; blocks are contiguous, 16-byte loads);
 //   colwise: x (batch, K, cols), blocks along K (the second-to-last axis: the backward pass's layout):
-//            a CTA per block of rows x 32 * kVec columns, x held in registers between the amax (combined
-//            across the CTA's warps in shared memory) and the conversion: one read of x;
+//            a CTA per 32 rows x 32 * kVec columns, x held in registers between the amax (combined
+//            across the CTA's warps in shared memory) and the conversion: one read of x
+//            (kernels/mx_quantize_colwise.cuh);
 // scales plain (the quantized axis in place: (batch, rows, K / V) or (batch, K / V, cols)) or in the
 // 128x4 tiles of jax_tmem.swizzle_scales with the non-quantized axis as rows (GemmProblem::sf_index;
 // the launcher zeroes the padding first). The arithmetic follows JAX's quantizer step by step
@@ -160,11 +161,24 @@ __device__ __forceinline__ uint32_t encode_e2m1(float v, const Block& blk) {
   return to_e2m1(scaled<T, F>(v, blk));
 }
 
+// to_e2m1<false>(y) for y = x * 2^k with x a bfloat16 or float16 value (MXFP4's x / s), in fewer
+// instructions: y is exact in float32 (<= 11 significant bits), and so is z = min(|y|, 6) * 2^-126 wherever
+// |y| >= 2^-13 (below, y's code is 0 either way). From 1 on z is normal with y's mantissa and the exponent
+// field of y minus 126, i.e. 1 (|y| in [1, 2)), 2 or 3; below 1 z is a subnormal whose bits are |y| * 2^23.
+// In both, the code is z's bits rounded to nearest even at bit 22 (no select between the two ranges).
+// Checked against to_e2m1<false> for every finite bf16 / f16 x times every 2^k, k in -160..127
+// (scripts/e2m1_encoder_check.cc, 2026-11-26). Not for float32 x (z would round twice) nor NVFP4.
+__device__ __forceinline__ uint32_t to_e2m1_scaled16(float y) {
+  const uint32_t b = __float_as_uint(__fmul_rn(fminf(fabsf(y), 6.0f), 0x1p-126f));
+  return ((b + 0x1fffffu + ((b >> 22) & 1u)) >> 22) | ((__float_as_uint(y) >> 28) & 0x8u);
+}
+
 // The same for a block of numeric_block, with m = numeric_multiplier(blk): bit for bit the code above.
 template <class T, QFmt F>
 __device__ __forceinline__ uint32_t encode_e2m1_numeric(float v, const Block& m) {
   const float y = v * m.f;
-  return to_e2m1<false>(kRoundScaled<T, F> ? round_to<T>(y) : y);
+  if constexpr (!std::is_same_v<T, float> && !QTraits<F>::kNv) return to_e2m1_scaled16(y);  // MXFP4, 16-bit x
+  else return to_e2m1<false>(kRoundScaled<T, F> ? round_to<T>(y) : y);
 }
 
 // Four fp8 codes in one word (element 0 in the low byte), two conversions of two values each. The
@@ -194,16 +208,72 @@ struct QuantArgs {
   const float* gscale;      // NVFP4: null or the float32 global scale x is divided by
 };
 
-// x / the global scale (NVFP4 with one), else x: what the block's amax is taken of. The kernels apply it
-// to max |x| once per block instead of to every x: div.full.f32 is an odd function of the dividend and
-// monotone in its magnitude for a fixed divisor (a product with the divisor's reciprocal, one rounding;
-// checked exhaustively over all 2^31 non-negative dividends for 11 divisors on an H100, 2026-11-24:
-// scripts/div_full_monotone.cu), so max |x_i / g| = |max |x_i|| / g bit for bit, NaN included.
+// NVFP4's global scale g as the kernels apply it to a block's max |x| (x / g is what the amax is taken of):
+// div.full.f32 is an odd function of the dividend and monotone in its magnitude for a fixed divisor (a
+// product with the divisor's reciprocal, one rounding; checked exhaustively over all 2^31 non-negative
+// dividends for 11 divisors on an H100, 2026-11-24: scripts/div_full_monotone.cu), so max |x_i / g| =
+// |max |x_i|| / g bit for bit, NaN included; and for 2^-126 <= |g| <= 2^126 div.full.f32(v, g) is v *
+// MUFU.RCP(g) for every v (its SASS, CUDA 13.0: ptx::rcp_approx_ftz), so the reciprocal is taken once
+// per thread, not once per block.
+struct GScale {
+  float g = 1.0f, r = 1.0f;  // g and, where rcp, its reciprocal
+  bool on = false, rcp = false;
+};
+
 template <QFmt F>
-__device__ __forceinline__ float pre(float v, const QuantArgs& a, float g) {
-  if constexpr (QTraits<F>::kNv) return a.gscale ? ptx::div_full_f32(v, g) : v;
+__device__ __forceinline__ GScale global_scale(const QuantArgs& a) {
+  GScale s;
+  if constexpr (QTraits<F>::kNv) {
+    if (a.gscale) {
+      s.on = true;
+      s.g = *a.gscale;
+      const float d = fabsf(s.g);
+      s.rcp = d >= 0x1p-126f && d <= 0x1p126f;
+      s.r = ptx::rcp_approx_ftz(s.g);
+    }
+  }
+  return s;
+}
+
+// max |x| / g (NVFP4 with a global scale), else max |x|.
+template <QFmt F>
+__device__ __forceinline__ float pre(float v, const GScale& s) {
+  if constexpr (QTraits<F>::kNv) return !s.on ? v : s.rcp ? v * s.r : ptx::div_full_f32(v, s.g);
   else return v;
 }
+
+// max |x| over 16-byte words of x, NaN if any is: 16-bit types two at a time (bf16x2 / f16x2 max.NaN; |x|
+// and the max are exact, so this is the float32 max of the converted values), float32 one at a time.
+template <class T>
+struct AbsMax {
+  using V2 = std::conditional_t<std::is_same_v<T, __nv_bfloat16>, __nv_bfloat162, __half2>;
+  V2 m2;
+  float m = 0.0f;
+  __device__ __forceinline__ AbsMax() {
+    if constexpr (!std::is_same_v<T, float>) m2 = __habs2(V2{});  // +0
+  }
+  __device__ __forceinline__ void add(const uint4& u) {
+    if constexpr (std::is_same_v<T, float>) {
+      const float* e = reinterpret_cast<const float*>(&u);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) m = ptx::max_nan_f32(m, fabsf(e[j]));
+    } else {
+      const V2* e = reinterpret_cast<const V2*>(&u);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) m2 = __hmax2_nan(m2, __habs2(e[j]));
+    }
+  }
+  __device__ __forceinline__ float value() const {
+    if constexpr (std::is_same_v<T, float>) return m;
+    else return ptx::max_nan_f32(to_float<T>(m2.x), to_float<T>(m2.y));
+  }
+};
+
+// Rowwise blocks per thread: NVFP4's 16-element blocks two at a time (both blocks' loads in flight before
+// either is converted, and the per-thread work of the loop shared; one block per thread ran at 75 % of the
+// copy bandwidth at 4096^2 against MXFP4's 81 % with 32 elements per thread, 2026-11-26), else one.
+template <QFmt F>
+inline constexpr int kRowBlocks = QTraits<F>::kNv ? 2 : 1;
 
 template <class T, QFmt F>
 __global__ void __launch_bounds__(256) mx_quantize_kernel(const T* __restrict__ x, uint8_t* __restrict__ data,
@@ -211,150 +281,80 @@ __global__ void __launch_bounds__(256) mx_quantize_kernel(const T* __restrict__ 
   using Tr = QTraits<F>;
   constexpr int V = Tr::V, kVec = 16 / sizeof(T);  // elements per 16-byte load
   constexpr int kWords = Tr::kFp4 ? V / 8 : V / 4;  // 32-bit words of output per block
-  const float g = (Tr::kNv && a.gscale) ? *a.gscale : 1.0f;
-  const int64_t cols = a.k / V, blocks = a.batch * a.rows * cols;
-  for (int64_t b = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; b < blocks; b += int64_t(gridDim.x) * blockDim.x) {
-    const uint4* src = reinterpret_cast<const uint4*>(x + b * V);
-    float v[V];
+  constexpr int P = kRowBlocks<F>, kLoads = V / kVec;
+  const GScale gs = global_scale<F>(a);
+  const int64_t cols = a.k / V, blocks = a.batch * a.rows * cols, groups = (blocks + P - 1) / P;
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < groups; t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t b0 = t * P;
+    const bool whole = b0 + P <= blocks;  // all P blocks exist (only the last thread may lack some)
+    const uint4* src = reinterpret_cast<const uint4*>(x + b0 * V);
+    uint4 raw[P][kLoads];
 #pragma unroll
-    for (int i = 0; i < V / kVec; ++i) {
-      const uint4 u = __ldg(src + i);
-      const T* e = reinterpret_cast<const T*>(&u);
+    for (int p = 0; p < P; ++p)
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) v[i * kVec + j] = to_float(e[j]);
-    }
-    float amax = 0.0f;  // NaN if the block holds one (ptx::max_nan_f32): then block_scale ignores the value
+      for (int i = 0; i < kLoads; ++i)
+        if (p == 0 || whole) raw[p][i] = __ldg(src + p * kLoads + i);
+    uint32_t w[P][kWords];
+    uint8_t sbyte[P];
 #pragma unroll
-    for (int j = 0; j < V; ++j) amax = ptx::max_nan_f32(amax, fabsf(v[j]));
-    const float max_abs_x = amax;
-    amax = pre<F>(amax, a, g);  // = max |x / g|: div.full is odd and monotone in x (see pre)
-    const Block blk = block_scale<T, F>(amax, amax != amax, a.gscale != nullptr, g);
-    uint32_t w[kWords];
-    if constexpr (Tr::kFp4) {
-      auto pack = [&](auto encode) {  // 8 codes per word, element 8i + j in nibble j
+    for (int p = 0; p < P; ++p) {
+      if (p > 0 && !whole) break;
+      float v[V];
+      AbsMax<T> am;  // NaN if the block holds one: then block_scale ignores the value
 #pragma unroll
-        for (int i = 0; i < kWords; ++i) {
-          uint32_t word = 0;
+      for (int i = 0; i < kLoads; ++i) {
+        am.add(raw[p][i]);
+        const T* e = reinterpret_cast<const T*>(&raw[p][i]);
 #pragma unroll
-          for (int j = 0; j < 8; ++j) word |= encode(v[8 * i + j]) << (4 * j);
-          w[i] = word;
-        }
-      };
-      if (numeric_block<F>(max_abs_x, blk)) {  // the common case: one uniform branch per block
-        const Block m = numeric_multiplier<F>(blk);
-        pack([&](float x) { return encode_e2m1_numeric<T, F>(x, m); });
-      } else {
-        pack([&](float x) { return encode_e2m1<T, F>(x, blk); });
+        for (int j = 0; j < kVec; ++j) v[i * kVec + j] = to_float(e[j]);
       }
-    } else {
-      const Block b4[4] = {blk, blk, blk, blk};
+      const float max_abs_x = am.value();
+      const float amax = pre<F>(max_abs_x, gs);  // = max |x / g| (see GScale)
+      const Block blk = block_scale<T, F>(amax, amax != amax, gs.on, gs.g);
+      sbyte[p] = blk.byte;
+      if constexpr (Tr::kFp4) {
+        auto pack = [&](auto encode) {  // 8 codes per word, element 8i + j in nibble j
 #pragma unroll
-      for (int i = 0; i < kWords; ++i) w[i] = encode4_fp8<T, F>(v + 4 * i, b4);
+          for (int i = 0; i < kWords; ++i) {
+            uint32_t word = 0;
+#pragma unroll
+            for (int j = 0; j < 8; ++j) word |= encode(v[8 * i + j]) << (4 * j);
+            w[p][i] = word;
+          }
+        };
+        if (numeric_block<F>(max_abs_x, blk)) {  // the common case: one uniform branch per block
+          const Block m = numeric_multiplier<F>(blk);
+          pack([&](float x) { return encode_e2m1_numeric<T, F>(x, m); });
+        } else {
+          pack([&](float x) { return encode_e2m1<T, F>(x, blk); });
+        }
+      } else {
+        const Block b4[4] = {blk, blk, blk, blk};
+#pragma unroll
+        for (int i = 0; i < kWords; ++i) w[p][i] = encode4_fp8<T, F>(v + 4 * i, b4);
+      }
     }
-    uint8_t* out = data + b * (kWords * 4);
-    if constexpr (kWords == 2) {
-      *reinterpret_cast<uint2*>(out) = make_uint2(w[0], w[1]);
+    uint8_t* out = data + b0 * (kWords * 4);
+    if constexpr (P * kWords == 2) {
+      *reinterpret_cast<uint2*>(out) = make_uint2(w[0][0], w[0][1]);
+    } else if constexpr (P == 2 && kWords == 2) {  // NVFP4: 16 bytes for two blocks, 8 for a lone last one
+      if (whole) *reinterpret_cast<uint4*>(out) = make_uint4(w[0][0], w[0][1], w[1][0], w[1][1]);
+      else *reinterpret_cast<uint2*>(out) = make_uint2(w[0][0], w[0][1]);
     } else {
+      static_assert(P == 1, "");
 #pragma unroll
       for (int i = 0; i < kWords / 4; ++i)
-        reinterpret_cast<uint4*>(out)[i] = make_uint4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
-    }
-    if (a.sw_cols == 0) {  // plain: block b's scale is scale b (no 64-bit divisions on the ALU pipe, which
-      scales[b] = blk.byte;  // limited this kernel: Nsight Compute 2026-11-24)
-    } else {
-      const int64_t rb = b / cols, c = b - rb * cols, bi = rb / a.rows, r = rb - bi * a.rows;
-      scales[bi * a.sf_batch + scale_index(r, c, cols, a.sw_cols)] = blk.byte;
-    }
-  }
-}
-
-// Colwise: x (batch, k, rows) with rows a multiple of kVec. A CTA of 256 threads takes one block of V rows
-// (kb) of one batch and 32 * kVec columns: lane l the columns [c0 + l * kVec, + kVec), warp w the rows
-// [w * V / 8, (w + 1) * V / 8) of the block. Each thread keeps its V / 8 rows x 16 bytes in registers;
-// the per-column amax (and NaN flag) of the 8 warps are combined through shared memory; the conversion
-// reads the registers, so x is read once (the two-pass version re-read it, and at 8192^2 the re-read
-// missed L2: 24 % hit rate, 314 MB of DRAM traffic for 194 MB of data, Nsight Compute 2026-11-24).
-// The max over the rows does not depend on their order, so the scales are the two-pass version's.
-// e2m1 data is packed along the rows axis (the last, contiguous one): kVec / 2 bytes per row.
-template <class T, QFmt F>
-__global__ void __launch_bounds__(256) mx_quantize_colwise_kernel(const T* __restrict__ x, uint8_t* __restrict__ data,
-                                                                  uint8_t* __restrict__ scales, QuantArgs a) {
-  using Tr = QTraits<F>;
-  constexpr int V = Tr::V, kVec = 16 / sizeof(T), kRows = V / 8;
-  __shared__ float s_amax[8][kVec][32];  // NaN where the column's rows hold one (ptx::max_nan_f32)
-  const float g = (Tr::kNv && a.gscale) ? *a.gscale : 1.0f;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t groups = a.rows / kVec, spans = (groups + 31) / 32, kb_count = a.k / V;
-  const int64_t tiles = a.batch * kb_count * spans;
-  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-    const int64_t span = t % spans, kb = (t / spans) % kb_count, bi = t / (spans * kb_count);
-    const int64_t gi = span * 32 + lane;
-    const bool active = gi < groups;
-    const int64_t base = (bi * a.k + kb * V + warp * kRows) * a.rows + gi * kVec;  // this thread's first row
-    uint4 raw[kRows];
-    float amax[kVec];
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) amax[j] = 0.0f;
-    if (active) {
-#pragma unroll
-      for (int i = 0; i < kRows; ++i) raw[i] = __ldg(reinterpret_cast<const uint4*>(x + base + i * a.rows));
-#pragma unroll
-      for (int i = 0; i < kRows; ++i) {
-        const T* e = reinterpret_cast<const T*>(&raw[i]);
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) amax[j] = ptx::max_nan_f32(amax[j], fabsf(to_float(e[j])));
-      }
+        reinterpret_cast<uint4*>(out)[i] = make_uint4(w[0][4 * i], w[0][4 * i + 1], w[0][4 * i + 2], w[0][4 * i + 3]);
     }
 #pragma unroll
-    for (int j = 0; j < kVec; ++j) s_amax[warp][j][lane] = amax[j];
-    __syncthreads();
-    Block blk[kVec];
-    bool numeric = true;  // every block of this thread's columns converts as numbers (numeric_block)
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) {
-      float m = 0.0f;
-#pragma unroll
-      for (int w = 0; w < 8; ++w) m = ptx::max_nan_f32(m, s_amax[w][j][lane]);
-      const float max_abs_x = m;
-      m = pre<F>(m, a, g);  // = max |x / g| (see pre)
-      blk[j] = block_scale<T, F>(m, m != m, a.gscale != nullptr, g);
-      numeric = numeric && numeric_block<F>(max_abs_x, blk[j]);
-    }
-    __syncthreads();  // the shared arrays are rewritten by the next tile
-    if (!active) continue;
-    if (warp == 0) {
-#pragma unroll
-      for (int j = 0; j < kVec; ++j) {
-        const int64_t col = gi * kVec + j;
-        scales[bi * a.sf_batch + (a.sw_cols ? scale_index(col, kb, kb_count, a.sw_cols) : kb * a.rows + col)] =
-            blk[j].byte;
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < kRows; ++i) {
-      const T* e = reinterpret_cast<const T*>(&raw[i]);
-      float f[kVec];
-#pragma unroll
-      for (int j = 0; j < kVec; ++j) f[j] = to_float(e[j]);
-      if constexpr (Tr::kFp4) {  // kVec / 2 bytes: element 2i in the low nibble
-        uint32_t word = 0;
-        if (numeric) {
-#pragma unroll
-          for (int j = 0; j < kVec; ++j) word |= encode_e2m1_numeric<T, F>(f[j], numeric_multiplier<F>(blk[j])) << (4 * j);
-        } else {
-#pragma unroll
-          for (int j = 0; j < kVec; ++j) word |= encode_e2m1<T, F>(f[j], blk[j]) << (4 * j);
-        }
-        uint8_t* dst = data + (base + i * a.rows) / 2;
-        if constexpr (kVec == 8) *reinterpret_cast<uint32_t*>(dst) = word;
-        else *reinterpret_cast<uint16_t*>(dst) = static_cast<uint16_t>(word);
+    for (int p = 0; p < P; ++p) {
+      if (p > 0 && !whole) break;
+      const int64_t b = b0 + p;
+      if (a.sw_cols == 0) {  // plain: block b's scale is scale b (no 64-bit divisions on the ALU pipe, which
+        scales[b] = sbyte[p];  // limited this kernel: Nsight Compute 2026-11-24)
       } else {
-        uint32_t w[kVec / 4];
-#pragma unroll
-        for (int q = 0; q < kVec / 4; ++q) w[q] = encode4_fp8<T, F>(f + 4 * q, blk + 4 * q);
-        uint8_t* dst = data + base + i * a.rows;
-        if constexpr (kVec == 8) *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
-        else *reinterpret_cast<uint32_t*>(dst) = w[0];
+        const int64_t rb = b / cols, c = b - rb * cols, bi = rb / a.rows, r = rb - bi * a.rows;
+        scales[bi * a.sf_batch + scale_index(r, c, cols, a.sw_cols)] = sbyte[p];
       }
     }
   }
