@@ -335,6 +335,16 @@ def test_every_sm90_block_scaled_config(config, b, m, n, k, layout):
 
 # ---- the fused quantize kernel (kernels/mx_quantize.cuh) ---------------------------------------------
 
+
+def _assert_kernel_is_xla(q):
+    """q(path) -> (data, scales): the fused kernel's outputs equal the XLA path's bit for bit (shapes and
+    dtypes too)."""
+    want, got = q("xla"), q("kernel")
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_array_equal(_bytes(g), _bytes(w))
+
+
 def test_quantize_paths_are_logged_and_checked():
     """quantize records where it ran and why; path="kernel" without the CUDA kernel is a clear error."""
     from jax_tmem.ops import block_scale as bs
@@ -455,10 +465,7 @@ def test_quantize_kernel_is_bit_identical_to_jax(fmt, gs, dtype, shape, axis, la
     x = jnp.asarray(np.moveaxis(xm, -1, axis), dtype)
     q = lambda path: jax.jit(lambda v, g: jax_tmem.quantize(v, fmt, axis=axis, path=path, scale_layout=layout,
                                                             global_scale=g))(x, None if gs is None else jnp.float32(gs))
-    want, got = q("xla"), q("kernel")
-    for g, w in zip(got, want):
-        assert g.shape == w.shape and g.dtype == w.dtype
-        np.testing.assert_array_equal(_bytes(g), _bytes(w))
+    _assert_kernel_is_xla(q)
 
 
 @pytest.mark.gpu
@@ -475,10 +482,7 @@ def test_quantize_kernel_colwise_beyond_the_grid(fmt, where):
     rng = np.random.default_rng(seed_of("qk-grid", fmt, shape))
     x = jnp.asarray(rng.standard_normal(shape, np.float32), jnp.bfloat16)
     q = lambda path: jax.jit(lambda v: jax_tmem.quantize(v, fmt, axis=-2, path=path))(x)
-    want, got = q("xla"), q("kernel")
-    for g, w in zip(got, want):
-        assert g.shape == w.shape and g.dtype == w.dtype
-        np.testing.assert_array_equal(_bytes(g), _bytes(w))
+    _assert_kernel_is_xla(q)
 
 
 @pytest.mark.gpu
@@ -498,10 +502,7 @@ def test_quantize_kernel_nvfp4_odd_block_counts(gs, dtype, layout, shape, axis):
     x = jnp.asarray(rng.standard_normal(shape) * np.exp2(rng.integers(-6, 7, shape)), dtype)
     q = lambda path: jax.jit(lambda v, g: jax_tmem.quantize(v, "nvfp4", axis=axis, path=path, scale_layout=layout,
                                                             global_scale=g))(x, None if gs is None else jnp.float32(gs))
-    want, got = q("xla"), q("kernel")
-    for g, w in zip(got, want):
-        assert g.shape == w.shape and g.dtype == w.dtype
-        np.testing.assert_array_equal(_bytes(g), _bytes(w))
+    _assert_kernel_is_xla(q)
 
 
 @pytest.mark.gpu
@@ -536,7 +537,4 @@ def test_quantize_kernel_special_blocks_match_jax(fmt, gs, dtype, axis):
     x = jnp.asarray(xm if axis == -1 else xm.T.copy(), dtype)  # axis 0: the blocks run down the columns
     q = lambda path: jax.jit(lambda v, g: jax_tmem.quantize(v, fmt, axis=axis, path=path,
                                                             global_scale=g))(x, None if gs is None else jnp.float32(gs))
-    want, got = q("xla"), q("kernel")
-    for g, w in zip(got, want):
-        assert g.shape == w.shape and g.dtype == w.dtype
-        np.testing.assert_array_equal(_bytes(g), _bytes(w))
+    _assert_kernel_is_xla(q)
