@@ -6,6 +6,9 @@ prints the optimized HLO's op mix per layer and the step time (command buffers a
       python3 -P scripts/decode_probe.py --once ours > ours.csv
   then `--sum ours.csv`: one execution's kernels (the repeating tail of the kernel list: XLA's autotuning
   launches kernels of its own while compiling), grouped by name.
+  --trace : both contenders under jax.profiler (CUPTI), a few executions each: per layer, the kernels in
+  launch order with their durations and the idle gap before each, then busy time against the GPU span.
+  Set XLA_FLAGS=--xla_gpu_enable_command_buffer= to see every kernel as XLA launches it without graphs.
 Usage: python3 -P scripts/decode_probe.py [--model 8b] [--dtype bfloat16] [--layout KN] [--m 16] [--layers 4]"""
 import argparse
 import collections
@@ -43,6 +46,50 @@ def summarize(path):
         print(f"  {n:4d} x {short:60s} {us:9.1f} us ({us / n:.2f} each)")
 
 
+def trace(name, f, x, ws, layers, runs=3):
+    """Kernels of `runs` executions of f from a jax.profiler trace: per layer in launch order, with gaps."""
+    import glob
+    import tempfile
+    import jax
+    from jax.profiler import ProfileData
+    for _ in range(3):
+        jax.block_until_ready(f(x, ws))
+    d = tempfile.mkdtemp()
+    with jax.profiler.trace(d):
+        for _ in range(runs):
+            jax.block_until_ready(f(x, ws))
+    prof = ProfileData.from_file(glob.glob(d + "/**/*.xplane.pb", recursive=True)[0])
+    ev = []
+    for plane in prof.planes:
+        if not plane.name.startswith("/device:GPU"):
+            continue
+        for line in plane.lines:
+            if "stream" not in line.name.lower() or "memcpy" in line.name.lower():
+                continue
+            ev += [(e.start_ns, e.duration_ns, e.name) for e in line.events]
+    ev.sort()
+    if not ev:
+        print(f"{name}: no kernel events in the trace")
+        return
+    # executions are separated by the host's wait: split at the largest gaps
+    gaps = sorted(range(1, len(ev)), key=lambda i: ev[i][0] - (ev[i - 1][0] + ev[i - 1][1]))[-(runs - 1):]
+    cuts = [0] + sorted(gaps) + [len(ev)]
+    execs = [ev[a:b] for a, b in zip(cuts, cuts[1:])]
+    last = execs[-1]
+    span = (last[-1][0] + last[-1][1] - last[0][0]) / 1e3
+    busy = sum(e[1] for e in last) / 1e3
+    print(f"== {name}: {len(last)} kernels per execution ({len(last) / layers:.1f} per layer), "
+          f"span {span / layers:.1f} us per layer, kernels busy {busy / layers:.1f}, idle {(span - busy) / layers:.1f}")
+    per = len(last) // layers
+    # the middle layer of the last execution, kernel by kernel
+    mid = last[per * (layers // 2): per * (layers // 2 + 1)]
+    prev_end = None
+    for s0, dur, nm in mid:
+        gap = (s0 - prev_end) / 1e3 if prev_end is not None else float("nan")
+        print(f"   gap {gap:6.2f} us  kernel {dur / 1e3:7.2f} us  {re.sub(r'<.*', '', nm)[:90]}")
+        prev_end = s0 + dur
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="8b")
@@ -51,6 +98,7 @@ def main():
     ap.add_argument("--m", type=int, default=16)
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--once", default="")
+    ap.add_argument("--trace", action="store_true")
     ap.add_argument("--sum", default="")
     args = ap.parse_args()
     if args.sum:
@@ -77,6 +125,10 @@ def main():
         "xla": bench_decode._step(lambda a, w, dn: jax.lax.dot_general(a, w, dn, preferred_element_type=jnp.bfloat16),
                                   args.dtype, args.layout, hidden),
     }
+    if args.trace:
+        for name, f in fns.items():
+            trace(name, f, x, ws, args.layers)
+        return
     if args.once:
         f = fns[args.once]
         for _ in range(3):

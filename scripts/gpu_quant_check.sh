@@ -33,7 +33,7 @@ if [ "${JT_TESTS:-1}" = 1 ]; then
 fi
 bench new
 if [ "${JT_SANITIZE:-0}" = 1 ]; then  # compute-sanitizer over scripts/sanitize_case.py (its quantize cases
-  for tool in ${JT_SAN_TOOLS:-memcheck}; do  # come first; a default build stops it later, at config 8)
+  for tool in ${JT_SAN_TOOLS:-memcheck}; do  # come first)
     XLA_PYTHON_CLIENT_PREALLOCATE=false timeout ${JT_SAN_TIMEOUT:-180} compute-sanitizer --tool $tool \
       --target-processes all python3 -P scripts/sanitize_case.py > "$OUT_DIR/$tool.log" 2>&1
     echo "== $tool"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|quantize|Error|hazard" "$OUT_DIR/$tool.log" | tail -12

@@ -12,6 +12,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
+#include <cmath>
+#include <string>
 #include <vector>
 
 #include "jax_tmem/pipeline.cuh"
@@ -19,7 +22,9 @@
 #include "jax_tmem/ptx/mbarrier.cuh"
 #include "jax_tmem/ptx/tma.cuh"
 #include "sm90_launch.cuh"
+#include "jax_tmem/kernels/dense_decode.cuh"
 #include <functional>
+#include <random>
 
 using namespace jax_tmem;
 using namespace jax_tmem::ptx;
@@ -226,6 +231,115 @@ static float run_ours(std::vector<void*>& bufs, long long n, long long k, long l
   return us;
 }
 
+// The 16-bit decode kernel (kernels/dense_decode.cuh) on out (M x N, bf16) = act (M x K) . W^T.
+template <int MT, int R, int KW, int ST, bool KN = false>
+static float run_dd(std::vector<void*>& bufs, long long n, long long k, long long m, void* act, void* out, int iters,
+                    CUtensorMapL2promotion promo = CU_TENSOR_MAP_L2_PROMOTION_NONE) {
+  using P = dd::Plan<R, KW, ST, MT>;
+  auto kern = dd::dense_decode_kernel<false, MT, R, KW, ST, KN>;
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, P::kSmemBytes));
+  auto map3 = [promo](void* base, long long cols, long long rows, int box_rows, int box_cols = 64) {
+    CUtensorMap mp;
+    cuuint64_t dims[3] = {(cuuint64_t)cols, (cuuint64_t)rows, 1};
+    cuuint64_t strides[2] = {(cuuint64_t)(cols * 2), (cuuint64_t)(cols * rows * 2)};
+    cuuint32_t box[3] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows, 1}, es[3] = {1, 1, 1};
+    const CUtensorMapSwizzle sw = box_cols == 16 ? CU_TENSOR_MAP_SWIZZLE_32B : box_cols == 32 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                                                                           : CU_TENSOR_MAP_SWIZZLE_128B;
+    if (encode()(&mp, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, base, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                 sw, promo, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+      printf("dd encode failed\n");
+      exit(1);
+    }
+    return mp;
+  };
+  std::vector<CUtensorMap> wm;
+  for (void* b : bufs) wm.push_back(KN ? map3(b, n, k, 64, 16 * R) : map3(b, k, n, 16 * R));
+  const int x_rows = (int)std::min<long long>(m, 8 * MT);
+  const CUtensorMap xm = map3(act, k, m, x_rows);
+  dd::Params prm = {};
+  prm.m = (int)m, prm.n = (int)n, prm.k = (int)k, prm.x_rows = x_rows;
+  prm.e.out = out, prm.e.alpha = 1.0f, prm.e.out_type = static_cast<int32_t>(DType::kBF16);
+  dim3 grid((unsigned)((n + 16 * R - 1) / (16 * R)), (unsigned)((m + 8 * MT - 1) / (8 * MT)), 1);
+  return time_graph([&](cudaStream_t st, int i) {
+    kern<<<grid, (KW + 1) * 32, P::kSmemBytes, st>>>(wm[i % wm.size()], xm, prm);
+  }, iters);
+}
+
+__global__ void ref_kernel(const __nv_bfloat16* x, const __nv_bfloat16* w, float* out, int m, int n, int k, bool kn) {
+  const int col = blockIdx.x * blockDim.x + threadIdx.x, row = blockIdx.y;
+  if (col >= n) return;
+  float s = 0.f;
+  for (int i = 0; i < k; ++i)
+    s += __bfloat162float(x[(long long)row * k + i]) * __bfloat162float(w[kn ? (long long)i * n + col : (long long)col * k + i]);
+  out[(long long)row * n + col] = s;
+}
+
+// Correctness of one configuration on random data (N, K with tails), against the f32 reference.
+template <int MT, int R, int KW, int ST, bool KN = false>
+static void check_dd(long long n, long long k, long long m) {
+  std::vector<__nv_bfloat16> hx(m * k), hw(n * k);
+  std::mt19937 rng(1234 + n + k + m);
+  std::normal_distribution<float> nd;
+  for (auto& v : hx) v = __float2bfloat16(nd(rng));
+  for (auto& v : hw) v = __float2bfloat16(nd(rng));
+  void *dx, *dw, *dout;
+  float* dref;
+  CK(cudaMalloc(&dx, hx.size() * 2));
+  CK(cudaMalloc(&dw, hw.size() * 2));
+  CK(cudaMalloc(&dout, m * n * 2));
+  CK(cudaMalloc(&dref, m * n * 4));
+  CK(cudaMemcpy(dx, hx.data(), hx.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dw, hw.data(), hw.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemset(dout, 0xFF, m * n * 2));  // NaN poison
+  std::vector<void*> one = {dw};
+  run_dd<MT, R, KW, ST, KN>(one, n, k, m, dx, dout, 1);
+  ref_kernel<<<dim3((unsigned)((n + 127) / 128), (unsigned)m), 128>>>((const __nv_bfloat16*)dx, (const __nv_bfloat16*)dw, dref, (int)m, (int)n, (int)k, KN);
+  CK(cudaDeviceSynchronize());
+  std::vector<__nv_bfloat16> ho(m * n);
+  std::vector<float> hr(m * n);
+  CK(cudaMemcpy(ho.data(), dout, m * n * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(hr.data(), dref, m * n * 4, cudaMemcpyDeviceToHost));
+  double worst = 0, mx = 0;
+  for (long long i = 0; i < m * n; ++i) {
+    const double o = __bfloat162float(ho[i]), r = hr[i];
+    worst = std::max(worst, o != o ? 1e30 : std::fabs(o - r));
+    mx = std::max(mx, std::fabs(r));
+  }
+  printf("  check dd<MT %d, R %d, KW %d, ST %d, KN %d> %lld x %lld x %lld: max |err| %.3g of max |ref| %.3g -> %s\n", MT, R,
+         KW, ST, (int)KN, m, n, k, worst, mx, worst <= 1e-2 * mx ? "ok" : "WRONG");
+  cudaFree(dx), cudaFree(dw), cudaFree(dout), cudaFree(dref);
+}
+
+static void dd_mode(std::vector<void*>& bufs, void* act, void* out, float* ws, int iters) {
+  check_dd<1, 1, 4, 6>(4000, 4104, 1);
+  check_dd<2, 1, 4, 6>(1000, 4096 + 72, 13);
+  check_dd<2, 2, 8, 3>(4096 + 48, 1032, 16);
+  check_dd<1, 2, 4, 5>(777, 2056, 5);
+  check_dd<1, 1, 4, 4, true>(4000, 4104, 1);
+  check_dd<2, 2, 4, 4, true>(1000, 4168, 13);
+  check_dd<2, 4, 4, 3, true>(4144, 1032, 16);
+  check_dd<1, 2, 4, 4, true>(776, 2056, 5);
+  struct Shape { long long n, k; };
+  const Shape shapes[] = {{4096, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}};
+  for (const Shape& s : shapes) {
+    const double bytes = (double)s.n * s.k * 2;
+    for (long long m : {1LL, 16LL}) {
+      printf("== %lld x %lld x %lld bf16 (%.1f MB): us (TB/s)\n", m, s.n, s.k, bytes / 1e6);
+      const float ours = run_ours<64>(bufs, s.n, s.k, m, 1, act, out, ws, iters);
+      printf("  ours 64x16 1 split %.2f (%.2f)\n", ours, bytes / ours / 1e6);
+#define DD(KN, R, KW, ST)                                                                               \
+  {                                                                                                     \
+    const float t = m <= 8 ? run_dd<1, R, KW, ST, KN>(bufs, s.n, s.k, m, act, out, iters)               \
+                           : run_dd<2, R, KW, ST, KN>(bufs, s.n, s.k, m, act, out, iters);              \
+    printf("  dd %s R %d KW %d ST %d: %.2f (%.2f)\n", KN ? "KN" : "NK", R, KW, ST, t, bytes / t / 1e6);   \
+  }
+      DD(false, 1, 4, 4) DD(false, 2, 4, 4) DD(true, 1, 4, 4) DD(true, 2, 4, 4) DD(true, 2, 4, 6) DD(true, 4, 4, 3)
+      DD(true, 4, 4, 4) DD(true, 2, 8, 3) DD(true, 1, 8, 4)
+#undef DD
+    }
+  }
+}
+
 int main(int argc, char** argv) {
   int sms;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
@@ -247,6 +361,10 @@ int main(int argc, char** argv) {
   CK(cudaMemset(act, 0x3c, 64LL * 14336 * 2));
   CK(cudaMalloc(&out, 64LL * 28672 * 2));
   CK(cudaMalloc(&ws, 8LL * 64 * 28672 * 4));
+  if (argc > 1 && std::string(argv[1]) == "dd") {  // the 16-bit decode kernel against ours
+    dd_mode(bufs, act, out, ws, iters);
+    return 0;
+  }
   if (argc > 1) {  // for Nsight Compute: our 64-row kernel on one shape, a few calls: N K splits
     const long long n = atoll(argv[1]), k = atoll(argv[2]);
     run_ours<64>(bufs, n, k, 16, atoi(argv[3]), act, out, ws, 4);

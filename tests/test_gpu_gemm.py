@@ -304,6 +304,8 @@ def test_every_menu_config(config, dtypes, layout):
                     f"heuristic (the README's test command builds all)")
     if entry["swap_ab"] and layout[0] == "MN":
         pytest.skip("swap-AB reads the lhs as its narrow wgmma B operand: K-major only (the heuristic knows)")
+    if entry["split"] == "decode" and (dtypes[0] != dtypes[1] or dtypes[0] not in (BF16, F16) or layout[0] == "MN"):
+        pytest.skip("the mma.sync decode entries read 16-bit operands with a K-major lhs (tests/test_decode_mma.py)")
     from jax_tmem.ops import gemm as gemm_op
     for m, n, k in [(1000, 776, 1008), (264, 136, 48), (2056, 1040, 304)]:
         s = seed_of("cfg", config, dtypes, layout, m, n, k)
@@ -333,7 +335,6 @@ def test_split_k_and_swap_ab(config, splits, dtypes, b_major):
     if not any(e["config"] == config for e in _menu(arch)):
         pytest.skip(f"config {config} is not in the {arch} menu")
     _require_config(arch, config)
-    from jax_tmem.ops import gemm as gemm_op
     cases = [(1, 1000, 1000, 0, BF16, False), (7, 136, 4104, 2, F32, True), (64, 264, 520, 0, F16, True),
              (33, 8, 200, 3, BF16, False), (130, 1, 776, 0, F32, False)]
     for m, n, k, batch, out_dtype, with_c in cases:
@@ -341,35 +342,42 @@ def test_split_k_and_swap_ab(config, splits, dtypes, b_major):
             continue  # an MN-major (K, 1) weight has 2-byte rows: TMA cannot read it (the fallback's case)
         k = -(-k * np.dtype(dtypes[0]).itemsize // 16) * 16 // np.dtype(dtypes[0]).itemsize  # 16-byte rows
         s = seed_of("splitk", config, splits, dtypes, b_major, m, n, k)
-        a, b, dn = _layout_operands(s, dtypes[0], dtypes[1], m, n, k, "K", b_major, batch)
-        out_shape = ((batch,) if batch else ()) + (m, n)
-        bias, c = rand(s + 2, (n,), F32), rand(s + 3, out_shape, out_dtype)
-        epi = gemm_op.Epilogue(activation="gelu", alpha=0.5, has_bias=True, has_c=with_c)
-        cfg = (config, splits)
-        if with_c:
-            f = jax.jit(lambda x, y, bb, cc: gemm_op.gemm(x, y, bb, cc, dn, np.dtype(out_dtype), epi, "kernel", True, cfg))
-            o1, o2 = (np.asarray(f(a, b, bias, c).astype(jnp.float32)) for _ in range(2))
-        else:
-            fn = lambda x, y, bb: gemm_op.gemm(x, y, bb, None, dn, np.dtype(out_dtype), epi, "kernel", True, cfg)
-            o1, o2 = _run_poisoned(fn, out_shape, out_dtype, a, b, bias)
-        ref = _ref(a, b, dn, bias=bias, act="gelu", alpha=0.5, c=c if with_c else None)
-        assert not np.isnan(o1).any(), f"{m}x{n}x{k}: unwritten (NaN-poisoned) outputs"
-        err = np.abs(o1 - ref).max() / np.abs(ref).max()
-        assert err < _tol(dtypes[0], out_dtype), f"{m}x{n}x{k} batch {batch}: rel err {err:.3e}"
-        np.testing.assert_array_equal(o1, o2)
+        epilogue_case((config, splits), dtypes, b_major, m, n, k, batch, out_dtype, with_c, s)
+
+
+def epilogue_case(cfg, dtypes, b_major, m, n, k, batch, out_dtype, with_c, s):
+    """One forced-entry case with the full epilogue (bias + gelu + alpha, accumulation into c when `with_c`),
+    a K-major lhs: against the float64 reference, NaN-poisoned outputs (without c), bitwise repeatable."""
+    from jax_tmem.ops import gemm as gemm_op
+    a, b, dn = _layout_operands(s, dtypes[0], dtypes[1], m, n, k, "K", b_major, batch)
+    out_shape = ((batch,) if batch else ()) + (m, n)
+    bias, c = rand(s + 2, (n,), F32), rand(s + 3, out_shape, out_dtype)
+    epi = gemm_op.Epilogue(activation="gelu", alpha=0.5, has_bias=True, has_c=with_c)
+    if with_c:
+        f = jax.jit(lambda x, y, bb, cc: gemm_op.gemm(x, y, bb, cc, dn, np.dtype(out_dtype), epi, "kernel", True, cfg))
+        o1, o2 = (np.asarray(f(a, b, bias, c).astype(jnp.float32)) for _ in range(2))
+    else:
+        fn = lambda x, y, bb: gemm_op.gemm(x, y, bb, None, dn, np.dtype(out_dtype), epi, "kernel", True, cfg)
+        o1, o2 = _run_poisoned(fn, out_shape, out_dtype, a, b, bias)
+    ref = _ref(a, b, dn, bias=bias, act="gelu", alpha=0.5, c=c if with_c else None)
+    assert not np.isnan(o1).any(), f"{m}x{n}x{k}: unwritten (NaN-poisoned) outputs"
+    err = np.abs(o1 - ref).max() / np.abs(ref).max()
+    assert err < _tol(dtypes[0], out_dtype), f"config {cfg} {m}x{n}x{k} batch {batch}: rel err {err:.3e}"
+    np.testing.assert_array_equal(o1, o2)
 
 
 def test_decode_runs_swap_ab_by_default():
-    """The heuristic sends a decode GEMM (M <= 64, K-major activations) to swap-AB with split-K, says so
-    in the log, and matches the float64 reference; a vmapped decode (a batch of activation matrices
-    against one weight, read with batch stride 0) too."""
-    _require_kernels()
+    """The heuristic sends a decode GEMM (M <= 64, K-major activations) to swap-AB with split-K (on sm_90a,
+    16-bit weights and M <= 16: the mma.sync decode entries, tests/test_decode_mma.py), says so in the log,
+    and matches the float64 reference; a vmapped decode (a batch of activation matrices against one weight,
+    read with batch stride 0) too."""
+    arch = _require_kernels()
     s = seed_of("decode")
-    x, w = rand(s, (16, 4096), BF16), rand(s + 1, (4096, 8192), BF16)
+    x, w = rand(s, (32, 4096), BF16), rand(s + 1, (4096, 8192), BF16)
     jax_tmem.clear_decisions()
-    o1, o2 = _run_poisoned(lambda a, b: jax_tmem.matmul(a, b, out_dtype=BF16, path="kernel"), (16, 8192), BF16, x, w)
+    o1, o2 = _run_poisoned(lambda a, b: jax_tmem.matmul(a, b, out_dtype=BF16, path="kernel"), (32, 8192), BF16, x, w)
     target = jax_tmem.decisions()[-1].target
-    assert "swap-AB 64(N)x16(M)" in target, target
+    assert ("swap-AB 64(N)x32(M)" if arch == "sm_90a" else "swap-AB 128(N)x32(M)") in target, target
     ref = _ref(x, w, (((1,), (0,)), ((), ())))
     assert np.abs(o1 - ref).max() / np.abs(ref).max() < _tol(BF16, BF16)
     np.testing.assert_array_equal(o1, o2)

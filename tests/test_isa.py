@@ -606,7 +606,8 @@ def test_kernel_menus_come_from_the_config_tables():
     to drift), with each entry's fields; what an entry is comes from its fields, not its id."""
     sm90 = isa.kernel_menu("sm_90a")
     sm100 = isa.kernel_menu("sm_100a")
-    assert [e["config"] for e in sm90] == [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 20, 22, 24, 11, 12, 13, 14, 18, 19, 15, 16, 17]
+    assert [e["config"] for e in sm90] == [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 20, 22, 24, 11, 12, 13, 14, 18, 19, 15, 16, 17,
+                                           25, 26, 27, 28, 29]
     assert [e["config"] for e in sm100] == [0, 1, 4, 8, 9, 11, 12, 13, 14]
     assert isa.kernel_menu("sm_103a") == sm100
     assert [e["config"] for e in sm90 if e["swap_ab"]] == [11, 12, 13, 18, 19, 15, 16, 17]
@@ -620,8 +621,10 @@ def test_kernel_menus_come_from_the_config_tables():
     assert by_entry["k128x128PingPong"]["schedule"] == "ping-pong"
     assert by_entry["k128x128Cluster2"]["cluster_m"] == 2
     assert [e["block_n"] for e in sm90 if e["swap_ab"]] == [16, 32, 64, 128, 256, 16, 32, 64]
+    assert [(e["config"], e["block_m"], e["block_n"]) for e in sm90 if e["split"] == "decode"] == [
+        (25, 16, 8), (26, 16, 16), (27, 32, 16), (28, 64, 8), (29, 64, 16)]
     for e in sm90 + sm100:
-        assert e["split_k"] == (e["split"] != "none") == (e["epilogue"] == "partial"), e
+        assert e["split_k"] == (e["split"] not in ("none", "decode")) == (e["epilogue"] == "partial"), e
         assert e["swap_ab"] == (e["split"] == "swap-ab"), e
         # always compiled if the heuristic may choose it; the rest with JAX_TMEM_CONFIGS=all
         assert e["built"] == (e["heuristic"] or _ext.build_info()["configs"] == "all"), e
@@ -840,7 +843,10 @@ SM90_NAMES = {0: "128x128 cooperative", 1: "128x256 cooperative", 2: "128x64 coo
               11: "swap-AB 128(N)x16(M), split-K", 12: "swap-AB 128(N)x32(M), split-K",
               13: "swap-AB 128(N)x64(M), split-K", 14: "128x128 cooperative, split-K",
               15: "swap-AB 64(N)x16(M), 512 B rows, split-K", 16: "swap-AB 64(N)x32(M), 512 B rows, split-K",
-              17: "swap-AB 64(N)x64(M), 512 B rows, split-K"}
+              17: "swap-AB 64(N)x64(M), 512 B rows, split-K", 25: "decode 16(N)x8(M), mma.sync, K over 4 warps",
+              26: "decode 16(N)x16(M), mma.sync, K over 4 warps", 27: "decode 32(N)x16(M), mma.sync, K over 4 warps",
+              28: "decode 64(N)x8(M), mma.sync + ldmatrix.trans, K over 4 warps",
+              29: "decode 64(N)x16(M), mma.sync + ldmatrix.trans, K over 4 warps"}
 
 
 @pytest.mark.parametrize("m,n,k,batch,out,expect", [
@@ -861,7 +867,8 @@ SM90_NAMES = {0: "128x128 cooperative", 1: "128x256 cooperative", 2: "128x64 coo
     (32, 8192, 8192, 1, "bfloat16", 16),    # M <= 32: 64-row tiles, 512-byte weight rows
     (17, 8192, 8192, 1, "bfloat16", 16),
     (16, 8192, 8192, 1, "bfloat16", 15),
-    (1, 8192, 8192, 1, "bfloat16", 15),
+    (8, 8192, 8192, 1, "bfloat16", 25),     # M <= 8, a 16-bit weight: the mma.sync decode entries
+    (1, 8192, 8192, 1, "bfloat16", 25),
     (512, 512, 65536, 1, "bfloat16", 14),   # 32 tiles of 128x64 <= 132 / 4 and 1024 K blocks: split-K
     (128, 4096, 4096, 1, "bfloat16", 2),    # 64 tiles <= 132 / 2 but 64 K blocks < 128: no split
     (128, 4096, 14336, 1, "bfloat16", 14),  # 64 tiles <= 132 / 2 and 224 K blocks: split-K
@@ -908,6 +915,7 @@ def test_sm90_swap_ab_needs_k_major_lhs():
     (16, 32768, 8192, "bfloat16", 1),
     (16, 1024, 8192, "bfloat16", 2),        # 16 tiles: 4 by the SMs, 2 by the 16 KB rows
     (16, 256, 65536, "bfloat16", 8),        # 4 tiles: 16 by the SMs, capped at 8
+    (8, 256, 65536, "bfloat16", 1),         # M <= 8: the mma.sync entries, no split
     (16, 256, 256, "bfloat16", 1),
     (512, 512, 65536, "bfloat16", 8),       # 16 tiles of 128x128
     (512, 512, 65536, "float32", 8),
@@ -923,8 +931,8 @@ def test_sm90_split_plan(m, n, k, dtype, splits):
 def test_one_split_plans_need_no_workspace():
     """Issue 15: a swap-AB / split-K plan with one K split asked XLA for a workspace of M x N floats (64 MiB
     for 16 x 1048584 x 2056) and ran a reduce pass; with one split the kernel finishes the output."""
-    plan = isa.kernel_plan("sm_90a", 16, 1048584, 2056, a_dtype="bfloat16", num_sms=132)
-    assert plan["config"] == 15 and plan["splits"] == 1 and plan["workspace_floats"] == 0, plan
+    plan = isa.kernel_plan("sm_90a", 32, 1048584, 2056, a_dtype="bfloat16", num_sms=132)
+    assert plan["config"] == 16 and plan["splits"] == 1 and plan["workspace_floats"] == 0, plan
     for arch, sms in (("sm_90a", 132), ("sm_100a", 148)):
         plan = isa.kernel_plan(arch, 16, 4096, 4096, config=11, splits=1, num_sms=sms)
         assert (plan["splits"], plan["workspace_floats"]) == (1, 0), plan
@@ -942,7 +950,8 @@ def test_sm90_forced_splits_clamped_to_k_blocks():
     assert isa.kernel_plan("sm_90a", 8192, 8192, 8192, config=8)["workspace_floats"] == 0
 
 
-@pytest.mark.parametrize("config", [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 20, 22, 24, 11, 12, 13, 14, 18, 19, 15, 16, 17])
+@pytest.mark.parametrize("config", [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 20, 22, 24, 11, 12, 13, 14, 18, 19, 15, 16, 17,
+                                    25, 26, 27, 28, 29])
 def test_sm90_forced_config_is_kept(config):
     cfg, name = isa.kernel_choice("sm_90a", 8192, 8192, 8192, config=config)
     assert cfg == config and name

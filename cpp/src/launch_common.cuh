@@ -24,10 +24,14 @@ std::string encode_ab_maps(const GemmLaunch& L, CUtensorMap* map_a, CUtensorMap*
   constexpr int kChunk = 1024 / dtype_bits(C::kA);  // elements of one 128-byte swizzle atom (MN-major)
   const bool a_batched = p.batch > 1 && p.stride_a != 0, b_batched = p.batch > 1 && p.stride_b != 0;
   std::string err;
+  // swap-AB: A is the decode weight, read once (tma::kStreamed)
+  constexpr CUtensorMapL2promotion kPromoA = C::kPartialOut == 2 ? tma::kStreamed : CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
   if constexpr (C::kAMN)
-    err = tma::encode_operand(map_a, L.in(Role::kA), p.a_type, p.m, p.k, a_batched ? p.batch : 1, p.lda, p.stride_a, kChunk, C::BLOCK_K);
+    err = tma::encode_operand(map_a, L.in(Role::kA), p.a_type, p.m, p.k, a_batched ? p.batch : 1, p.lda, p.stride_a, kChunk, C::BLOCK_K,
+                              CU_TENSOR_MAP_SWIZZLE_128B, kPromoA);
   else
-    err = tma::encode_operand(map_a, L.in(Role::kA), p.a_type, p.k, p.m, a_batched ? p.batch : 1, p.lda, p.stride_a, C::BLOCK_K, C::BOX_M);
+    err = tma::encode_operand(map_a, L.in(Role::kA), p.a_type, p.k, p.m, a_batched ? p.batch : 1, p.lda, p.stride_a, C::BLOCK_K, C::BOX_M,
+                              CU_TENSOR_MAP_SWIZZLE_128B, kPromoA);
   if (!err.empty()) return "operand a: " + err;
   if constexpr (C::kBMN)
     err = tma::encode_operand(map_b, L.in(Role::kB), p.b_type, p.n, p.k, b_batched ? p.batch : 1, p.ldb, p.stride_b, kChunk, C::BLOCK_K);

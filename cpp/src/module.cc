@@ -346,6 +346,9 @@ NB_MODULE(_jax_tmem, m) {
     if (config != -1 && !table.find(config))
       throw std::invalid_argument("not an " + arch + " menu entry: " + std::to_string(config) + " (entries: " +
                                   table.list() + ")");
+    if (config != -1 && table.find(config)->split == menu::Split::kDecode &&
+        !menu::mma_decode_family(p.a_type, p.b_type, a_mn_major, b_mn_major))
+      throw std::invalid_argument(std::string("entry ") + std::to_string(config) + ": " + menu::kMmaDecodeOperands);
     const menu::Plan plan = arch == "sm_90a" ? menu::sm90_plan(p, num_sms) : menu::sm100_plan(p, num_sms);
     return nb::make_tuple(plan.config, table.find(plan.config)->name, plan.splits, plan.ws_floats);
   }, nb::arg("arch"), nb::arg("batch"), nb::arg("m"), nb::arg("n"), nb::arg("k"), nb::arg("a_dtype"),

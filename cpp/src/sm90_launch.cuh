@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 
+#include "dense_decode_launch.cuh"
 #include "jax_tmem/kernels/sm90_gemm.cuh"
 #include "jax_tmem/menu.h"
 #include "launch_common.cuh"
@@ -22,7 +23,12 @@ template <DType A, DType B, bool AMN, bool BMN, int BM, int BN, int ST, menu::Sc
           int CM, menu::Split SPLIT>
 std::string run_config(const GemmLaunch& L) {
   using menu::Epilogue;
-  if constexpr (SPLIT == menu::Split::kSwapAB && BMN) {
+  if constexpr (SPLIT == menu::Split::kDecode) {  // mma.sync, BM weight rows x BN tokens per CTA
+    if constexpr (menu::mma_decode_family(A, B, AMN, BMN))
+      return dd::launch<A, BMN, BN / 8, BM / 16, ST>(L);
+    else
+      return menu::kMmaDecodeOperands;
+  } else if constexpr (SPLIT == menu::Split::kSwapAB && BMN) {
     // The launcher swapped the operands: B is the activation, read as wgmma's narrow B: K-major only.
     return "swap-AB entries need a K-major lhs (the activation)";
   } else if constexpr (menu::sm90_swap_only_family(A, AMN, BMN) && SPLIT != menu::Split::kSwapAB) {

@@ -39,11 +39,12 @@ std::string encode_maps(const GemmLaunch& L, const w4::Params& prm, int v, int r
                         CUtensorMapSwizzle x_swizzle, CUtensorMap (&maps)[3]) {
   const GemmProblem& p = L.p;
   const bool batched = p.stride_b != 0;
+  // The weights and their scales are read once (tma::kStreamed), the activations by every CTA.
   std::string err = tma::encode_operand(&maps[0], prm.w, DType::kE2M1, p.k, p.n, batched ? p.batch : 1, p.ldb,
-                                        p.stride_b, 256, rows);
+                                        p.stride_b, 256, rows, CU_TENSOR_MAP_SWIZZLE_128B, tma::kStreamed);
   if (err.empty())
     err = tma::encode_operand(&maps[1], prm.s, DType::kU8, p.k / v, p.n, batched ? p.batch : 1, p.k / v, prm.stride_s,
-                              sb, rows, CU_TENSOR_MAP_SWIZZLE_NONE);
+                              sb, rows, CU_TENSOR_MAP_SWIZZLE_NONE, tma::kStreamed);
   if (err.empty())
     err = tma::encode_operand(&maps[2], prm.x, DType::kBF16, p.k, p.m, p.stride_a != 0 ? p.batch : 1, p.lda, p.stride_a,
                               x_cols, x_rows, x_swizzle);

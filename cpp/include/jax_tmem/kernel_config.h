@@ -18,8 +18,9 @@ namespace jax_tmem::menu {
 
 enum class Schedule : uint8_t { kCooperative, kPingPong };
 enum class Epilogue : uint8_t { kRegister, kStaged, kTmaStore, kTmaStoreOverlap, kPartial };
-// kSplitK / kSwapAB are the kernels' kPartialOut codes (1, 2).
-enum class Split : uint8_t { kNone = 0, kSplitK = 1, kSwapAB = 2 };
+// kSplitK / kSwapAB are the kernels' kPartialOut codes (1, 2). kDecode: sm_90a's mma.sync decode entries
+// (kernels/dense_decode.cuh), K split over a CTA's warps and summed in it: no partials, no workspace.
+enum class Split : uint8_t { kNone = 0, kSplitK = 1, kSwapAB = 2, kDecode = 3 };
 enum class Build : uint8_t { kHeuristic, kSweep };
 
 // sm_90a: 128-byte K chunks per ring slot. The 64-row entries (one consumer warpgroup) stage 4, so that
@@ -42,7 +43,7 @@ struct KernelConfig {
   int k_chunks;  // 128-byte K chunks per ring slot
 
   constexpr bool built() const { return menu::built(build); }
-  constexpr bool partial() const { return split != Split::kNone; }
+  constexpr bool partial() const { return split == Split::kSplitK || split == Split::kSwapAB; }
   constexpr bool swap_ab() const { return split == Split::kSwapAB; }
 };
 
@@ -57,7 +58,9 @@ inline const char* to_string(Epilogue e) {
   }
   return "?";
 }
-inline const char* to_string(Split s) { return s == Split::kSplitK ? "split-k" : s == Split::kSwapAB ? "swap-ab" : "none"; }
+inline const char* to_string(Split s) {
+  return s == Split::kSplitK ? "split-k" : s == Split::kSwapAB ? "swap-ab" : s == Split::kDecode ? "decode" : "none";
+}
 
 // ---- the tables ---------------------------------------------------------------------------------------
 enum class Sm90 : int {

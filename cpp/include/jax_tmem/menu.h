@@ -60,6 +60,14 @@ inline bool out_tma_ok(const GemmProblem& p) { return (p.n * dtype_bytes(p.out_t
 // reads the same rule (kernel_families' 5th field) to route only decode problems there.
 inline constexpr bool sm90_swap_only_family(DType a, bool amn, bool bmn) { return dtype_bytes(a) == 1 && (amn || bmn); }
 
+// sm_90a's mma.sync decode entries (Split::kDecode, kernels/dense_decode.cuh) read two 16-bit operands of one
+// type: K-major activations and a weight stored either way, (N, K) or (K, N).
+inline constexpr bool mma_decode_family(DType a, DType b, bool amn, bool /*bmn*/) {
+  return a == b && (a == DType::kBF16 || a == DType::kF16) && !amn;
+}
+inline constexpr const char* kMmaDecodeOperands =
+    "the mma.sync decode entries read bfloat16 x bfloat16 or float16 x float16 with a K-major lhs (the activations)";
+
 // The sm100 kernel families (the JT_SM100_INSTANCE lines of cpp/src/instances.def) are compiled for sm_100a and sm_103a, but
 // kind::i8 exists on sm_100a only (ptxas rejects it for sm_103a): the int8 families run on cc 100 only.
 inline bool sm100_family_runs(int cc, DType a_type) { return a_type != DType::kS8 || cc == 100; }
@@ -302,8 +310,33 @@ inline bool sm90_cluster_pays(const GemmProblem& p, int64_t tiles, int num_sms) 
   return dtype_bytes(p.a_type) == 2 && dtype_bytes(p.out_type) == 2 && p.m >= 1024 && tiles > num_sms &&
          ((p.m + 127) / 128) % 2 == 0;
 }
+// Up to 16 tokens with a 16-bit weight: the mma.sync decode entries (Split::kDecode), K split over the CTA's
+// warps. A weight stored (N, K): 16 weight rows per CTA (a 4096-row weight: 256 CTAs, two or more per SM,
+// where the 64-row wgmma tiles make 64 and need K splits and a reduce pass to fill the GPU). H200,
+// 2026-11-26, scripts/stream_probe.cu dd (each GEMM 200 times in a CUDA graph, 6 weights in turn), us
+// against the 64-row swap-AB entry at 1 split (both with the weight's L2 promotion off): M = 1: 4096 x 4096
+// 10.3 / 11.5, 6144 x 4096 13.9 / 15.4, 28672 x 4096 56.6 / 57.9-59.4, 4096 x 14336 28.9 / 30.6; M = 16
+// (two 8-token tiles): 10.8 / 11.5, 14.8 / 15.6, 59.7 with 32-row CTAs (60.6 with 16) / 58.8-59.7, 29.7 / 30.4.
+// A weight stored (K, N) (Flax's): 64 weight rows per CTA, 128 contiguous bytes of each k-row per TMA box
+// (16 and 32 rows read 32- and 64-byte pieces: 28672 x 4096 at M = 1 78.7 / 66.1 us against 57.0 with 64;
+// M = 1 / 16, us, 64 rows with 4 / 3 stages: 4096 x 4096 10.6 / 11.3 and 11.2 / 12.0, 6144 x 4096 14.5 / 14.2
+// and 15.9 / 15.1, 28672 x 4096 59.8 / 57.0 and 63.9 / 66.1, 4096 x 14336 29.3 / 31.5 and 30.4 / 33.0).
+// In the decode step (bench_decode.py, 8B / 70B layers, bf16, 3 rounds, H200 2026-11-26, x XLA, the landed code
+// -> these entries): (N, K) M = 1 0.92 -> 1.01 / 0.92 -> 1.01, M = 8 0.93 -> 0.98 / 0.96 -> 1.00; (K, N) M = 1
+// 0.90 -> 0.94 / 0.91 -> 0.96, M = 8 0.91 -> 0.91 / 0.93 -> 0.96. Two token tiles (M 9-16: 26, 27, 29) did not
+// pay: (N, K) 0.95 -> 0.97 / 0.97 -> 0.96, (K, N) 0.92 -> 0.89 / 0.95 -> 0.95, so the heuristic takes them to
+// M = 8 (the 16-token entries stay in the sweep build).
+inline constexpr int kSm90MmaDecodeMaxM = 8;
+inline bool sm90_mma_decode(const GemmProblem& p) {
+  return p.m <= kSm90MmaDecodeMaxM && mma_decode_family(p.a_type, p.b_type, p.a_mn_major, p.b_mn_major);
+}
+inline Sm90 sm90_mma_decode_entry(const GemmProblem& p) { return p.b_mn_major ? Sm90::k64x8DecodeMN : Sm90::k16x8Decode; }
+
 inline constexpr int kSm90DecodeMaxM = 64, kSm90TransposeMaxM = 256, kSm90LongKBlocks = 128;
 inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = -1) {
+  if (p.config < 0 && sm90_mma_decode(p)) return Plan{static_cast<int>(sm90_mma_decode_entry(p)), 1, 0};
+  if (p.config >= 0 && kSm90Table.find(p.config) != nullptr && kSm90Table.find(p.config)->split == Split::kDecode)
+    return Plan{p.config, 1, 0};
   const bool transposes = sm90_swap_only_family(p.b_type, p.b_mn_major, false);
   const bool rows64 = !transposes && (p.m <= 32 || dtype_bytes(p.b_type) == 1);
   const DecodePolicy decode{rows64 ? 64 : 128, !transposes,

@@ -145,13 +145,12 @@ __device__ __forceinline__ void store_out(void* out, int64_t idx, float v) {
   else static_cast<__half*>(out)[idx] = __float2half_rn(v);
 }
 
-// The KW warps' partial sums of a CTA (acc per lane) added in warp order (bitwise repeatable), then alpha
-// and the store. `red` holds KW x R x MT x 4 x 32 floats, `sync()` is a barrier over the KW warps; mma row
-// g of 16-row tile i is output row row0 + 16 i + g, or + sigma(g) = (g >> 1) | ((g & 1) << 2) (kSigma:
-// the TMA-fed kernel's bank-conflict-free row order).
-template <class OutT, int MT, int R, int KW, bool kSigma, class Sync>
-__device__ __forceinline__ void reduce_store(float* red, const float (&acc)[R][MT][4], Sync sync, int row0, int tok0,
-                                             int b, const Params& p) {
+// The KW warps' partial sums of a CTA (acc per lane, mma fragments of 16-row x 8-token tiles) added in warp
+// order (bitwise repeatable): `red` holds KW x R x MT x 4 x 32 floats, `sync()` is a barrier over the KW
+// warps; each sum goes to emit(i, r, tok, v): tile i's mma row r (0..15: g or g + 8) and token tok of the
+// CTA's 8 MT (kernels/dense_decode.cuh finishes its output the same way).
+template <int MT, int R, int KW, class Sync, class Emit>
+__device__ __forceinline__ void sum_warps(float* red, const float (&acc)[R][MT][4], Sync sync, Emit emit) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   constexpr int kSlots = R * MT * 4 * 32;
 #pragma unroll
@@ -161,17 +160,26 @@ __device__ __forceinline__ void reduce_store(float* red, const float (&acc)[R][M
 #pragma unroll
       for (int c = 0; c < 4; ++c) red[warp * kSlots + ((i * MT + t) * 4 + c) * 32 + lane] = acc[i][t][c];
   sync();
-  const float alpha = p.alpha ? *p.alpha : 1.0f;
   for (int slot = threadIdx.x; slot < kSlots; slot += KW * 32) {
     const int ln = slot & 31, c = (slot >> 5) & 3, t = (slot >> 7) % MT, i = (slot >> 7) / MT;
     float v = 0.0f;
 #pragma unroll
     for (int ww = 0; ww < KW; ++ww) v += red[ww * kSlots + slot];
-    const int g = ln >> 2, rg = kSigma ? ((g >> 1) | ((g & 1) << 2)) : g;
-    const int row = row0 + 16 * i + 8 * (c >> 1) + rg;
-    const int tok = tok0 + 8 * t + 2 * (ln & 3) + (c & 1);
-    if (row < p.n && tok < p.m) store_out<OutT>(p.out, (int64_t(b) * p.m + tok) * p.n + row, v * alpha);
+    emit(i, 8 * (c >> 1) + (ln >> 2), 8 * t + 2 * (ln & 3) + (c & 1), v);
   }
+}
+
+// sum_warps, then alpha and the store: mma row r = 8 h + g of 16-row tile i is output row row0 + 16 i + 8 h + g,
+// or + sigma(g) = (g >> 1) | ((g & 1) << 2) (kSigma: the TMA-fed kernel's bank-conflict-free row order).
+template <class OutT, int MT, int R, int KW, bool kSigma, class Sync>
+__device__ __forceinline__ void reduce_store(float* red, const float (&acc)[R][MT][4], Sync sync, int row0, int tok0,
+                                             int b, const Params& p) {
+  const float alpha = p.alpha ? *p.alpha : 1.0f;
+  sum_warps<MT, R, KW>(red, acc, sync, [&](int i, int r, int tk, float v) {
+    const int g = r & 7, rg = kSigma ? ((g >> 1) | ((g & 1) << 2)) : g;
+    const int row = row0 + 16 * i + (r & 8) + rg, tok = tok0 + tk;
+    if (row < p.n && tok < p.m) store_out<OutT>(p.out, (int64_t(b) * p.m + tok) * p.n + row, v * alpha);
+  });
 }
 
 // Grid (ceil(n / (16 R)), ceil(m / (8 MT)), batch), KW warps. V: 32 (MXFP4) or 16 (NVFP4). K a multiple of
@@ -188,13 +196,7 @@ __global__ void __launch_bounds__(KW * 32) w4_gemm_kernel(const Params p) {
   const int sf_cols = p.k / V, m_left = p.m - tok0;
   const E2M1Tables tb = e2m1_tables(lane & (static_cast<uint32_t>(p.m) >> 31));
 
-  float acc[R][MT][4];
-#pragma unroll
-  for (int i = 0; i < R; ++i)
-#pragma unroll
-    for (int t = 0; t < MT; ++t)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) acc[i][t][c] = 0.0f;
+  float acc[R][MT][4] = {};
 
   // This thread's weight rows (2 per 16-row tile: g and g + 8), clamped to n - 1 (their sums are not stored).
   int64_t rows[R][2];

@@ -70,14 +70,7 @@ __global__ void __launch_bounds__((KW + 1) * 32) w4_tma_kernel(const __grid_cons
   const int bw = p.stride_w != 0 ? b : 0, bx_ = p.stride_x != 0 ? b : 0;  // batch coordinates (0: broadcast)
   constexpr int kStageK = KW * kChunk;
   const int nk = (p.k + kStageK - 1) / kStageK;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < ST; ++s) {
-      ptx::mbarrier_init(&full[s], 1);
-      ptx::mbarrier_init(&empty[s], KW * 32);
-    }
-    ptx::fence_barrier_init();
-  }
-  __syncthreads();
+  ptx::init_ring(full, empty, ST, KW * 32);
 
   if (warp == KW) {  // the producer
     if (lane == 0) {
@@ -110,13 +103,7 @@ __global__ void __launch_bounds__((KW + 1) * 32) w4_tma_kernel(const __grid_cons
   const uint32_t x_off = P::kXOffset + (warp >> 1) * P::kXBoxBytes + g * 512 + (warp & 1) * 256 + 64 * q;
   const E2M1Tables tb = e2m1_tables(lane & (static_cast<uint32_t>(p.m) >> 31));
 
-  float acc[R][MT][4];
-#pragma unroll
-  for (int i = 0; i < R; ++i)
-#pragma unroll
-    for (int t = 0; t < MT; ++t)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) acc[i][t][c] = 0.0f;
+  float acc[R][MT][4] = {};
 
   for (int kt = 0; kt < nk; ++kt) {
     const int s = kt % ST;

@@ -71,14 +71,7 @@ struct WideCta {
     bw = p.stride_w != 0 ? b : 0, bx = p.stride_x != 0 ? b : 0;  // batch coordinates (0: broadcast)
     const int nk = (p.k + P::kStageK - 1) / P::kStageK;
     kt0 = nk * split / CS, kt1 = nk * (split + 1) / CS;
-    if (threadIdx.x == 0) {
-      for (int s = 0; s < ST; ++s) {
-        ptx::mbarrier_init(&full[s], 1);
-        ptx::mbarrier_init(&empty[s], consumers * 32);
-      }
-      ptx::fence_barrier_init();
-    }
-    __syncthreads();
+    ptx::init_ring(full, empty, ST, consumers * 32);
   }
 };
 
@@ -151,13 +144,7 @@ __global__ void __launch_bounds__((WR * WK + 1) * 32) w4_wide_kernel(const __gri
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int split = cta.split, b = cta.b, row0 = cta.row0, tok0 = cta.tok0, kt0 = cta.kt0, kt1 = cta.kt1;
 
-  float acc[R][MT][4];
-#pragma unroll
-  for (int i = 0; i < R; ++i)
-#pragma unroll
-    for (int t = 0; t < MT; ++t)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) acc[i][t][c] = 0.0f;
+  float acc[R][MT][4] = {};
 
   if (warp == kConsumers) {  // the producer (its TMA loads complete on the ring's barriers if it returns)
     if (lane == 0) wide_produce<P, V, ST>(cta, &wmap, &smap, &xmap);

@@ -152,4 +152,18 @@ __device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t
                : "memory");
 }
 
+// ldmatrix (sm_75+): the warp loads four 8x8 matrices of 16-bit values, lanes 8i .. 8i + 7 giving the
+// shared addresses of matrix i's 8 rows (16 bytes each); register i of lane l receives row l / 4, columns
+// 2 (l % 4), + 1 of matrix i, or with .trans column l / 4, rows 2 (l % 4), + 1 (mma's A / B fragments of
+// a tile stored the other way round).
+template <bool kTrans>
+__device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t (&r)[4]) {
+  if constexpr (kTrans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
+}
+
 }  // namespace jax_tmem::ptx

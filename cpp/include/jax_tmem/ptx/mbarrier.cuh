@@ -46,4 +46,17 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
   }
 }
 
+// A TMA ring's barriers, by thread 0, then the CTA meets: `stages` full barriers (the producer's one
+// arrive.expect_tx; TMA completes the bytes) and as many empty ones (`consumers` arrivals each).
+__device__ __forceinline__ void init_ring(uint64_t* full, uint64_t* empty, int stages, uint32_t consumers) {
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < stages; ++s) {
+      mbarrier_init(&full[s], 1);
+      mbarrier_init(&empty[s], consumers);
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+}
+
 }  // namespace jax_tmem::ptx

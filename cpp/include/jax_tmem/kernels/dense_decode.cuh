@@ -1,0 +1,216 @@
+// jax_tmem: the decode GEMM for 16-bit weights and few tokens (issue 15; sm_90a menu entries 25-29): out[b, m, n]
+// = epilogue(sum_k x[b, m, k] * w[b, n, k]), x and w bfloat16 (or both float16), x K-major, w stored (N, K)
+// or (K, N) (kWMN), M <= 8 MT tokens per CTA row (more: more CTA rows, each re-reading the weight).
+//
+// Why a kernel of its own: the wgmma swap-AB entries (kernels/sm90_gemm.cuh) hold 64 weight rows per CTA at
+// least (wgmma's M), so a 4096-row weight makes 64 CTAs on 132 SMs, and more need K splits whose partial
+// sums a second kernel adds. XLA's Triton GEMM for the same decode problem runs 224-256 CTAs of 4 warps,
+// two or more per SM, and streams the weight at 3.5-4.2 TB/s against our 3.0-3.8 (Nsight Compute and a
+// CUDA-graph trace of bench_decode.py's 8B step, H200 2026-11-26). Here a CTA holds 16 R rows: mma.sync
+// (m16n8k16) takes 16-row tiles, the CTA's KW consumer warps take the K range in turn (warp w the w-th
+// 64-element chunk of every stage) and add their partial sums in shared memory at the end, in warp order
+// (bitwise repeatable; no workspace, no second launch). One producer warp streams the weight, 16 R rows x
+// 128 bytes per warp and stage, and the activations, 8 MT tokens x 128 bytes, by TMA (128B swizzle; zero
+// fill past N, M and K) into a ring of ST stages. The epilogue is the other kernels' (epilogue.cuh: alpha,
+// bias, activation, c, any output dtype), run on each output element once the warps' sums are added.
+//
+// Operand registers: thread (g, q) of a warp reads 32 contiguous bytes (K elements 16 q .. 16 q + 15 of
+// the warp's chunk) of weight rows g and g + 8 of each 16-row tile and of token g of each 8-token tile,
+// two 16-byte loads each (conflict-free: chunk c of row r sits at c ^ (r & 7)). The K order inside an mma
+// step is permuted the same way for both operands (a sum does not care): step j takes the thread's
+// elements 4 j .. 4 j + 3 as mma's k = 2 q, 2 q + 1 (a0 / a1, b0) and 2 q + 8, 2 q + 9 (a2 / a3, b1).
+#pragma once
+
+#include <cuda.h>
+
+#include "jax_tmem/epilogue.cuh"
+#include "jax_tmem/kernels/w4_gemm.cuh"
+#include "jax_tmem/ptx/mbarrier.cuh"
+#include "jax_tmem/ptx/tma.cuh"
+
+namespace jax_tmem::dd {
+
+struct Params {
+  int m, n, k;
+  int w_batched, x_batched;  // the batch coordinate of each map (0: one operand for every batch entry)
+  int x_rows;                // tokens per activation box: min(M, 8 MT)
+  epilogue::Args e;          // the output and its epilogue, as every other kernel's
+};
+
+// mma.sync m16n8k16 with f16 inputs (the bf16 one is ptx::mma_m16n8k16_bf16).
+__device__ __forceinline__ void mma_m16n8k16_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// The shared-memory plan: ST stages of {KW weight boxes of 16 R rows x 128 bytes, KW activation boxes of
+// 8 MT tokens x 128 bytes}, then 2 ST mbarriers; the consumers' partial sums reuse the ring.
+template <int R, int KW, int ST, int MT>
+struct Plan {
+  static constexpr int kRows = 16 * R;
+  static constexpr int kWBox = kRows * 128;
+  static constexpr int kXBox = 8 * MT * 128;
+  static constexpr int kStageK = 64 * KW;  // K elements per stage (16-bit)
+  static constexpr int kStageBytes = KW * (kWBox + kXBox);
+  static constexpr int kRingBytes = ST * kStageBytes;
+  static constexpr int kRedBytes = KW * R * MT * 4 * 32 * 4;
+  static constexpr int kBarOffset = kRingBytes > kRedBytes ? kRingBytes : kRedBytes;
+  static constexpr int kSmemBytes = kBarOffset + 2 * ST * 8 + 1024;  // + alignment slack
+  static_assert(kWBox % 1024 == 0 && kXBox % 1024 == 0, "128B-swizzled boxes start 1024-byte aligned");
+  static_assert(kSmemBytes <= 232448, "more shared memory than an sm_90 CTA may have (227 KB)");
+};
+
+// Grid (ceil(n / 16 R), ceil(m / 8 MT), batch), KW + 1 warps. wmap: w {K, N, batch}, boxes {64, 16 R};
+// xmap: x {K, M, batch}, boxes {64, x_rows} with x_rows = min(M, 8 MT) (the tokens past it are zeros in
+// registers, not loaded: at M = 1 a full 8-token box would stage half as many bytes again as the weight);
+// both 16-bit (kHalf: float16, else bfloat16), 128B swizzle.
+// kWMN: w stored (K, N) (Flax's layout), wmap {N, K, batch} in boxes {16 R, 64} with a 32 R-byte swizzle: the
+// warp's box holds 64 k-rows of its 16 R weight rows, and ldmatrix.trans turns each 16 x 16 block into mma's
+// A fragment (the K order is then the natural one, and the activations' fragments come by ldmatrix too).
+template <bool kHalf, int MT, int R, int KW, int ST, bool kWMN = false>
+__global__ void __launch_bounds__((KW + 1) * 32) dense_decode_kernel(const __grid_constant__ CUtensorMap wmap,
+                                                                     const __grid_constant__ CUtensorMap xmap,
+                                                                     const Params p) {
+  const int x_rows = p.x_rows;
+  using P = Plan<R, KW, ST, MT>;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + P::kBarOffset);
+  uint64_t* empty = full + ST;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int b = blockIdx.z, row0 = blockIdx.x * P::kRows, tok0 = blockIdx.y * 8 * MT;
+  const int nk = (p.k + P::kStageK - 1) / P::kStageK;
+  ptx::init_ring(full, empty, ST, KW * 32);
+
+  if (warp == KW) {  // the producer
+    if (lane == 0) {
+      ptx::prefetch_tensormap(&wmap);
+      ptx::prefetch_tensormap(&xmap);
+      const int bw = p.w_batched ? b : 0, bx = p.x_batched ? b : 0;
+      for (int kt = 0; kt < nk; ++kt) {
+        const int s = kt % ST;
+        ptx::mbarrier_wait(&empty[s], ((kt / ST) & 1) ^ 1);
+        ptx::mbarrier_arrive_expect_tx(&full[s], KW * (P::kWBox + x_rows * 128));
+        uint8_t* st = smem + s * P::kStageBytes;
+#pragma unroll
+        for (int w = 0; w < KW; ++w) {
+          if constexpr (kWMN) ptx::tma_load_3d(st + w * P::kWBox, &wmap, &full[s], row0, kt * P::kStageK + 64 * w, bw);
+          else ptx::tma_load_3d(st + w * P::kWBox, &wmap, &full[s], kt * P::kStageK + 64 * w, row0, bw);
+          ptx::tma_load_3d(st + KW * P::kWBox + w * P::kXBox, &xmap, &full[s], kt * P::kStageK + 64 * w, tok0, bx);
+        }
+      }
+    }
+    return;
+  }
+
+  const int g = lane >> 2, q = lane & 3;
+  const uint32_t sbase = ptx::smem_addr(smem);
+  // Byte offsets in a stage of this thread's two 16-byte chunks of box row r (r & 7 == g & 7 == g).
+  const uint32_t c0 = ((2 * q) ^ g) << 4, c1 = ((2 * q + 1) ^ g) << 4;
+  const uint32_t w_off = warp * P::kWBox + g * 128, x_off = KW * P::kWBox + warp * P::kXBox + g * 128;
+
+  float acc[R][MT][4] = {};
+
+  if constexpr (kWMN) {
+    // Lane l addresses row l & 7 of matrix l >> 3 of each ldmatrix.x4. Weight block (i, j) (16 rows from
+    // 16 i, k from 16 j): matrix mt = n rows 8 (mt & 1) .., k 8 (mt >> 1) .. (a0 .. a3 of mma's A).
+    // Activations, token tile t, k from 32 p: matrix mt = k 8 mt .. (b0, b1 of steps 2 p, 2 p + 1).
+    const int mt = lane >> 3, r8 = lane & 7;
+    const auto swz = [](uint32_t off, uint32_t mask) { return off ^ (((off >> 7) & mask) << 4); };
+    for (int kt = 0; kt < nk; ++kt) {
+      const int s = kt % ST;
+      ptx::mbarrier_wait(&full[s], (kt / ST) & 1);
+      const uint32_t wb = sbase + s * P::kStageBytes + warp * P::kWBox;
+      const uint32_t xb = sbase + s * P::kStageBytes + KW * P::kWBox + warp * P::kXBox;
+      uint32_t af[4][R][4], xf[MT][2][4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int i = 0; i < R; ++i)
+          ptx::ldmatrix_x4<true>(wb + swz((16 * j + 8 * (mt >> 1) + r8) * (32 * R) + (2 * i + (mt & 1)) * 16, 2 * R - 1),
+                                 af[j][i]);
+#pragma unroll
+      for (int t = 0; t < MT; ++t)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = 8 * t + r8;
+          ptx::ldmatrix_x4<false>(xb + row * 128 + (((4 * h + mt) ^ (row & 7)) << 4), xf[t][h]);
+        }
+      ptx::fence_proxy_async_shared();  // (as below: generic reads of the slot, then its release)
+      ptx::mbarrier_arrive(&empty[s]);
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int i = 0; i < R; ++i)
+#pragma unroll
+          for (int t = 0; t < MT; ++t) {
+            const uint32_t b0 = xf[t][j >> 1][2 * (j & 1)], b1 = xf[t][j >> 1][2 * (j & 1) + 1];
+            if constexpr (kHalf) mma_m16n8k16_f16(acc[i][t], af[j][i], b0, b1);
+            else ptx::mma_m16n8k16_bf16(acc[i][t], af[j][i], b0, b1);
+          }
+    }
+  } else
+  for (int kt = 0; kt < nk; ++kt) {
+    const int s = kt % ST;
+    ptx::mbarrier_wait(&full[s], (kt / ST) & 1);
+    const uint32_t st = sbase + s * P::kStageBytes;
+    uint4 wv[R][2][2], xv[MT][2];  // [tile][row g / g + 8][chunk], [token tile][chunk]
+#pragma unroll
+    for (int i = 0; i < R; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t a = st + w_off + (16 * i + 8 * h) * 128;
+        wv[i][h][0] = ptx::lds_v4(a + c0);
+        wv[i][h][1] = ptx::lds_v4(a + c1);
+      }
+#pragma unroll
+    for (int t = 0; t < MT; ++t) {
+      const uint32_t a = st + x_off + t * 8 * 128;
+      if (8 * t + g < x_rows) {
+        xv[t][0] = ptx::lds_v4(a + c0);
+        xv[t][1] = ptx::lds_v4(a + c1);
+      } else {
+        xv[t][0] = xv[t][1] = make_uint4(0, 0, 0, 0);
+      }
+    }
+    // Released after this thread's loads, ordered before the producer's next TMA write into the slot
+    // (an async-proxy write after generic-proxy reads: fence.proxy.async, as in w4_tma.cuh).
+    ptx::fence_proxy_async_shared();
+    ptx::mbarrier_arrive(&empty[s]);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const auto word = [j](const uint4 (&v)[2], int e) {  // the thread's 32-bit word 2 j + e of 8
+        const uint4& u = v[j >> 1];
+        return (j & 1) == 0 ? (e == 0 ? u.x : u.y) : (e == 0 ? u.z : u.w);
+      };
+#pragma unroll
+      for (int i = 0; i < R; ++i) {
+        const uint32_t a[4] = {word(wv[i][0], 0), word(wv[i][1], 0), word(wv[i][0], 1), word(wv[i][1], 1)};
+#pragma unroll
+        for (int t = 0; t < MT; ++t) {
+          if constexpr (kHalf) mma_m16n8k16_f16(acc[i][t], a, word(xv[t], 0), word(xv[t], 1));
+          else ptx::mma_m16n8k16_bf16(acc[i][t], a, word(xv[t], 0), word(xv[t], 1));
+        }
+      }
+    }
+  }
+
+  // Every stage was consumed, so the ring is free for the partial sums (the producer warp has returned:
+  // named barrier 1 over the KW consumer warps), added in warp order (w4::sum_warps); each output element
+  // is then finished once: mma row r of tile i is weight row row0 + 16 i + r.
+  const bool plain = epilogue::plain(p.e);
+  const auto sync = [] { ptx::named_barrier_sync(1, KW * 32); };
+  sync();
+  w4::sum_warps<MT, R, KW>(reinterpret_cast<float*>(smem), acc, sync, [&](int i, int r, int tk, float v) {
+    const int row = row0 + 16 * i + r, tok = tok0 + tk;
+    if (row < p.n && tok < p.m) {
+      const int64_t row_index = int64_t(b) * p.m + tok;
+      if (plain) epilogue::store_element(v, p.e, row_index, row, p.n);
+      else epilogue::finish_element(v, p.e, row_index, row, p.n);
+    }
+  });
+}
+
+}  // namespace jax_tmem::dd
