@@ -41,17 +41,20 @@ print(arch, "configs:", [e["config"] for e in menu], flush=True)
 nk = (((1,), (1,)), ((), ()))
 for e in menu:
     if e["split"] == "decode":
-        for m_, n_, k_, wl in ((13, 264, 520, "NK"), (5, 1000, 40, "NK"), (13, 264, 520, "KN"), (5, 1000, 40, "KN")):
-            a = jnp.asarray(rng.standard_normal((m_, k_)), "bfloat16")
-            b = jnp.asarray(rng.standard_normal((n_, k_)), "bfloat16")
+        for m_, n_, k_, wl, dt in ((13, 264, 520, "NK", "bfloat16"), (5, 1000, 40, "NK", "bfloat16"),
+                                   (13, 264, 520, "KN", "bfloat16"), (5, 1000, 40, "KN", "bfloat16"),
+                                   (7, 264, 528, "NK", "float8_e4m3fn"), (3, 136, 48, "NK", "float8_e4m3fn")):
+            a = jnp.asarray(rng.standard_normal((m_, k_)), dt)
+            b = jnp.asarray(rng.standard_normal((n_, k_)), dt)
             bias = jnp.asarray(rng.standard_normal((n_,)), "float32")
             epi = gemm_op.Epilogue(activation="relu", has_bias=True)
             out = jax.jit(lambda x, y, z: gemm_op.gemm(x, y, z, None, nk if wl == "NK" else dn, jnp.dtype("bfloat16"),
                                                        epi, "kernel", True, e["config"]))(a, b if wl == "NK" else b.T,
                                                                                           bias)
-            ref = np.maximum(np.asarray(a, np.float64) @ np.asarray(b, np.float64).T + np.asarray(bias, np.float64), 0)
+            a64, b64 = (np.asarray(t.astype(jnp.float32), np.float64) for t in (a, b))
+            ref = np.maximum(a64 @ b64.T + np.asarray(bias, np.float64), 0)
             err = float(np.abs(np.asarray(out, np.float64) - ref).max() / np.abs(ref).max())
-            print("decode config", e["config"], (m_, n_, k_), wl, "rel err", err, flush=True)
+            print("decode config", e["config"], (m_, n_, k_), wl, dt, "rel err", err, flush=True)
             assert err < 1e-2
 for cfg in [(e["config"], 3) if e["split_k"] else e["config"] for e in menu if e["split"] != "decode"]:
     a = jnp.asarray(rng.standard_normal((200, 520)), "bfloat16")

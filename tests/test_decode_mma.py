@@ -1,6 +1,7 @@
 """sm_90a's mma.sync decode entries (25-29, cpp/include/jax_tmem/kernels/dense_decode.cuh; issue 15): up to
 16 tokens times a 16-bit weight stored (N, K) (16 or 32 weight rows per CTA) or (K, N) (64 rows, read by
-ldmatrix.trans), K split over the CTA's warps and summed in it (no workspace, no reduce pass).
+ldmatrix.trans), or an fp8 weight stored (N, K); K split over the CTA's warps and summed in it (no
+workspace, no reduce pass).
 
 Host tests (any machine): which problems the plan sends there, and the error for a forced entry on
 operands it cannot read. GPU tests (sm_90a): every entry forced on shapes with tails in M, N and K
@@ -19,7 +20,7 @@ import jax_tmem
 from jax_tmem import isa
 from jax_tmem.ops import gemm as gemm_op
 
-from conftest import BF16, E4M3, F16, F32, command_buffer_runs, rand, seed_of
+from conftest import BF16, E4M3, E5M2, F16, F32, command_buffer_runs, rand, seed_of
 from test_gpu_gemm import _ref, _require_config, _require_kernels, _run_poisoned, _tol, epilogue_case
 
 NK = (((1,), (1,)), ((), ()))  # x (M, K) . w (N, K)
@@ -33,10 +34,11 @@ DECODE = (25, 26, 27, 28, 29)
     (5, 28672, F16, False, 25),
     (9, 4096, BF16, False, None),   # two token tiles did not pay (26, 27: sweep-only): wgmma swap-AB
     (16, 28672, BF16, False, None),
+    (1, 4096, E4M3, False, 25),     # fp8 (N, K)
+    (1, 4096, E4M3, True, None),    # fp8 (K, N): the transposing swap-AB entries (tests/test_decode_fp8.py)
     (1, 4096, BF16, True, 28),      # a (K, N) weight: 64-row CTAs, ldmatrix.trans
     (8, 6144, F16, True, 28),
     (16, 4096, BF16, True, None),
-    (1, 4096, E4M3, False, None),
     (1, 4096, F32, False, None),
 ])
 def test_which_problems_take_the_mma_decode_entries(m, n, dtype, b_mn_major, expect):
@@ -50,9 +52,9 @@ def test_which_problems_take_the_mma_decode_entries(m, n, dtype, b_mn_major, exp
 
 
 def test_a_forced_decode_entry_names_the_operands_it_reads():
-    for dtype, a_mn in ((E4M3, False), (F32, False), (BF16, True)):
-        with pytest.raises(ValueError, match="mma.sync decode entries read bfloat16 x bfloat16 or float16"):
-            isa.kernel_plan("sm_90a", 16, 512, 512, a_dtype=dtype, config=25, a_mn_major=a_mn)
+    for dtype, a_mn, b_mn in ((E4M3, False, True), (F32, False, False), (BF16, True, False)):
+        with pytest.raises(ValueError, match="mma.sync decode entries read a K-major lhs"):
+            isa.kernel_plan("sm_90a", 16, 512, 512, a_dtype=dtype, config=25, a_mn_major=a_mn, b_mn_major=b_mn)
     assert isa.kernel_plan("sm_90a", 300, 512, 512, config=26)["config"] == 26  # any M, when forced
 
 
@@ -63,28 +65,33 @@ def _require_decode_entries():
 
 
 @pytest.mark.parametrize("config", DECODE)
-@pytest.mark.parametrize("dtype", [BF16, F16], ids=["bf16", "f16"])
+@pytest.mark.parametrize("dtypes", [(BF16, BF16), (F16, F16), (E4M3, E4M3), (E5M2, E4M3)],
+                         ids=["bf16", "f16", "e4m3", "e5m2_e4m3"])
 @pytest.mark.parametrize("w_major", ["K", "MN"], ids=["w_NK", "w_KN"])
-def test_mma_decode_entries(config, dtype, w_major):
+def test_mma_decode_entries(config, dtypes, w_major):
     """Each entry forced, on either weight layout: tails in M (1, 5, 13: partial token tiles; 40: several), N
     (not a multiple of 16 / 32 / 64) and K (below one 256-element stage, and a multiple of 8 only); batches with
     the weight batched and broadcast; every output dtype; bias + gelu + alpha, and accumulation into c."""
     _require_decode_entries()
     _require_config("sm_90a", config)
+    if dtypes[0].itemsize == 1 and w_major == "MN":
+        pytest.skip("an fp8 weight stored (K, N) goes to the transposing swap-AB entries (test_decode_fp8.py)")
     cases = [(1, 1000, 4104, 0, BF16, False), (5, 4144, 1032, 0, F32, True), (13, 136, 40, 3, F16, False),
              (16, 777, 2056, 0, F32, False), (40, 264, 520, 2, BF16, True), (8, 16, 4096, 0, F32, False)]
     for m, n, k, batch, out_dtype, with_c in cases:
-        epilogue_case(config, (dtype, dtype), w_major, m, n, k, batch, out_dtype, with_c,
-                      seed_of("mma_decode", config, dtype, w_major, m, n, k, batch))
+        k = -(-k * dtypes[0].itemsize // 16) * 16 // dtypes[0].itemsize  # 16-byte rows (TMA)
+        epilogue_case(config, dtypes, w_major, m, n, k, batch, out_dtype, with_c,
+                      seed_of("mma_decode", config, dtypes, w_major, m, n, k, batch))
     # a plain epilogue (the kernel's direct stores) and a weight broadcast over a batch of activations
     dn = NK if w_major == "K" else KN
-    w = rand(seed_of("mma_decode_w", config), (1000, 4104) if w_major == "K" else (4104, 1000), dtype)
-    xs = rand(seed_of("mma_decode_x", config), (3, 7, 4104), dtype)
+    k = 4104 if dtypes[0].itemsize == 2 else 4112
+    w = rand(seed_of("mma_decode_w", config), (1000, k) if w_major == "K" else (k, 1000), dtypes[1])
+    xs = rand(seed_of("mma_decode_x", config), (3, 7, k), dtypes[0])
     f = jax.jit(jax.vmap(lambda x: gemm_op.gemm(x, w, None, None, dn, np.dtype(F32), gemm_op.Epilogue(), "kernel",
                                                  True, config)))
     out = np.asarray(f(xs))
     ref = np.stack([_ref(xs[i], w, dn) for i in range(3)])
-    assert np.abs(out - ref).max() / np.abs(ref).max() < _tol(dtype, F32)
+    assert np.abs(out - ref).max() / np.abs(ref).max() < _tol(dtypes[0], F32)
     np.testing.assert_array_equal(out, np.asarray(f(xs)))
 
 

@@ -1,6 +1,6 @@
 // jax_tmem: host launch of the 16-bit decode kernel (kernels/dense_decode.cuh; sm_90a menu entries 25-29,
 // Split::kDecode): the problem as it is (no operand swap), a (M, K) K-major and b = the weight, (N, K) or,
-// MN-major, (K, N).
+// MN-major and 16-bit, (K, N).
 #pragma once
 
 #include <algorithm>
@@ -17,8 +17,9 @@ namespace jax_tmem::dd {
 // against 2 and 8 (scripts/stream_probe.cu dd, H200 2026-11-26).
 inline constexpr int kWarps = 4;
 
-template <DType A, bool BMN, int MT, int R, int ST>
+template <DType A, DType B, bool BMN, int MT, int R, int ST>
 std::string launch(const GemmLaunch& L) {
+  constexpr uint32_t kChunkK = 128 / dtype_bytes(A);  // K elements of a 128-byte box row
   using P = Plan<R, kWarps, ST, MT>;
   const GemmProblem& p = L.p;
   const int64_t row_tiles = (p.n + 16 * R - 1) / (16 * R), tok_tiles = (p.m + 8 * MT - 1) / (8 * MT);
@@ -36,12 +37,12 @@ std::string launch(const GemmLaunch& L) {
       BMN ? tma::encode_operand(&wmap, L.in(Role::kB), p.b_type, p.n, p.k, w_batched ? p.batch : 1, p.ldb, p.stride_b,
                                 16 * R, 64, kMNSwizzle, tma::kStreamed)
           : tma::encode_operand(&wmap, L.in(Role::kB), p.b_type, p.k, p.n, w_batched ? p.batch : 1, p.ldb, p.stride_b,
-                                64, 16 * R, CU_TENSOR_MAP_SWIZZLE_128B, tma::kStreamed);
+                                kChunkK, 16 * R, CU_TENSOR_MAP_SWIZZLE_128B, tma::kStreamed);
   if (!err.empty()) return "operand b (the weight): " + err;
-  err = tma::encode_operand(&xmap, L.in(Role::kA), p.a_type, p.k, p.m, x_batched ? p.batch : 1, p.lda, p.stride_a, 64,
-                            static_cast<uint32_t>(x_rows));
+  err = tma::encode_operand(&xmap, L.in(Role::kA), p.a_type, p.k, p.m, x_batched ? p.batch : 1, p.lda, p.stride_a,
+                            kChunkK, static_cast<uint32_t>(x_rows));
   if (!err.empty()) return "operand a: " + err;
-  auto kernel = dense_decode_kernel<A == DType::kF16, MT, R, kWarps, ST, BMN>;
+  auto kernel = dense_decode_kernel<B, A, MT, R, kWarps, ST, BMN>;  // (the weight is mma's A)
   static std::atomic<int> ready[kMaxDevices];  // per instantiation and device (launch.h)
   err = raise_smem_limit(kernel, P::kSmemBytes, L.device, ready);
   if (!err.empty()) return err;

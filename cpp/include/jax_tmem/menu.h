@@ -60,13 +60,16 @@ inline bool out_tma_ok(const GemmProblem& p) { return (p.n * dtype_bytes(p.out_t
 // reads the same rule (kernel_families' 5th field) to route only decode problems there.
 inline constexpr bool sm90_swap_only_family(DType a, bool amn, bool bmn) { return dtype_bytes(a) == 1 && (amn || bmn); }
 
-// sm_90a's mma.sync decode entries (Split::kDecode, kernels/dense_decode.cuh) read two 16-bit operands of one
-// type: K-major activations and a weight stored either way, (N, K) or (K, N).
-inline constexpr bool mma_decode_family(DType a, DType b, bool amn, bool /*bmn*/) {
-  return a == b && (a == DType::kBF16 || a == DType::kF16) && !amn;
+// sm_90a's mma.sync decode entries (Split::kDecode, kernels/dense_decode.cuh) read K-major activations and a
+// weight: two 16-bit operands of one type, the weight stored either way ((N, K) or (K, N)), or fp8 (e4m3 /
+// e5m2, any mix) with the weight stored (N, K).
+inline constexpr bool mma_decode_family(DType a, DType b, bool amn, bool bmn) {
+  const bool fp8 = (a == DType::kE4M3 || a == DType::kE5M2) && (b == DType::kE4M3 || b == DType::kE5M2);
+  return !amn && ((a == b && (a == DType::kBF16 || a == DType::kF16)) || (fp8 && !bmn));
 }
 inline constexpr const char* kMmaDecodeOperands =
-    "the mma.sync decode entries read bfloat16 x bfloat16 or float16 x float16 with a K-major lhs (the activations)";
+    "the mma.sync decode entries read a K-major lhs (the activations) and bfloat16 x bfloat16, float16 x float16, "
+    "or fp8 x fp8 with the rhs (the weight) K-major";
 
 // The sm100 kernel families (the JT_SM100_INSTANCE lines of cpp/src/instances.def) are compiled for sm_100a and sm_103a, but
 // kind::i8 exists on sm_100a only (ptxas rejects it for sm_103a): the int8 families run on cc 100 only.
@@ -325,7 +328,9 @@ inline bool sm90_cluster_pays(const GemmProblem& p, int64_t tiles, int num_sms) 
 // -> these entries): (N, K) M = 1 0.92 -> 1.01 / 0.92 -> 1.01, M = 8 0.93 -> 0.98 / 0.96 -> 1.00; (K, N) M = 1
 // 0.90 -> 0.94 / 0.91 -> 0.96, M = 8 0.91 -> 0.91 / 0.93 -> 0.96. Two token tiles (M 9-16: 26, 27, 29) did not
 // pay: (N, K) 0.95 -> 0.97 / 0.97 -> 0.96, (K, N) 0.92 -> 0.89 / 0.95 -> 0.95, so the heuristic takes them to
-// M = 8 (the 16-token entries stay in the sweep build).
+// M = 8 (the 16-token entries stay in the sweep build). fp8 weights stored (N, K) (entry 25 with m16n8k32;
+// 05:28-05:31, e4m3, us per layer, the 64-row swap-AB entry -> 25): 8B M = 1 71.4 -> 68.3, M = 8 72.8 -> 70.3,
+// 70B M = 1 217.2 -> 215.3, M = 8 219.5 -> 222.3.
 inline constexpr int kSm90MmaDecodeMaxM = 8;
 inline bool sm90_mma_decode(const GemmProblem& p) {
   return p.m <= kSm90MmaDecodeMaxM && mma_decode_family(p.a_type, p.b_type, p.a_mn_major, p.b_mn_major);

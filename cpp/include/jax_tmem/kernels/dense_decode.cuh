@@ -1,6 +1,7 @@
-// jax_tmem: the decode GEMM for 16-bit weights and few tokens (issue 15; sm_90a menu entries 25-29): out[b, m, n]
-// = epilogue(sum_k x[b, m, k] * w[b, n, k]), x and w bfloat16 (or both float16), x K-major, w stored (N, K)
-// or (K, N) (kWMN), M <= 8 MT tokens per CTA row (more: more CTA rows, each re-reading the weight).
+// jax_tmem: the decode GEMM for few tokens (issue 15; sm_90a menu entries 25-29): out[b, m, n] =
+// epilogue(sum_k x[b, m, k] * w[b, n, k]), x and w bfloat16 (or both float16, or fp8: e4m3 / e5m2 in any
+// mix), x K-major, w stored (N, K) or, 16-bit, (K, N) (kWMN), M <= 8 MT tokens per CTA row (more: more CTA
+// rows, each re-reading the weight).
 //
 // Why a kernel of its own: the wgmma swap-AB entries (kernels/sm90_gemm.cuh) hold 64 weight rows per CTA at
 // least (wgmma's M), so a 4096-row weight makes 64 CTAs on 132 SMs, and more need K splits whose partial
@@ -11,14 +12,16 @@
 // 64-element chunk of every stage) and add their partial sums in shared memory at the end, in warp order
 // (bitwise repeatable; no workspace, no second launch). One producer warp streams the weight, 16 R rows x
 // 128 bytes per warp and stage, and the activations, 8 MT tokens x 128 bytes, by TMA (128B swizzle; zero
-// fill past N, M and K) into a ring of ST stages. The epilogue is the other kernels' (epilogue.cuh: alpha,
+// fill past N, M and K) into a ring of ST stages. 128 bytes are 64 16-bit or 128 8-bit K elements: one warp
+// chunk is 4 mma steps either way (m16n8k16, or m16n8k32 for fp8). The epilogue is the other kernels' (epilogue.cuh: alpha,
 // bias, activation, c, any output dtype), run on each output element once the warps' sums are added.
 //
-// Operand registers: thread (g, q) of a warp reads 32 contiguous bytes (K elements 16 q .. 16 q + 15 of
-// the warp's chunk) of weight rows g and g + 8 of each 16-row tile and of token g of each 8-token tile,
-// two 16-byte loads each (conflict-free: chunk c of row r sits at c ^ (r & 7)). The K order inside an mma
-// step is permuted the same way for both operands (a sum does not care): step j takes the thread's
-// elements 4 j .. 4 j + 3 as mma's k = 2 q, 2 q + 1 (a0 / a1, b0) and 2 q + 8, 2 q + 9 (a2 / a3, b1).
+// Operand registers: thread (g, q) of a warp reads 32 contiguous bytes (bytes 32 q .. 32 q + 31 of the
+// warp's chunk) of weight rows g and g + 8 of each 16-row tile and of token g of each 8-token tile, two
+// 16-byte loads each (conflict-free: chunk c of row r sits at c ^ (r & 7)). The K order inside an mma step
+// is permuted the same way for both operands (a sum does not care): step j takes the thread's 32-bit words
+// 2 j and 2 j + 1 as mma's first (a0 / a1, b0: k = 2 q, 2 q + 1, or fp8 4 q .. 4 q + 3) and second (a2 / a3,
+// b1: k + 8, or fp8 k + 16) K halves.
 #pragma once
 
 #include <cuda.h>
@@ -37,13 +40,24 @@ struct Params {
   epilogue::Args e;          // the output and its epilogue, as every other kernel's
 };
 
-// mma.sync m16n8k16 with f16 inputs (the bf16 one is ptx::mma_m16n8k16_bf16).
-__device__ __forceinline__ void mma_m16n8k16_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+// One mma.sync step, f32 accumulators in place: A (the weight, type kW) 16 x K, B (the activations, kX)
+// K x 8; m16n8k16 for bf16 / f16, m16n8k32 for fp8 (e4m3 / e5m2, any mix; sm_89+).
+#define JT_DD_MMA(shape_types)                                                                            \
+  asm volatile("mma.sync.aligned." shape_types ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};" \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                          \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+template <DType kW, DType kX>
+__device__ __forceinline__ void mma_step(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  using D = DType;
+  if constexpr (kW == D::kBF16 && kX == D::kBF16) JT_DD_MMA("m16n8k16.row.col.f32.bf16.bf16");
+  else if constexpr (kW == D::kF16 && kX == D::kF16) JT_DD_MMA("m16n8k16.row.col.f32.f16.f16");
+  else if constexpr (kW == D::kE4M3 && kX == D::kE4M3) JT_DD_MMA("m16n8k32.row.col.f32.e4m3.e4m3");
+  else if constexpr (kW == D::kE4M3 && kX == D::kE5M2) JT_DD_MMA("m16n8k32.row.col.f32.e4m3.e5m2");
+  else if constexpr (kW == D::kE5M2 && kX == D::kE4M3) JT_DD_MMA("m16n8k32.row.col.f32.e5m2.e4m3");
+  else if constexpr (kW == D::kE5M2 && kX == D::kE5M2) JT_DD_MMA("m16n8k32.row.col.f32.e5m2.e5m2");
+  else static_assert(kW == D::kInvalid, "bf16 x bf16, f16 x f16 or fp8 x fp8");
 }
+#undef JT_DD_MMA
 
 // The shared-memory plan: ST stages of {KW weight boxes of 16 R rows x 128 bytes, KW activation boxes of
 // 8 MT tokens x 128 bytes}, then 2 ST mbarriers; the consumers' partial sums reuse the ring.
@@ -52,7 +66,6 @@ struct Plan {
   static constexpr int kRows = 16 * R;
   static constexpr int kWBox = kRows * 128;
   static constexpr int kXBox = 8 * MT * 128;
-  static constexpr int kStageK = 64 * KW;  // K elements per stage (16-bit)
   static constexpr int kStageBytes = KW * (kWBox + kXBox);
   static constexpr int kRingBytes = ST * kStageBytes;
   static constexpr int kRedBytes = KW * R * MT * 4 * 32 * 4;
@@ -65,14 +78,16 @@ struct Plan {
 // Grid (ceil(n / 16 R), ceil(m / 8 MT), batch), KW + 1 warps. wmap: w {K, N, batch}, boxes {64, 16 R};
 // xmap: x {K, M, batch}, boxes {64, x_rows} with x_rows = min(M, 8 MT) (the tokens past it are zeros in
 // registers, not loaded: at M = 1 a full 8-token box would stage half as many bytes again as the weight);
-// both 16-bit (kHalf: float16, else bfloat16), 128B swizzle.
+// both of kW's and kX's types, 128B swizzle.
 // kWMN: w stored (K, N) (Flax's layout), wmap {N, K, batch} in boxes {16 R, 64} with a 32 R-byte swizzle: the
 // warp's box holds 64 k-rows of its 16 R weight rows, and ldmatrix.trans turns each 16 x 16 block into mma's
 // A fragment (the K order is then the natural one, and the activations' fragments come by ldmatrix too).
-template <bool kHalf, int MT, int R, int KW, int ST, bool kWMN = false>
+template <DType kW, DType kX, int MT, int R, int KW, int ST, bool kWMN = false>
 __global__ void __launch_bounds__((KW + 1) * 32) dense_decode_kernel(const __grid_constant__ CUtensorMap wmap,
                                                                      const __grid_constant__ CUtensorMap xmap,
                                                                      const Params p) {
+  static_assert(dtype_bytes(kW) == dtype_bytes(kX) && (!kWMN || dtype_bytes(kW) == 2), "(K, N): 16-bit only");
+  constexpr int kChunkK = 128 / dtype_bytes(kW), kStageK = KW * kChunkK;  // K elements per warp chunk, stage
   const int x_rows = p.x_rows;
   using P = Plan<R, KW, ST, MT>;
   extern __shared__ uint8_t smem_raw[];
@@ -81,7 +96,7 @@ __global__ void __launch_bounds__((KW + 1) * 32) dense_decode_kernel(const __gri
   uint64_t* empty = full + ST;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int b = blockIdx.z, row0 = blockIdx.x * P::kRows, tok0 = blockIdx.y * 8 * MT;
-  const int nk = (p.k + P::kStageK - 1) / P::kStageK;
+  const int nk = (p.k + kStageK - 1) / kStageK;
   ptx::init_ring(full, empty, ST, KW * 32);
 
   if (warp == KW) {  // the producer
@@ -96,9 +111,10 @@ __global__ void __launch_bounds__((KW + 1) * 32) dense_decode_kernel(const __gri
         uint8_t* st = smem + s * P::kStageBytes;
 #pragma unroll
         for (int w = 0; w < KW; ++w) {
-          if constexpr (kWMN) ptx::tma_load_3d(st + w * P::kWBox, &wmap, &full[s], row0, kt * P::kStageK + 64 * w, bw);
-          else ptx::tma_load_3d(st + w * P::kWBox, &wmap, &full[s], kt * P::kStageK + 64 * w, row0, bw);
-          ptx::tma_load_3d(st + KW * P::kWBox + w * P::kXBox, &xmap, &full[s], kt * P::kStageK + 64 * w, tok0, bx);
+          const int k0 = kt * kStageK + kChunkK * w;
+          if constexpr (kWMN) ptx::tma_load_3d(st + w * P::kWBox, &wmap, &full[s], row0, k0, bw);
+          else ptx::tma_load_3d(st + w * P::kWBox, &wmap, &full[s], k0, row0, bw);
+          ptx::tma_load_3d(st + KW * P::kWBox + w * P::kXBox, &xmap, &full[s], k0, tok0, bx);
         }
       }
     }
@@ -147,8 +163,7 @@ __global__ void __launch_bounds__((KW + 1) * 32) dense_decode_kernel(const __gri
 #pragma unroll
           for (int t = 0; t < MT; ++t) {
             const uint32_t b0 = xf[t][j >> 1][2 * (j & 1)], b1 = xf[t][j >> 1][2 * (j & 1) + 1];
-            if constexpr (kHalf) mma_m16n8k16_f16(acc[i][t], af[j][i], b0, b1);
-            else ptx::mma_m16n8k16_bf16(acc[i][t], af[j][i], b0, b1);
+            mma_step<kW, kX>(acc[i][t], af[j][i], b0, b1);
           }
     }
   } else
@@ -189,10 +204,7 @@ __global__ void __launch_bounds__((KW + 1) * 32) dense_decode_kernel(const __gri
       for (int i = 0; i < R; ++i) {
         const uint32_t a[4] = {word(wv[i][0], 0), word(wv[i][1], 0), word(wv[i][0], 1), word(wv[i][1], 1)};
 #pragma unroll
-        for (int t = 0; t < MT; ++t) {
-          if constexpr (kHalf) mma_m16n8k16_f16(acc[i][t], a, word(xv[t], 0), word(xv[t], 1));
-          else ptx::mma_m16n8k16_bf16(acc[i][t], a, word(xv[t], 0), word(xv[t], 1));
-        }
+        for (int t = 0; t < MT; ++t) mma_step<kW, kX>(acc[i][t], a, word(xv[t], 0), word(xv[t], 1));
       }
     }
   }
