@@ -41,23 +41,18 @@ struct Params {
 };
 
 // One mma.sync step, f32 accumulators in place: A (the weight, type kW) 16 x K, B (the activations, kX)
-// K x 8; m16n8k16 for bf16 / f16, m16n8k32 for fp8 (e4m3 / e5m2, any mix; sm_89+).
-#define JT_DD_MMA(shape_types)                                                                            \
-  asm volatile("mma.sync.aligned." shape_types ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};" \
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                          \
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+// K x 8; m16n8k16 for bf16 / f16, m16n8k32 for fp8 (e4m3 / e5m2, any mix; sm_89+: on sm_90a ptxas emits
+// F2FP.F16.E4M3.UNPACK_B conversions and f16 HMMA.16816, exact, as Hopper's tensor cores take fp8 only in
+// wgmma; cuobjdump -sass, 2026-11-26).
 template <DType kW, DType kX>
 __device__ __forceinline__ void mma_step(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   using D = DType;
-  if constexpr (kW == D::kBF16 && kX == D::kBF16) JT_DD_MMA("m16n8k16.row.col.f32.bf16.bf16");
-  else if constexpr (kW == D::kF16 && kX == D::kF16) JT_DD_MMA("m16n8k16.row.col.f32.f16.f16");
-  else if constexpr (kW == D::kE4M3 && kX == D::kE4M3) JT_DD_MMA("m16n8k32.row.col.f32.e4m3.e4m3");
-  else if constexpr (kW == D::kE4M3 && kX == D::kE5M2) JT_DD_MMA("m16n8k32.row.col.f32.e4m3.e5m2");
-  else if constexpr (kW == D::kE5M2 && kX == D::kE4M3) JT_DD_MMA("m16n8k32.row.col.f32.e5m2.e4m3");
-  else if constexpr (kW == D::kE5M2 && kX == D::kE5M2) JT_DD_MMA("m16n8k32.row.col.f32.e5m2.e5m2");
+  if constexpr (kW == D::kBF16 && kX == D::kBF16) ptx::mma_m16n8k16_bf16(d, a, b0, b1);
+  else if constexpr (kW == D::kF16 && kX == D::kF16) ptx::mma_m16n8k16_f16(d, a, b0, b1);
+  else if constexpr ((kW == D::kE4M3 || kW == D::kE5M2) && (kX == D::kE4M3 || kX == D::kE5M2))
+    ptx::mma_m16n8k32_fp8<kW == D::kE5M2, kX == D::kE5M2>(d, a, b0, b1);
   else static_assert(kW == D::kInvalid, "bf16 x bf16, f16 x f16 or fp8 x fp8");
 }
-#undef JT_DD_MMA
 
 // The shared-memory plan: ST stages of {KW weight boxes of 16 R rows x 128 bytes, KW activation boxes of
 // 8 MT tokens x 128 bytes}, then 2 ST mbarriers; the consumers' partial sums reuse the ring.

@@ -109,6 +109,30 @@ __device__ __forceinline__ void mma_m16n8k16_bf16(float (&d)[4], const uint32_t 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// The same with f16 inputs.
+__device__ __forceinline__ void mma_m16n8k16_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// mma.sync m16n8k32 with fp8 inputs (sm_89+): A e4m3 or (kAE5M2) e5m2, B likewise; the fragments hold four
+// 8-bit elements per register where m16n8k16's hold two 16-bit ones.
+template <bool kAE5M2, bool kBE5M2>
+__device__ __forceinline__ void mma_m16n8k32_fp8(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#define JT_MMA_FP8(types)                                                                                        \
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.f32." types ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "     \
+               "{%0,%1,%2,%3};"                                                                                  \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                                 \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+  if constexpr (!kAE5M2 && !kBE5M2) JT_MMA_FP8("e4m3.e4m3");
+  else if constexpr (!kAE5M2) JT_MMA_FP8("e4m3.e5m2");
+  else if constexpr (!kBE5M2) JT_MMA_FP8("e5m2.e4m3");
+  else JT_MMA_FP8("e5m2.e5m2");
+#undef JT_MMA_FP8
+}
+
 __device__ __forceinline__ bool elect_one() {
   uint32_t pred = 0;
   asm volatile(
