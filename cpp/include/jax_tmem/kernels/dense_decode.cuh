@@ -70,10 +70,10 @@ struct Plan {
   static_assert(kSmemBytes <= 232448, "more shared memory than an sm_90 CTA may have (227 KB)");
 };
 
-// Grid (ceil(n / 16 R), ceil(m / 8 MT), batch), KW + 1 warps. wmap: w {K, N, batch}, boxes {64, 16 R};
-// xmap: x {K, M, batch}, boxes {64, x_rows} with x_rows = min(M, 8 MT) (the tokens past it are zeros in
-// registers, not loaded: at M = 1 a full 8-token box would stage half as many bytes again as the weight);
-// both of kW's and kX's types, 128B swizzle.
+// Grid (ceil(n / 16 R), ceil(m / 8 MT), batch), KW + 1 warps. wmap: w {K, N, batch}, boxes {128 bytes of K,
+// 16 R}; xmap: x {K, M, batch}, boxes {128 bytes of K, x_rows} with x_rows = min(M, 8 MT) (the tokens past it
+// are not loaded: at M = 1 a full 8-token box would stage half as many bytes again as the weight; their
+// mma columns hold zeros, or in the kWMN loop stale bytes, and are never stored); 128B swizzle.
 // kWMN: w stored (K, N) (Flax's layout), wmap {N, K, batch} in boxes {16 R, 64} with a 32 R-byte swizzle: the
 // warp's box holds 64 k-rows of its 16 R weight rows, and ldmatrix.trans turns each 16 x 16 block into mma's
 // A fragment (the K order is then the natural one, and the activations' fragments come by ldmatrix too).
