@@ -1,6 +1,6 @@
-// jax_tmem: host launch of the 16-bit decode kernel (kernels/dense_decode.cuh; sm_90a menu entries 25-29,
-// Split::kDecode): the problem as it is (no operand swap), a (M, K) K-major and b = the weight, (N, K) or,
-// MN-major and 16-bit, (K, N).
+// jax_tmem: host launch of the mma.sync decode kernel (kernels/dense_decode.cuh; sm_90a menu entries 25-29,
+// Split::kDecode): the problem as it is (no operand swap), a (M, K) K-major and b = the weight, (N, K) (16-bit
+// or fp8) or, MN-major and 16-bit, (K, N).
 #pragma once
 
 #include <algorithm>
@@ -13,7 +13,7 @@
 
 namespace jax_tmem::dd {
 
-// The consumer warps of every entry (each takes the w-th 64-element K chunk of a stage); 4 measured best
+// The consumer warps of every entry (each takes the w-th 128-byte K chunk of a stage); 4 measured best
 // against 2 and 8 (scripts/stream_probe.cu dd, H200 2026-11-26).
 inline constexpr int kWarps = 4;
 

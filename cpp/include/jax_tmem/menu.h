@@ -313,8 +313,9 @@ inline bool sm90_cluster_pays(const GemmProblem& p, int64_t tiles, int num_sms) 
   return dtype_bytes(p.a_type) == 2 && dtype_bytes(p.out_type) == 2 && p.m >= 1024 && tiles > num_sms &&
          ((p.m + 127) / 128) % 2 == 0;
 }
-// Up to 16 tokens with a 16-bit weight: the mma.sync decode entries (Split::kDecode), K split over the CTA's
-// warps. A weight stored (N, K): 16 weight rows per CTA (a 4096-row weight: 256 CTAs, two or more per SM,
+// Up to 8 tokens (kSm90MmaDecodeMaxM; the 16-token entries 26, 27, 29 are sweep-only, see below) with a
+// 16-bit weight, or fp8 stored (N, K): the mma.sync decode entries (Split::kDecode), K split over the CTA's
+// warps. Measured first in a probe, bf16. A weight stored (N, K): 16 weight rows per CTA (a 4096-row weight: 256 CTAs, two or more per SM,
 // where the 64-row wgmma tiles make 64 and need K splits and a reduce pass to fill the GPU). H200,
 // 2026-11-26, scripts/stream_probe.cu dd (each GEMM 200 times in a CUDA graph, 6 weights in turn), us
 // against the 64-row swap-AB entry at 1 split (both with the weight's L2 promotion off): M = 1: 4096 x 4096
@@ -339,9 +340,10 @@ inline Sm90 sm90_mma_decode_entry(const GemmProblem& p) { return p.b_mn_major ? 
 
 inline constexpr int kSm90DecodeMaxM = 64, kSm90TransposeMaxM = 256, kSm90LongKBlocks = 128;
 inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = -1) {
+  // The decode entries: one split, no workspace (their K split is over a CTA's warps), forced or not.
+  const KernelConfig* forced = p.config >= 0 ? kSm90Table.find(p.config) : nullptr;
   if (p.config < 0 && sm90_mma_decode(p)) return Plan{static_cast<int>(sm90_mma_decode_entry(p)), 1, 0};
-  if (p.config >= 0 && kSm90Table.find(p.config) != nullptr && kSm90Table.find(p.config)->split == Split::kDecode)
-    return Plan{p.config, 1, 0};
+  if (forced != nullptr && forced->split == Split::kDecode) return Plan{p.config, 1, 0};
   const bool transposes = sm90_swap_only_family(p.b_type, p.b_mn_major, false);
   const bool rows64 = !transposes && (p.m <= 32 || dtype_bytes(p.b_type) == 1);
   const DecodePolicy decode{rows64 ? 64 : 128, !transposes,

@@ -46,7 +46,8 @@ inline CUtensorMapDataType tma_dtype(DType t) {
 // A 3-D view {cols (contiguous), rows, batch} of an operand, loaded in boxes {box_cols, box_rows, 1}
 // with a 128-byte swizzle (or `swizzle`), each L2 miss widened to 256 bytes (or `promo`: kStreamed for a
 // decode weight, read once: H200 2026-11-26, scripts/stream_probe.cu dd, 1 x 28672 x 4096 bf16 in 128-byte
-// boxes 59.2 us with 256-byte promotion, 56.5 without; the 64-row swap-AB kernel 61.3 -> 57.9-59.4). `rows == 1` tolerates any row pitch (it is never stepped). A 4-bit operand
+// boxes 59.2 us with 256-byte promotion, 56.5 without; the 64-row swap-AB kernel 61.3 -> 57.9-59.4).
+// `rows == 1` tolerates any row pitch (it is never stepped). A 4-bit operand
 // (packed two per byte, element 2i in the low nibble: XLA's E(4) layout, what kind::mxf4/mxf4nvf4 read
 // from shared memory) is mapped as bytes: cols, pitches and box_cols in elements, halved here.
 inline std::string encode_operand(CUtensorMap* map, const void* base, DType t, int64_t cols, int64_t rows,

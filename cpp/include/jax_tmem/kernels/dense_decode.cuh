@@ -28,6 +28,7 @@
 
 #include "jax_tmem/epilogue.cuh"
 #include "jax_tmem/kernels/w4_gemm.cuh"
+#include "jax_tmem/pipeline.cuh"
 #include "jax_tmem/ptx/mbarrier.cuh"
 #include "jax_tmem/ptx/tma.cuh"
 
@@ -85,8 +86,7 @@ __global__ void __launch_bounds__((KW + 1) * 32) dense_decode_kernel(const __gri
   constexpr int kChunkK = 128 / dtype_bytes(kW), kStageK = KW * kChunkK;  // K elements per warp chunk, stage
   const int x_rows = p.x_rows;
   using P = Plan<R, KW, ST, MT>;
-  extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint8_t* smem = aligned_dynamic_smem();
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + P::kBarOffset);
   uint64_t* empty = full + ST;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
