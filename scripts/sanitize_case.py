@@ -36,14 +36,19 @@ arch, why = _arch.arch_target(_arch.device_cc()[0])
 assert arch, why
 menu = [e for e in isa.kernel_menu(arch) if e["built"]]
 print(arch, "configs:", [e["config"] for e in menu], flush=True)
-# sm_90a's mma.sync decode entries (16-bit K-major operands only): token and row tails, a K tail below one
-# stage and a full epilogue, ahead of the menu loop below (which a default build stops at config 8).
+# sm_90a's mma.sync decode entries (K-major activations; weights (N, K) or (K, N), 16-bit or fp8): token and
+# row tails, a K tail below one stage and a full epilogue, ahead of the menu loop below (which a default build
+# stops at config 8). An entry reads a (K, N) weight in k-rows of block_m elements of 32-128 bytes only, an
+# (N, K) one with at most 64 rows.
 nk = (((1,), (1,)), ((), ()))
 for e in menu:
     if e["split"] == "decode":
         for m_, n_, k_, wl, dt in ((13, 264, 520, "NK", "bfloat16"), (5, 1000, 40, "NK", "bfloat16"),
                                    (13, 264, 520, "KN", "bfloat16"), (5, 1000, 40, "KN", "bfloat16"),
-                                   (7, 264, 528, "NK", "float8_e4m3fn"), (3, 136, 48, "NK", "float8_e4m3fn")):
+                                   (7, 264, 528, "NK", "float8_e4m3fn"), (3, 136, 48, "NK", "float8_e4m3fn"),
+                                   (7, 272, 528, "KN", "float8_e4m3fn"), (3, 144, 48, "KN", "float8_e4m3fn")):
+            if (not 32 <= e["block_m"] * jnp.dtype(dt).itemsize <= 128) if wl == "KN" else e["block_m"] > 64:
+                continue
             a = jnp.asarray(rng.standard_normal((m_, k_)), dt)
             b = jnp.asarray(rng.standard_normal((n_, k_)), dt)
             bias = jnp.asarray(rng.standard_normal((n_,)), "float32")

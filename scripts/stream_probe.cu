@@ -8,10 +8,12 @@
 //
 //   nvcc -std=c++17 -O3 -arch=sm_90a -Icpp/include -Icpp/src -o /tmp/stream_probe scripts/stream_probe.cu && /tmp/stream_probe
 #include <cuda.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -231,69 +233,91 @@ static float run_ours(std::vector<void*>& bufs, long long n, long long k, long l
   return us;
 }
 
-// The 16-bit decode kernel (kernels/dense_decode.cuh) on out (M x N, bf16) = act (M x K) . W^T.
-template <int MT, int R, int KW, int ST, bool KN = false>
+// The decode kernel (kernels/dense_decode.cuh) on out (M x N, bf16) = act (M x K) . W^T, W bf16 or e4m3 (then
+// act e4m3 too), stored (N, K) or, KN, (K, N).
+template <bool F8, int MT, int R, int KW, int ST, bool KN = false, int KS = 1>
 static float run_dd(std::vector<void*>& bufs, long long n, long long k, long long m, void* act, void* out, int iters,
                     CUtensorMapL2promotion promo = CU_TENSOR_MAP_L2_PROMOTION_NONE) {
-  using P = dd::Plan<R, KW, ST, MT>;
-  auto kern = dd::dense_decode_kernel<false, MT, R, KW, ST, KN>;
+  constexpr DType T = F8 ? DType::kE4M3 : DType::kBF16;
+  constexpr int es = F8 ? 1 : 2, chunk = 128 / es;
+  using P = dd::Plan<R, KW, ST, MT, KS>;
+  auto kern = dd::dense_decode_kernel<T, T, MT, R, KW, ST, KN, KS>;
   CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, P::kSmemBytes));
-  auto map3 = [promo](void* base, long long cols, long long rows, int box_rows, int box_cols = 64) {
+  auto map3 = [](void* base, long long cols, long long rows, int box_cols, int box_rows, CUtensorMapL2promotion pr) {
     CUtensorMap mp;
     cuuint64_t dims[3] = {(cuuint64_t)cols, (cuuint64_t)rows, 1};
-    cuuint64_t strides[2] = {(cuuint64_t)(cols * 2), (cuuint64_t)(cols * rows * 2)};
-    cuuint32_t box[3] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows, 1}, es[3] = {1, 1, 1};
-    const CUtensorMapSwizzle sw = box_cols == 16 ? CU_TENSOR_MAP_SWIZZLE_32B : box_cols == 32 ? CU_TENSOR_MAP_SWIZZLE_64B
-                                                                                           : CU_TENSOR_MAP_SWIZZLE_128B;
-    if (encode()(&mp, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, base, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                 sw, promo, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+    cuuint64_t strides[2] = {(cuuint64_t)(cols * es), (cuuint64_t)(cols * rows * es)};
+    cuuint32_t box[3] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows, 1}, ones[3] = {1, 1, 1};
+    const int rb = box_cols * es;
+    const CUtensorMapSwizzle sw = rb == 32 ? CU_TENSOR_MAP_SWIZZLE_32B : rb == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                                                            : CU_TENSOR_MAP_SWIZZLE_128B;
+    if (encode()(&mp, F8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, base, dims, strides,
+                 box, ones, CU_TENSOR_MAP_INTERLEAVE_NONE, sw, pr, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
       printf("dd encode failed\n");
       exit(1);
     }
     return mp;
   };
   std::vector<CUtensorMap> wm;
-  for (void* b : bufs) wm.push_back(KN ? map3(b, n, k, 64, 16 * R) : map3(b, k, n, 16 * R));
+  for (void* b : bufs) wm.push_back(KN ? map3(b, n, k, 16 * R, chunk, promo) : map3(b, k, n, chunk, 16 * R, promo));
   const int x_rows = (int)std::min<long long>(m, 8 * MT);
-  const CUtensorMap xm = map3(act, k, m, x_rows);
+  const CUtensorMap xm = map3(act, k, m, chunk, x_rows, CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
   dd::Params prm = {};
   prm.m = (int)m, prm.n = (int)n, prm.k = (int)k, prm.x_rows = x_rows;
   prm.e.out = out, prm.e.alpha = 1.0f, prm.e.out_type = static_cast<int32_t>(DType::kBF16);
   dim3 grid((unsigned)((n + 16 * R - 1) / (16 * R)), (unsigned)((m + 8 * MT - 1) / (8 * MT)), 1);
   return time_graph([&](cudaStream_t st, int i) {
-    kern<<<grid, (KW + 1) * 32, P::kSmemBytes, st>>>(wm[i % wm.size()], xm, prm);
+    kern<<<grid, (KW * KS + 1) * 32, P::kSmemBytes, st>>>(wm[i % wm.size()], xm, prm);
   }, iters);
 }
 
-__global__ void ref_kernel(const __nv_bfloat16* x, const __nv_bfloat16* w, float* out, int m, int n, int k, bool kn) {
+template <bool F8>
+__device__ float ld_elem(const void* p, long long i) {
+  if constexpr (F8) return float(reinterpret_cast<const __nv_fp8_e4m3*>(p)[i]);
+  else return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(p)[i]);
+}
+
+template <bool F8>
+__global__ void ref_kernel(const void* x, const void* w, float* out, int m, int n, int k, bool kn) {
   const int col = blockIdx.x * blockDim.x + threadIdx.x, row = blockIdx.y;
   if (col >= n) return;
   float s = 0.f;
   for (int i = 0; i < k; ++i)
-    s += __bfloat162float(x[(long long)row * k + i]) * __bfloat162float(w[kn ? (long long)i * n + col : (long long)col * k + i]);
+    s += ld_elem<F8>(x, (long long)row * k + i) * ld_elem<F8>(w, kn ? (long long)i * n + col : (long long)col * k + i);
   out[(long long)row * n + col] = s;
 }
 
 // Correctness of one configuration on random data (N, K with tails), against the f32 reference.
-template <int MT, int R, int KW, int ST, bool KN = false>
+template <bool F8, int MT, int R, int KW, int ST, bool KN = false, int KS = 1>
 static void check_dd(long long n, long long k, long long m) {
-  std::vector<__nv_bfloat16> hx(m * k), hw(n * k);
+  const int es = F8 ? 1 : 2;
+  std::vector<uint8_t> hx(m * k * es), hw(n * k * es);
   std::mt19937 rng(1234 + n + k + m);
   std::normal_distribution<float> nd;
-  for (auto& v : hx) v = __float2bfloat16(nd(rng));
-  for (auto& v : hw) v = __float2bfloat16(nd(rng));
+  auto fill = [&](std::vector<uint8_t>& v) {
+    for (size_t i = 0; i < v.size() / es; ++i) {
+      if (F8) {
+        const __nv_fp8_e4m3 f(nd(rng));
+        memcpy(&v[i], &f, 1);
+      } else {
+        const __nv_bfloat16 f = __float2bfloat16(nd(rng));
+        memcpy(&v[2 * i], &f, 2);
+      }
+    }
+  };
+  fill(hx), fill(hw);
   void *dx, *dw, *dout;
   float* dref;
-  CK(cudaMalloc(&dx, hx.size() * 2));
-  CK(cudaMalloc(&dw, hw.size() * 2));
+  CK(cudaMalloc(&dx, hx.size()));
+  CK(cudaMalloc(&dw, hw.size()));
   CK(cudaMalloc(&dout, m * n * 2));
   CK(cudaMalloc(&dref, m * n * 4));
-  CK(cudaMemcpy(dx, hx.data(), hx.size() * 2, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(dw, hw.data(), hw.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dx, hx.data(), hx.size(), cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dw, hw.data(), hw.size(), cudaMemcpyHostToDevice));
   CK(cudaMemset(dout, 0xFF, m * n * 2));  // NaN poison
   std::vector<void*> one = {dw};
-  run_dd<MT, R, KW, ST, KN>(one, n, k, m, dx, dout, 1);
-  ref_kernel<<<dim3((unsigned)((n + 127) / 128), (unsigned)m), 128>>>((const __nv_bfloat16*)dx, (const __nv_bfloat16*)dw, dref, (int)m, (int)n, (int)k, KN);
+  run_dd<F8, MT, R, KW, ST, KN, KS>(one, n, k, m, dx, dout, 1);
+  ref_kernel<F8><<<dim3((unsigned)((n + 127) / 128), (unsigned)m), 128>>>(dx, dw, dref, (int)m, (int)n, (int)k, KN);
   CK(cudaDeviceSynchronize());
   std::vector<__nv_bfloat16> ho(m * n);
   std::vector<float> hr(m * n);
@@ -305,37 +329,47 @@ static void check_dd(long long n, long long k, long long m) {
     worst = std::max(worst, o != o ? 1e30 : std::fabs(o - r));
     mx = std::max(mx, std::fabs(r));
   }
-  printf("  check dd<MT %d, R %d, KW %d, ST %d, KN %d> %lld x %lld x %lld: max |err| %.3g of max |ref| %.3g -> %s\n", MT, R,
-         KW, ST, (int)KN, m, n, k, worst, mx, worst <= 1e-2 * mx ? "ok" : "WRONG");
+  printf("  check dd<%s, MT %d, R %d, KW %d, ST %d, KN %d, KS %d> %lld x %lld x %lld: max |err| %.3g of max |ref| %.3g -> %s\n",
+         F8 ? "e4m3" : "bf16", MT, R, KW, ST, (int)KN, KS, m, n, k, worst, mx, worst <= 1e-2 * mx ? "ok" : "WRONG");
   cudaFree(dx), cudaFree(dw), cudaFree(dout), cudaFree(dref);
 }
 
-static void dd_mode(std::vector<void*>& bufs, void* act, void* out, float* ws, int iters) {
-  check_dd<1, 1, 4, 6>(4000, 4104, 1);
-  check_dd<2, 1, 4, 6>(1000, 4096 + 72, 13);
-  check_dd<2, 2, 8, 3>(4096 + 48, 1032, 16);
-  check_dd<1, 2, 4, 5>(777, 2056, 5);
-  check_dd<1, 1, 4, 4, true>(4000, 4104, 1);
-  check_dd<2, 2, 4, 4, true>(1000, 4168, 13);
-  check_dd<2, 4, 4, 3, true>(4144, 1032, 16);
-  check_dd<1, 2, 4, 4, true>(776, 2056, 5);
+static void dd_mode(std::vector<void*>& bufs, void* act, void* out, int iters) {
+  check_dd<false, 1, 1, 4, 6>(4000, 4104, 1);
+  check_dd<false, 1, 4, 4, 4, true>(4144, 1032, 5);
+  check_dd<true, 1, 1, 4, 4>(4000, 4224, 1);
+  check_dd<true, 1, 2, 4, 4, true>(1008, 4224, 3);
+  check_dd<true, 1, 4, 4, 4, true>(4144, 1152, 8);
+  check_dd<true, 2, 8, 4, 3, true>(1040, 2176, 13);
+  check_dd<true, 1, 8, 4, 3, true, 2>(1040, 2176, 7);
+  check_dd<true, 2, 4, 4, 4, true, 4>(1040 + 64, 2176 + 128, 11);
+  check_dd<false, 1, 4, 4, 4, true, 2>(4144, 1032, 5);
+  check_dd<false, 1, 2, 4, 4, true, 4>(4144, 1032 + 64, 3);
   struct Shape { long long n, k; };
   const Shape shapes[] = {{4096, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}};
+  const auto none = CU_TENSOR_MAP_L2_PROMOTION_NONE, p256 = CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
   for (const Shape& s : shapes) {
-    const double bytes = (double)s.n * s.k * 2;
-    for (long long m : {1LL, 16LL}) {
-      printf("== %lld x %lld x %lld bf16 (%.1f MB): us (TB/s)\n", m, s.n, s.k, bytes / 1e6);
-      const float ours = run_ours<64>(bufs, s.n, s.k, m, 1, act, out, ws, iters);
-      printf("  ours 64x16 1 split %.2f (%.2f)\n", ours, bytes / ours / 1e6);
-#define DD(KN, R, KW, ST)                                                                               \
-  {                                                                                                     \
-    const float t = m <= 8 ? run_dd<1, R, KW, ST, KN>(bufs, s.n, s.k, m, act, out, iters)               \
-                           : run_dd<2, R, KW, ST, KN>(bufs, s.n, s.k, m, act, out, iters);              \
-    printf("  dd %s R %d KW %d ST %d: %.2f (%.2f)\n", KN ? "KN" : "NK", R, KW, ST, t, bytes / t / 1e6);   \
+    for (long long m : {1LL, 8LL}) {
+      for (bool f8 : {false, true}) {
+        const double bytes = (double)s.n * s.k * (f8 ? 1 : 2);
+        printf("== %lld x %lld x %lld %s (%.1f MB): us (TB/s)\n", m, s.n, s.k, f8 ? "e4m3" : "bf16", bytes / 1e6);
+#define DD(F8, KN, R, ST, PR, KS)                                                                              \
+  if (F8 == f8) {                                                                                              \
+    const float t = run_dd<F8, 1, R, 4, ST, KN, KS>(bufs, s.n, s.k, m, act, out, iters, PR);                    \
+    printf("  dd %s R %d ST %d KS %d %s: %.2f (%.2f)\n", KN ? "KN" : "NK", R, ST, KS, PR == none ? "none" : "256B", \
+           t, bytes / t / 1e6);                                                                                \
   }
-      DD(false, 1, 4, 4) DD(false, 2, 4, 4) DD(true, 1, 4, 4) DD(true, 2, 4, 4) DD(true, 2, 4, 6) DD(true, 4, 4, 3)
-      DD(true, 4, 4, 4) DD(true, 2, 8, 3) DD(true, 1, 8, 4)
+        DD(false, false, 1, 4, none, 1) DD(false, true, 4, 4, none, 1) DD(false, true, 4, 4, none, 2)
+        DD(false, true, 2, 4, p256, 1) DD(false, true, 2, 4, p256, 2) DD(false, true, 2, 4, none, 2)
+        DD(false, true, 4, 2, none, 2) DD(false, true, 4, 3, none, 2)
+        DD(true, false, 1, 4, none, 1)
+        DD(true, true, 2, 4, none, 1) DD(true, true, 2, 4, none, 2) DD(true, true, 2, 4, none, 4)
+        DD(true, true, 4, 4, none, 1) DD(true, true, 4, 4, none, 2) DD(true, true, 4, 4, none, 4)
+        DD(true, true, 4, 2, none, 2) DD(true, true, 4, 2, none, 4) DD(true, true, 4, 3, none, 4)
+        DD(true, true, 8, 3, none, 1) DD(true, true, 8, 3, none, 2) DD(true, true, 8, 3, none, 4)
+        DD(true, true, 8, 2, none, 4)
 #undef DD
+      }
     }
   }
 }
@@ -362,7 +396,7 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&out, 64LL * 28672 * 2));
   CK(cudaMalloc(&ws, 8LL * 64 * 28672 * 4));
   if (argc > 1 && std::string(argv[1]) == "dd") {  // the 16-bit decode kernel against ours
-    dd_mode(bufs, act, out, ws, iters);
+    dd_mode(bufs, act, out, iters);
     return 0;
   }
   if (argc > 1) {  // for Nsight Compute: our 64-row kernel on one shape, a few calls: N K splits

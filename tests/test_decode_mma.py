@@ -1,7 +1,7 @@
-"""sm_90a's mma.sync decode entries (25-29, cpp/include/jax_tmem/kernels/dense_decode.cuh; issue 15): up to
-16 tokens times a 16-bit weight stored (N, K) (16 or 32 weight rows per CTA) or (K, N) (64 rows, read by
-ldmatrix.trans), or an fp8 weight stored (N, K); K split over the CTA's warps and summed in it (no
-workspace, no reduce pass).
+"""sm_90a's mma.sync decode entries (25-31, cpp/include/jax_tmem/kernels/dense_decode.cuh; issue 15): up to
+16 tokens times a 16-bit or fp8 weight stored (N, K) (16 or 32 weight rows per CTA) or (K, N) (64 or, fp8,
+128 rows, read by ldmatrix.trans); K split over the CTA's warps and summed in it (no workspace, no reduce
+pass).
 
 Host tests (any machine): which problems the plan sends there, and the error for a forced entry on
 operands it cannot read. GPU tests (sm_90a): every entry forced on shapes with tails in M, N and K
@@ -25,7 +25,7 @@ from test_gpu_gemm import _ref, _require_config, _require_kernels, _run_poisoned
 
 NK = (((1,), (1,)), ((), ()))  # x (M, K) . w (N, K)
 KN = (((1,), (0,)), ((), ()))  # x (M, K) . w (K, N)
-DECODE = (25, 26, 27, 28, 29)
+DECODE = (25, 26, 27, 28, 29, 30, 31)
 
 
 @pytest.mark.parametrize("m,n,dtype,b_mn_major,expect", [
@@ -35,9 +35,13 @@ DECODE = (25, 26, 27, 28, 29)
     (9, 4096, BF16, False, None),   # two token tiles did not pay (26, 27: sweep-only): wgmma swap-AB
     (16, 28672, BF16, False, None),
     (1, 4096, E4M3, False, 25),     # fp8 (N, K)
-    (1, 4096, E4M3, True, None),    # fp8 (K, N): the transposing swap-AB entries (tests/test_decode_fp8.py)
+    (1, 4096, E4M3, True, 28),      # fp8 (K, N): 64-row CTAs filling at most half the SMs: 4 stages
+    (8, 6144, E4M3, True, 30),      # more 64-row CTAs: 3 stages (two CTAs per SM)
+    (1, 28672, E4M3, True, 31),     # enough 128-row CTAs (128-byte k-rows) to fill the SMs
+    (16, 4096, E4M3, True, None),   # more tokens: the transposing swap-AB entries (tests/test_decode_fp8.py)
     (1, 4096, BF16, True, 28),      # a (K, N) weight: 64-row CTAs, ldmatrix.trans
-    (8, 6144, F16, True, 28),
+    (8, 6144, F16, True, 30),
+    (1, 28672, BF16, True, 30),     # 16-bit: no 128-row entry (256-byte k-rows)
     (16, 4096, BF16, True, None),
     (1, 4096, F32, False, None),
 ])
@@ -52,9 +56,13 @@ def test_which_problems_take_the_mma_decode_entries(m, n, dtype, b_mn_major, exp
 
 
 def test_a_forced_decode_entry_names_the_operands_it_reads():
-    for dtype, a_mn, b_mn in ((E4M3, False, True), (F32, False, False), (BF16, True, False)):
+    for dtype, a_mn, b_mn, config in ((E4M3, False, True, 25), (F32, False, False, 25), (BF16, True, False, 25),
+                                      (BF16, False, True, 31)):  # 16-byte / 256-byte k-rows of a (K, N) weight
         with pytest.raises(ValueError, match="mma.sync decode entries read a K-major lhs"):
-            isa.kernel_plan("sm_90a", 16, 512, 512, a_dtype=dtype, config=25, a_mn_major=a_mn, b_mn_major=b_mn)
+            isa.kernel_plan("sm_90a", 16, 512, 512, a_dtype=dtype, config=config, a_mn_major=a_mn, b_mn_major=b_mn)
+    assert isa.kernel_plan("sm_90a", 1, 512, 512, a_dtype=E4M3, config=27, b_mn_major=True)["config"] == 27
+    with pytest.raises(ValueError, match="mma.sync decode entries read a K-major lhs"):  # (N, K): <= 64 rows
+        isa.kernel_plan("sm_90a", 1, 512, 512, a_dtype=E4M3, config=31)
     assert isa.kernel_plan("sm_90a", 300, 512, 512, config=26)["config"] == 26  # any M, when forced
 
 
@@ -74,18 +82,26 @@ def test_mma_decode_entries(config, dtypes, w_major):
     the weight batched and broadcast; every output dtype; bias + gelu + alpha, and accumulation into c."""
     _require_decode_entries()
     _require_config("sm_90a", config)
-    if dtypes[0].itemsize == 1 and w_major == "MN":
-        pytest.skip("an fp8 weight stored (K, N) goes to the transposing swap-AB entries (test_decode_fp8.py)")
+    block_m = {e["config"]: e for e in isa.kernel_menu("sm_90a")}[config]["block_m"]
+    if w_major == "MN" and not 32 <= block_m * dtypes[1].itemsize <= 128:
+        pytest.skip(f"entry {config} reads a weight stored (K, N) in {block_m}-element k-rows: not 32-128 bytes")
+    if w_major == "K" and block_m > 64:
+        pytest.skip(f"entry {config} reads (K, N) weights only ({block_m} rows of (N, K) ones would spill)")
+    if dtypes[0].itemsize == 1 and w_major == "MN" and dtypes != (E4M3, E4M3):
+        pytest.skip("fp8 (K, N) weights: the e4m3 x e4m3 family only is compiled (cpp/src/instances.def)")
     cases = [(1, 1000, 4104, 0, BF16, False), (5, 4144, 1032, 0, F32, True), (13, 136, 40, 3, F16, False),
              (16, 777, 2056, 0, F32, False), (40, 264, 520, 2, BF16, True), (8, 16, 4096, 0, F32, False)]
+    fp8_kn = dtypes[1].itemsize == 1 and w_major == "MN"
     for m, n, k, batch, out_dtype, with_c in cases:
         k = -(-k * dtypes[0].itemsize // 16) * 16 // dtypes[0].itemsize  # 16-byte rows (TMA)
+        n = -(-n // 16) * 16 if fp8_kn else n  # (else XLA would transpose the weight first)
         epilogue_case(config, dtypes, w_major, m, n, k, batch, out_dtype, with_c,
                       seed_of("mma_decode", config, dtypes, w_major, m, n, k, batch))
     # a plain epilogue (the kernel's direct stores) and a weight broadcast over a batch of activations
     dn = NK if w_major == "K" else KN
     k = 4104 if dtypes[0].itemsize == 2 else 4112
-    w = rand(seed_of("mma_decode_w", config), (1000, k) if w_major == "K" else (k, 1000), dtypes[1])
+    nw = 1008 if fp8_kn else 1000
+    w = rand(seed_of("mma_decode_w", config), (nw, k) if w_major == "K" else (k, nw), dtypes[1])
     xs = rand(seed_of("mma_decode_x", config), (3, 7, k), dtypes[0])
     f = jax.jit(jax.vmap(lambda x: gemm_op.gemm(x, w, None, None, dn, np.dtype(F32), gemm_op.Epilogue(), "kernel",
                                                  True, config)))

@@ -18,6 +18,7 @@ Shared-memory descriptor, reference §6:
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
@@ -607,7 +608,7 @@ def test_kernel_menus_come_from_the_config_tables():
     sm90 = isa.kernel_menu("sm_90a")
     sm100 = isa.kernel_menu("sm_100a")
     assert [e["config"] for e in sm90] == [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 20, 22, 24, 11, 12, 13, 14, 18, 19, 15, 16, 17,
-                                           25, 26, 27, 28, 29]
+                                           25, 26, 27, 28, 29, 30, 31]
     assert [e["config"] for e in sm100] == [0, 1, 4, 8, 9, 11, 12, 13, 14]
     assert isa.kernel_menu("sm_103a") == sm100
     assert [e["config"] for e in sm90 if e["swap_ab"]] == [11, 12, 13, 18, 19, 15, 16, 17]
@@ -622,14 +623,16 @@ def test_kernel_menus_come_from_the_config_tables():
     assert by_entry["k128x128Cluster2"]["cluster_m"] == 2
     assert [e["block_n"] for e in sm90 if e["swap_ab"]] == [16, 32, 64, 128, 256, 16, 32, 64]
     assert [(e["config"], e["block_m"], e["block_n"]) for e in sm90 if e["split"] == "decode"] == [
-        (25, 16, 8), (26, 16, 16), (27, 32, 16), (28, 64, 8), (29, 64, 16)]
+        (25, 16, 8), (26, 16, 16), (27, 32, 16), (28, 64, 8), (29, 64, 16), (30, 64, 8), (31, 128, 8)]
     for e in sm90 + sm100:
         assert e["split_k"] == (e["split"] not in ("none", "decode")) == (e["epilogue"] == "partial"), e
         assert e["swap_ab"] == (e["split"] == "swap-ab"), e
         # always compiled if the heuristic may choose it; the rest with JAX_TMEM_CONFIGS=all
         assert e["built"] == (e["heuristic"] or _ext.build_info()["configs"] == "all"), e
-    for e in sm90 + sm100:  # each entry is one the plan accepts when forced
-        assert isa.kernel_plan("sm_90a" if e in sm90 else "sm_100a", 512, 512, 512, config=e["config"])["config"] == e["config"]
+    for e in sm90 + sm100:  # each entry is one the plan accepts when forced (31: on an fp8 (K, N) weight only)
+        kw = dict(a_dtype="float8_e4m3fn", b_mn_major=True) if e["split"] == "decode" and e["block_m"] > 64 else {}
+        arch = "sm_90a" if e in sm90 else "sm_100a"
+        assert isa.kernel_plan(arch, 512, 512, 512, config=e["config"], **kw)["config"] == e["config"]
     with pytest.raises(ValueError, match="arch"):
         isa.kernel_menu("sm_80")
 
@@ -655,7 +658,7 @@ def test_heuristic_only_chooses_heuristic_entries(arch, sms):
     heuristic = {e["config"] for e in isa.kernel_menu(arch) if e["heuristic"]}
     chosen = set()
     for m in (1, 16, 17, 33, 64, 65, 128, 200, 1000, 2048, 4096, 8192):
-        for n in (8, 128, 1001, 4096, 4097, 16384):
+        for n in (8, 128, 1001, 4096, 4097, 16384, 28672):
             for k in (64, 4096, 65536):
                 for dt in ("bfloat16", "float8_e4m3fn", "float32", "int8"):
                     for out in ("bfloat16", "float32"):
@@ -673,12 +676,14 @@ def test_forcing_an_entry_outside_the_build_raises_at_trace_time():
     from jax_tmem._core import arch as _arch, canon as _canon
     canon = _canon.Canon(batch=1, m=256, n=256, k=256, a_mn_major=False, b_mn_major=False, lda=256, ldb=256,
                          stride_a=0, stride_b=0, out_shape=(256, 256))
+    kn = dataclasses.replace(canon, b_mn_major=True)  # (entry 31 reads fp8 (K, N) weights only)
     for e in isa.kernel_menu("sm_90a"):
+        c, dt = (kn, "float8_e4m3fn") if e["split"] == "decode" and e["block_m"] > 64 else (canon, "bfloat16")
         if e["built"]:
-            assert _arch.kernel_plan("sm_90a", canon, "bfloat16", e["config"], "bfloat16")[0] == e["config"]
+            assert _arch.kernel_plan("sm_90a", c, dt, e["config"], "bfloat16")[0] == e["config"]
         else:
             with pytest.raises(ValueError, match="JAX_TMEM_CONFIGS=all"):
-                _arch.kernel_plan("sm_90a", canon, "bfloat16", e["config"], "bfloat16")
+                _arch.kernel_plan("sm_90a", c, dt, e["config"], "bfloat16")
 
 
 # The 1-CTA tile widths of the sm100 menu (128x256 and 128x128, two accumulator buffers each).
@@ -845,8 +850,10 @@ SM90_NAMES = {0: "128x128 cooperative", 1: "128x256 cooperative", 2: "128x64 coo
               15: "swap-AB 64(N)x16(M), 512 B rows, split-K", 16: "swap-AB 64(N)x32(M), 512 B rows, split-K",
               17: "swap-AB 64(N)x64(M), 512 B rows, split-K", 25: "decode 16(N)x8(M), mma.sync, K over 4 warps",
               26: "decode 16(N)x16(M), mma.sync, K over 4 warps", 27: "decode 32(N)x16(M), mma.sync, K over 4 warps",
-              28: "decode 64(N)x8(M), mma.sync + ldmatrix.trans, K over 4 warps",
-              29: "decode 64(N)x16(M), mma.sync + ldmatrix.trans, K over 4 warps"}
+              28: "decode 64(N)x8(M), mma.sync + ldmatrix.trans, K over 4 chunks",
+              29: "decode 64(N)x16(M), mma.sync + ldmatrix.trans, K over 4 chunks",
+              30: "decode 64(N)x8(M), mma.sync + ldmatrix.trans, K over 4 chunks, 3 stages",
+              31: "decode 128(N)x8(M), mma.sync + ldmatrix.trans, K over 4 chunks, 2 stages"}
 
 
 @pytest.mark.parametrize("m,n,k,batch,out,expect", [

@@ -1,6 +1,6 @@
 // jax_tmem: host launch of the mma.sync decode kernel (kernels/dense_decode.cuh; sm_90a menu entries 25-29,
-// Split::kDecode): the problem as it is (no operand swap), a (M, K) K-major and b = the weight, (N, K) (16-bit
-// or fp8) or, MN-major and 16-bit, (K, N).
+// Split::kDecode): the problem as it is (no operand swap), a (M, K) K-major and b = the weight (16-bit or
+// fp8), stored (N, K) or (K, N).
 #pragma once
 
 #include <algorithm>
@@ -13,14 +13,21 @@
 
 namespace jax_tmem::dd {
 
-// The consumer warps of every entry (each takes the w-th 128-byte K chunk of a stage); 4 measured best
-// against 2 and 8 (scripts/stream_probe.cu dd, H200 2026-11-26).
+// The K chunks of a stage (128 bytes of each weight row each); 4 measured best against 2 and 8
+// (scripts/stream_probe.cu dd, H200 2026-11-26). One consumer warp a chunk, or for a weight stored (K, N) 2
+// (16-bit) or 4 (fp8), each taking its share of the chunk's mma steps: the ldmatrix.trans form has more
+// work per byte, and its CTAs are wide (64-128 rows), so a warp a chunk left the SMs short of warps
+// (at M = 1, 2 / 4 warps a chunk, against 1: bf16 28672 x 4096 59.8 -> 58.2 us, e4m3 41.5 -> 37.9 (64 rows), 38.6
+// -> 33.7 (128 rows); 4096 x 14336 e4m3 27.5 -> 16.9; H200 2026-11-26 07:40).
 inline constexpr int kWarps = 4;
+template <DType B, bool BMN>
+inline constexpr int kWarpsPerChunk = !BMN ? 1 : dtype_bytes(B) == 1 ? 4 : 2;
 
 template <DType A, DType B, bool BMN, int MT, int R, int ST>
 std::string launch(const GemmLaunch& L) {
   constexpr uint32_t kChunkK = 128 / dtype_bytes(A);  // K elements of a 128-byte box row
-  using P = Plan<R, kWarps, ST, MT>;
+  constexpr int KS = kWarpsPerChunk<B, BMN>;
+  using P = Plan<R, kWarps, ST, MT, KS>;
   const GemmProblem& p = L.p;
   const int64_t row_tiles = (p.n + 16 * R - 1) / (16 * R), tok_tiles = (p.m + 8 * MT - 1) / (8 * MT);
   if (p.m >= (int64_t(1) << 31) || p.n >= (int64_t(1) << 31) || p.k >= (int64_t(1) << 31) || tok_tiles > 65535 ||
@@ -29,27 +36,29 @@ std::string launch(const GemmLaunch& L) {
   const bool w_batched = p.batch > 1 && p.stride_b != 0, x_batched = p.batch > 1 && p.stride_a != 0;
   const int x_rows = static_cast<int>(std::min<int64_t>(p.m, 8 * MT));
   CUtensorMap wmap, xmap;
-  // (K, N): boxes of 64 k-rows x 16 R weight rows, swizzled by their 32 R-byte rows
-  constexpr CUtensorMapSwizzle kMNSwizzle =
-      R == 1 ? CU_TENSOR_MAP_SWIZZLE_32B : R == 2 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B;
-  static_assert(R == 1 || R == 2 || R == 4, "16, 32 or 64 weight rows per CTA");
+  // (K, N): boxes of kChunkK k-rows x 16 R weight rows, swizzled by their rows of kRowBytes
+  constexpr int kRowBytes = 16 * R * dtype_bytes(B);
+  static_assert(kRowBytes == 32 || kRowBytes == 64 || kRowBytes == 128 || !BMN, "32 to 128-byte k-rows of the weight");
+  constexpr CUtensorMapSwizzle kMNSwizzle = kRowBytes == 32   ? CU_TENSOR_MAP_SWIZZLE_32B
+                                            : kRowBytes == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                                              : CU_TENSOR_MAP_SWIZZLE_128B;
   std::string err =
       BMN ? tma::encode_operand(&wmap, L.in(Role::kB), p.b_type, p.n, p.k, w_batched ? p.batch : 1, p.ldb, p.stride_b,
-                                16 * R, 64, kMNSwizzle, tma::kStreamed)
+                                16 * R, kChunkK, kMNSwizzle, tma::kStreamed)
           : tma::encode_operand(&wmap, L.in(Role::kB), p.b_type, p.k, p.n, w_batched ? p.batch : 1, p.ldb, p.stride_b,
                                 kChunkK, 16 * R, CU_TENSOR_MAP_SWIZZLE_128B, tma::kStreamed);
   if (!err.empty()) return "operand b (the weight): " + err;
   err = tma::encode_operand(&xmap, L.in(Role::kA), p.a_type, p.k, p.m, x_batched ? p.batch : 1, p.lda, p.stride_a,
                             kChunkK, static_cast<uint32_t>(x_rows));
   if (!err.empty()) return "operand a: " + err;
-  auto kernel = dense_decode_kernel<B, A, MT, R, kWarps, ST, BMN>;  // (the weight is mma's A)
+  auto kernel = dense_decode_kernel<B, A, MT, R, kWarps, ST, BMN, KS>;  // (the weight is mma's A)
   static std::atomic<int> ready[kMaxDevices];  // per instantiation and device (launch.h)
   err = raise_smem_limit(kernel, P::kSmemBytes, L.device, ready);
   if (!err.empty()) return err;
   const Params prm{static_cast<int>(p.m), static_cast<int>(p.n), static_cast<int>(p.k), w_batched, x_batched, x_rows,
                    epilogue::make_args(p, L.out, L.inputs)};
   const dim3 grid(static_cast<unsigned>(row_tiles), static_cast<unsigned>(tok_tiles), static_cast<unsigned>(p.batch));
-  kernel<<<grid, (kWarps + 1) * 32, P::kSmemBytes, L.stream>>>(wmap, xmap, prm);
+  kernel<<<grid, (kWarps * KS + 1) * 32, P::kSmemBytes, L.stream>>>(wmap, xmap, prm);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return std::string("decode kernel launch failed: ") + cudaGetErrorString(e);
   return "";

@@ -347,7 +347,7 @@ NB_MODULE(_jax_tmem, m) {
       throw std::invalid_argument("not an " + arch + " menu entry: " + std::to_string(config) + " (entries: " +
                                   table.list() + ")");
     if (config != -1 && table.find(config)->split == menu::Split::kDecode &&
-        !menu::mma_decode_family(p.a_type, p.b_type, a_mn_major, b_mn_major))
+        !menu::mma_decode_reads(p.a_type, p.b_type, a_mn_major, b_mn_major, table.find(config)->block_m))
       throw std::invalid_argument(std::string("entry ") + std::to_string(config) + ": " + menu::kMmaDecodeOperands);
     const menu::Plan plan = arch == "sm_90a" ? menu::sm90_plan(p, num_sms) : menu::sm100_plan(p, num_sms);
     return nb::make_tuple(plan.config, table.find(plan.config)->name, plan.splits, plan.ws_floats);

@@ -24,7 +24,7 @@ template <DType A, DType B, bool AMN, bool BMN, int BM, int BN, int ST, menu::Sc
 std::string run_config(const GemmLaunch& L) {
   using menu::Epilogue;
   if constexpr (SPLIT == menu::Split::kDecode) {  // mma.sync, BM weight rows x BN tokens per CTA
-    if constexpr (menu::mma_decode_family(A, B, AMN, BMN))
+    if constexpr (menu::mma_decode_reads(A, B, AMN, BMN, BM))
       return dd::launch<A, B, BMN, BN / 8, BM / 16, ST>(L);
     else
       return menu::kMmaDecodeOperands;

@@ -61,15 +61,21 @@ inline bool out_tma_ok(const GemmProblem& p) { return (p.n * dtype_bytes(p.out_t
 inline constexpr bool sm90_swap_only_family(DType a, bool amn, bool bmn) { return dtype_bytes(a) == 1 && (amn || bmn); }
 
 // sm_90a's mma.sync decode entries (Split::kDecode, kernels/dense_decode.cuh) read K-major activations and a
-// weight: two 16-bit operands of one type, the weight stored either way ((N, K) or (K, N)), or fp8 (e4m3 /
-// e5m2, any mix) with the weight stored (N, K).
-inline constexpr bool mma_decode_family(DType a, DType b, bool amn, bool bmn) {
+// weight stored either way ((N, K) or (K, N)): two 16-bit operands of one type, or fp8 (e4m3 / e5m2, any
+// mix). An entry of block_m weight rows reads a weight stored (K, N) in k-rows of block_m elements, which
+// must be 32 to 128 bytes (its TMA swizzle), and one stored (N, K) with at most 64 rows (128 spill registers).
+inline constexpr bool mma_decode_family(DType a, DType b, bool amn, bool /*bmn*/) {
   const bool fp8 = (a == DType::kE4M3 || a == DType::kE5M2) && (b == DType::kE4M3 || b == DType::kE5M2);
-  return !amn && ((a == b && (a == DType::kBF16 || a == DType::kF16)) || (fp8 && !bmn));
+  return !amn && ((a == b && (a == DType::kBF16 || a == DType::kF16)) || fp8);
+}
+inline constexpr bool mma_decode_reads(DType a, DType b, bool amn, bool bmn, int block_m) {
+  const int row_bytes = block_m * dtype_bytes(b);
+  return mma_decode_family(a, b, amn, bmn) && (bmn ? row_bytes >= 32 && row_bytes <= 128 : block_m <= 64);
 }
 inline constexpr const char* kMmaDecodeOperands =
-    "the mma.sync decode entries read a K-major lhs (the activations) and bfloat16 x bfloat16, float16 x float16, "
-    "or fp8 x fp8 with the rhs (the weight) K-major";
+    "the mma.sync decode entries read a K-major lhs (the activations) and bfloat16 x bfloat16, float16 x float16 "
+    "or fp8 x fp8; per entry, a weight stored (N, K) in CTAs of up to 64 weight rows, and one stored (K, N) in "
+    "k-rows of 32 to 128 bytes (16-bit: 16-64 weight rows per CTA, fp8: 32-128)";
 
 // The sm100 kernel families (the JT_SM100_INSTANCE lines of cpp/src/instances.def) are compiled for sm_100a and sm_103a, but
 // kind::i8 exists on sm_100a only (ptxas rejects it for sm_103a): the int8 families run on cc 100 only.
@@ -336,13 +342,23 @@ inline constexpr int kSm90MmaDecodeMaxM = 8;
 inline bool sm90_mma_decode(const GemmProblem& p) {
   return p.m <= kSm90MmaDecodeMaxM && mma_decode_family(p.a_type, p.b_type, p.a_mn_major, p.b_mn_major);
 }
-inline Sm90 sm90_mma_decode_entry(const GemmProblem& p) { return p.b_mn_major ? Sm90::k64x8DecodeMN : Sm90::k16x8Decode; }
+// A weight stored (K, N) (2026-11-26 07:40, stream_probe.cu dd, H200, us at M = 1, (N, K) in brackets; 4 / 3
+// stages of 64 rows, 2 of 128): bf16 4096 x 4096 10.06 / 10.92 (10.39), 6144 x 4096 14.28 / 13.75 (14.00),
+// 28672 x 4096 58.24 / 56.93 (56.68), 4096 x 14336 28.78 / 31.36 (28.88); e4m3 7.19 / 7.90 / 11.03 (6.06),
+// 9.56 / 8.89 / 12.00 (8.08), 37.89 / 36.93 / 33.38 (31.58), 16.94 / 19.78 / 28.79 (15.82): 128-row CTAs (fp8
+// only: 128-byte k-rows) once they fill the SMs, 4 stages while the 64-row CTAs fill half of them (a deeper
+// ring for the few), else 3 (two CTAs per SM).
+inline Sm90 sm90_mma_decode_entry(const GemmProblem& p, int num_sms) {
+  if (!p.b_mn_major) return Sm90::k16x8Decode;
+  if (dtype_bytes(p.b_type) == 1 && p.n >= int64_t(128) * num_sms) return Sm90::k128x8DecodeMN;
+  return (p.n + 63) / 64 * 2 <= num_sms ? Sm90::k64x8DecodeMN : Sm90::k64x8DecodeMN3;
+}
 
 inline constexpr int kSm90DecodeMaxM = 64, kSm90TransposeMaxM = 256, kSm90LongKBlocks = 128;
 inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = -1) {
   // The decode entries: one split, no workspace (their K split is over a CTA's warps), forced or not.
   const KernelConfig* forced = p.config >= 0 ? kSm90Table.find(p.config) : nullptr;
-  if (p.config < 0 && sm90_mma_decode(p)) return Plan{static_cast<int>(sm90_mma_decode_entry(p)), 1, 0};
+  if (p.config < 0 && sm90_mma_decode(p)) return Plan{static_cast<int>(sm90_mma_decode_entry(p, num_sms)), 1, 0};
   if (forced != nullptr && forced->split == Split::kDecode) return Plan{p.config, 1, 0};
   const bool transposes = sm90_swap_only_family(p.b_type, p.b_mn_major, false);
   const bool rows64 = !transposes && (p.m <= 32 || dtype_bytes(p.b_type) == 1);

@@ -1,7 +1,7 @@
-// jax_tmem: the decode GEMM for few tokens (issue 15; sm_90a menu entries 25-29): out[b, m, n] =
+// jax_tmem: the decode GEMM for few tokens (issue 15; sm_90a menu entries 25-31): out[b, m, n] =
 // epilogue(sum_k x[b, m, k] * w[b, n, k]), x and w bfloat16 (or both float16, or fp8: e4m3 / e5m2 in any
-// mix), x K-major, w stored (N, K) or, 16-bit, (K, N) (kWMN), M <= 8 MT tokens per CTA row (more: more CTA
-// rows, each re-reading the weight).
+// mix), x K-major, w stored (N, K) or (K, N) (kWMN), M <= 8 MT tokens per CTA row (more: more CTA rows, each
+// re-reading the weight).
 //
 // Why a kernel of its own: the wgmma swap-AB entries (kernels/sm90_gemm.cuh) hold 64 weight rows per CTA at
 // least (wgmma's M), so a 4096-row weight makes 64 CTAs on 132 SMs, and more need K splits whose partial
@@ -10,7 +10,8 @@
 // CUDA-graph trace of bench_decode.py's 8B step, H200 2026-11-26). Here a CTA holds 16 R rows: mma.sync
 // (m16n8k16) takes 16-row tiles, the CTA's KW consumer warps take the K range in turn (warp w the w-th
 // 64-element chunk of every stage) and add their partial sums in shared memory at the end, in warp order
-// (bitwise repeatable; no workspace, no second launch). One producer warp streams the weight, 16 R rows x
+// (bitwise repeatable; no workspace, no second launch; with KS > 1, KS warps share a chunk, each taking its
+// share of the chunk's mma steps: the kWMN form). One producer warp streams the weight, 16 R rows x
 // 128 bytes per warp and stage, and the activations, 8 MT tokens x 128 bytes, by TMA (128B swizzle; zero
 // fill past N, M and K) into a ring of ST stages. 128 bytes are 64 16-bit or 128 8-bit K elements: one warp
 // chunk is 4 mma steps either way (m16n8k16, or m16n8k32 for fp8). The epilogue is the other kernels' (epilogue.cuh: alpha,
@@ -57,14 +58,14 @@ __device__ __forceinline__ void mma_step(float (&d)[4], const uint32_t (&a)[4], 
 
 // The shared-memory plan: ST stages of {KW weight boxes of 16 R rows x 128 bytes, KW activation boxes of
 // 8 MT tokens x 128 bytes}, then 2 ST mbarriers; the consumers' partial sums reuse the ring.
-template <int R, int KW, int ST, int MT>
+template <int R, int KW, int ST, int MT, int KS = 1>
 struct Plan {
   static constexpr int kRows = 16 * R;
   static constexpr int kWBox = kRows * 128;
   static constexpr int kXBox = 8 * MT * 128;
   static constexpr int kStageBytes = KW * (kWBox + kXBox);
   static constexpr int kRingBytes = ST * kStageBytes;
-  static constexpr int kRedBytes = KW * R * MT * 4 * 32 * 4;
+  static constexpr int kRedBytes = KW * KS * R * MT * 4 * 32 * 4;
   static constexpr int kBarOffset = kRingBytes > kRedBytes ? kRingBytes : kRedBytes;
   static constexpr int kSmemBytes = kBarOffset + 2 * ST * 8 + 1024;  // + alignment slack
   static_assert(kWBox % 1024 == 0 && kXBox % 1024 == 0, "128B-swizzled boxes start 1024-byte aligned");
@@ -75,26 +76,30 @@ struct Plan {
 // 16 R}; xmap: x {K, M, batch}, boxes {128 bytes of K, x_rows} with x_rows = min(M, 8 MT) (the tokens past it
 // are not loaded: at M = 1 a full 8-token box would stage half as many bytes again as the weight; their
 // mma columns hold zeros, or in the kWMN loop stale bytes, and are never stored); 128B swizzle.
-// kWMN: w stored (K, N) (Flax's layout), wmap {N, K, batch} in boxes {16 R, 64} with a 32 R-byte swizzle: the
-// warp's box holds 64 k-rows of its 16 R weight rows, and ldmatrix.trans turns each 16 x 16 block into mma's
-// A fragment (the K order is then the natural one, and the activations' fragments come by ldmatrix too).
-template <DType kW, DType kX, int MT, int R, int KW, int ST, bool kWMN = false>
-__global__ void __launch_bounds__((KW + 1) * 32) dense_decode_kernel(const __grid_constant__ CUtensorMap wmap,
-                                                                     const __grid_constant__ CUtensorMap xmap,
-                                                                     const Params p) {
-  static_assert(dtype_bytes(kW) == dtype_bytes(kX) && (!kWMN || dtype_bytes(kW) == 2), "(K, N): 16-bit only");
+// kWMN: w stored (K, N) (Flax's layout), wmap {N, K, batch} in boxes {16 R, 128 bytes of K (64 16-bit or 128
+// 8-bit k-rows)} swizzled by their 16 R-element rows (32, 64 or 128 bytes): ldmatrix.trans turns each block
+// into mma's A fragment (8-bit: with two byte permutes per register pair), the K order then mma's own, and
+// the activations' fragments come by ldmatrix too.
+template <DType kW, DType kX, int MT, int R, int KW, int ST, bool kWMN = false, int KS = 1>
+__global__ void __launch_bounds__((KW * KS + 1) * 32) dense_decode_kernel(const __grid_constant__ CUtensorMap wmap,
+                                                                          const __grid_constant__ CUtensorMap xmap,
+                                                                          const Params p) {
+  static_assert(dtype_bytes(kW) == dtype_bytes(kX), "operands of one width");
+  static_assert(KS == 1 || (kWMN && (KS == 2 || KS == 4)), "(K, N) weights: 1, 2 or 4 warps per chunk");
+  constexpr int kCW = KW * KS;  // consumer warps
+  constexpr bool kFp8 = dtype_bytes(kW) == 1;
   constexpr int kChunkK = 128 / dtype_bytes(kW), kStageK = KW * kChunkK;  // K elements per warp chunk, stage
   const int x_rows = p.x_rows;
-  using P = Plan<R, KW, ST, MT>;
+  using P = Plan<R, KW, ST, MT, KS>;
   uint8_t* smem = aligned_dynamic_smem();
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + P::kBarOffset);
   uint64_t* empty = full + ST;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int b = blockIdx.z, row0 = blockIdx.x * P::kRows, tok0 = blockIdx.y * 8 * MT;
   const int nk = (p.k + kStageK - 1) / kStageK;
-  ptx::init_ring(full, empty, ST, KW * 32);
+  ptx::init_ring(full, empty, ST, kCW * 32);
 
-  if (warp == KW) {  // the producer
+  if (warp == kCW) {  // the producer
     if (lane == 0) {
       ptx::prefetch_tensormap(&wmap);
       ptx::prefetch_tensormap(&xmap);
@@ -125,40 +130,74 @@ __global__ void __launch_bounds__((KW + 1) * 32) dense_decode_kernel(const __gri
   float acc[R][MT][4] = {};
 
   if constexpr (kWMN) {
-    // Lane l addresses row l & 7 of matrix l >> 3 of each ldmatrix.x4. Weight block (i, j) (16 rows from
-    // 16 i, k from 16 j): matrix mt = n rows 8 (mt & 1) .., k 8 (mt >> 1) .. (a0 .. a3 of mma's A).
-    // Activations, token tile t, k from 32 p: matrix mt = k 8 mt .. (b0, b1 of steps 2 p, 2 p + 1).
+    // Lane l addresses row l & 7 of matrix l >> 3 of each ldmatrix.x4 (rows: k-rows of the box, RB bytes
+    // of weight rows each, swizzled by RB). 16-bit: weight block (i, j) (16 rows from 16 i, k from 16 j):
+    // matrix mt = n rows 8 (mt & 1) .., k 8 (mt >> 1) .. (a0 .. a3 of mma's A). 8-bit (a 16-bit matrix holds
+    // 16 bytes of 8 k-rows): block (i, j) = 16 rows from 16 i, k from 32 j; matrix mt = k-rows
+    // kSet[mt & 1][0..7] + 16 (mt >> 1) of that 16-byte piece, so thread (g, q) gets (k, n) bytes
+    // (s0, 2 g), (s0, 2 g + 1), (s1, 2 g), (s1, 2 g + 1) with s0, s1 = kSet[mt & 1][2 q, 2 q + 1]; two
+    // byte permutes of matrices 0 / 1 (2 / 3) give a0 / a1 (a2 / a3): k 4 q .. 4 q + 3 (+ 16) of n = 2 g
+    // (mma row g) and n = 2 g + 1 (mma row g + 8): the rows of a tile are interleaved (the epilogue maps
+    // them back), the K order is mma's own, so the activations' fragments are the 16-bit kernel's.
+    // kSet: each thread's two k-rows of a matrix lie in its k group 4 q .. 4 q + 3, and the 8 rows of a
+    // matrix sit in 8 different 16-byte bank groups for 32, 64 and 128-byte swizzled rows (conflict-free).
+    // Activations, token tile t, k from 32 p (16-bit) or 64 p (8-bit): matrix mt = 16-byte piece 4 p + mt
+    // (b0, b1 of steps 2 p, 2 p + 1).
+    constexpr int kRB = 16 * R * dtype_bytes(kW);  // bytes of one k-row of the warp's box
+    constexpr uint32_t kMask = kRB / 16 - 1;
     const int mt = lane >> 3, r8 = lane & 7;
-    const auto swz = [](uint32_t off, uint32_t mask) { return off ^ (((off >> 7) & mask) << 4); };
+    const auto swz = [](uint32_t off) { return off ^ (((off >> 7) & kMask) << 4); };
+    // kSet = {0, 3, 4, 7, 9, 10, 13, 14}, {1, 2, 5, 6, 8, 11, 12, 15}: k group r8 / 2, its outer rows 0 and 3
+    // (set 0 for r8 < 4, set 1 from 4 on) or its inner rows 1 and 2.
+    const bool outer = (r8 < 4) == ((mt & 1) == 0);
+    const int kset = 4 * (r8 >> 1) + (outer ? 3 * (r8 & 1) : 1 + (r8 & 1));
+    const int w_krow = kFp8 ? kset + 16 * (mt >> 1) : 8 * (mt >> 1) + r8;
+    const uint32_t sel_even = q < 2 ? 0x2640u : 0x6204u, sel_odd = sel_even + 0x1111u;  // (see kSet)
+    // KS warps share a chunk: warp w takes the kJN mma steps from j0 of chunk w / KS.
+    constexpr int kJN = 4 / KS;
+    const int chunk = warp / KS, j0 = (warp % KS) * kJN;
     for (int kt = 0; kt < nk; ++kt) {
       const int s = kt % ST;
       ptx::mbarrier_wait(&full[s], (kt / ST) & 1);
-      const uint32_t wb = sbase + s * P::kStageBytes + warp * P::kWBox;
-      const uint32_t xb = sbase + s * P::kStageBytes + KW * P::kWBox + warp * P::kXBox;
-      uint32_t af[4][R][4], xf[MT][2][4];
+      const uint32_t wb = sbase + s * P::kStageBytes + chunk * P::kWBox;
+      const uint32_t xb = sbase + s * P::kStageBytes + KW * P::kWBox + chunk * P::kXBox;
+      uint32_t af[kJN][R][4], xf[MT][(kJN + 1) / 2][4];
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
+      for (int jj = 0; jj < kJN; ++jj)
 #pragma unroll
-        for (int i = 0; i < R; ++i)
-          ptx::ldmatrix_x4<true>(wb + swz((16 * j + 8 * (mt >> 1) + r8) * (32 * R) + (2 * i + (mt & 1)) * 16, 2 * R - 1),
-                                 af[j][i]);
+        for (int i = 0; i < R; ++i) {
+          const int j = j0 + jj;
+          if constexpr (kFp8) {
+            uint32_t r[4];
+            ptx::ldmatrix_x4<true>(wb + swz((32 * j + w_krow) * kRB + 16 * i), r);
+            af[jj][i][0] = ptx::prmt(r[0], r[1], sel_even);
+            af[jj][i][1] = ptx::prmt(r[0], r[1], sel_odd);
+            af[jj][i][2] = ptx::prmt(r[2], r[3], sel_even);
+            af[jj][i][3] = ptx::prmt(r[2], r[3], sel_odd);
+          } else {
+            ptx::ldmatrix_x4<true>(wb + swz((16 * j + w_krow) * kRB + (2 * i + (mt & 1)) * 16), af[jj][i]);
+          }
+        }
 #pragma unroll
       for (int t = 0; t < MT; ++t)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int row = 8 * t + r8;
-          ptx::ldmatrix_x4<false>(xb + row * 128 + (((4 * h + mt) ^ (row & 7)) << 4), xf[t][h]);
+        for (int hh = 0; hh < (kJN + 1) / 2; ++hh) {
+          const int row = 8 * t + r8, h = (j0 >> 1) + hh;
+          ptx::ldmatrix_x4<false>(xb + row * 128 + (((4 * h + mt) ^ (row & 7)) << 4), xf[t][hh]);
         }
       ptx::fence_proxy_async_shared();  // (as below: generic reads of the slot, then its release)
       ptx::mbarrier_arrive(&empty[s]);
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
+      for (int jj = 0; jj < kJN; ++jj)
 #pragma unroll
         for (int i = 0; i < R; ++i)
 #pragma unroll
           for (int t = 0; t < MT; ++t) {
-            const uint32_t b0 = xf[t][j >> 1][2 * (j & 1)], b1 = xf[t][j >> 1][2 * (j & 1) + 1];
-            mma_step<kW, kX>(acc[i][t], af[j][i], b0, b1);
+            // step j = j0 + jj takes pieces 2 j, 2 j + 1: block jj / 2 (j0 is even unless kJN == 1), pair j & 1
+            const int odd = kJN == 1 ? (j0 & 1) : (jj & 1);
+            const uint32_t(&x4)[4] = xf[t][jj >> 1];
+            const uint32_t b0 = odd ? x4[2] : x4[0], b1 = odd ? x4[3] : x4[1];
+            mma_step<kW, kX>(acc[i][t], af[jj][i], b0, b1);
           }
     }
   } else
@@ -208,10 +247,11 @@ __global__ void __launch_bounds__((KW + 1) * 32) dense_decode_kernel(const __gri
   // named barrier 1 over the KW consumer warps), added in warp order (w4::sum_warps); each output element
   // is then finished once: mma row r of tile i is weight row row0 + 16 i + r.
   const bool plain = epilogue::plain(p.e);
-  const auto sync = [] { ptx::named_barrier_sync(1, KW * 32); };
+  const auto sync = [] { ptx::named_barrier_sync(1, kCW * 32); };
   sync();
-  w4::sum_warps<MT, R, KW>(reinterpret_cast<float*>(smem), acc, sync, [&](int i, int r, int tk, float v) {
-    const int row = row0 + 16 * i + r, tok = tok0 + tk;
+  w4::sum_warps<MT, R, kCW>(reinterpret_cast<float*>(smem), acc, sync, [&](int i, int r, int tk, float v) {
+    // (8-bit (K, N): mma row r of a tile is its weight row 2 r, or 2 (r - 8) + 1 from r = 8 on.)
+    const int row = row0 + 16 * i + (kWMN && kFp8 ? (r < 8 ? 2 * r : 2 * r - 15) : r), tok = tok0 + tk;
     if (row < p.n && tok < p.m) {
       const int64_t row_index = int64_t(b) * p.m + tok;
       if (plain) epilogue::store_element(v, p.e, row_index, row, p.n);
