@@ -57,32 +57,35 @@ __device__ __forceinline__ void wgmma_{name}(float (&d)[N / 2], uint64_t desc_a,
 """
 
 
-RS_NS = (16, 32, 64)  # the weight-only 4-bit kernel's token tiles (kernels/w4_wgmma.cuh)
+RS_NS = (8, 16, 32, 64)  # the 4-bit weight-only kernel's token tiles (kernels/w4_wgmma.cuh: 16-64), the decode kernel's
+# (kernels/dense_decode.cuh: 8-64)
+RS_KINDS = [(name, ptype, k, tnsp) for name, ptype, k, tnsp in KINDS if name != "tf32"]
 
 
-def gen_rs(n):
-    """D (+)= A(registers: the m64 x k16 bf16 fragment, mma.sync's A layout per warp) * B(smem desc)."""
+def gen_rs(name, ptype, k, tnsp, n):
+    """D (+)= A(registers: each warp's 16 rows in mma.sync's A-fragment layout) * B(smem desc, K-major)."""
     nreg = n // 2
     regs = ", ".join(f"%{i}" for i in range(nreg))
     a = ", ".join(f"%{nreg + i}" for i in range(4))
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(nreg))
-    return f"""__device__ __forceinline__ void wgmma_rs_m64n{n}k16_bf16(float (&d)[{nreg}], const uint32_t (&a)[4], uint64_t desc_b,
+    tail = "p, 1, 1, 0" if tnsp else "p, 1, 1"  # 16-bit: imm-trans-b 0 (K-major B); 8-bit: no transpose operand
+    return f"""__device__ __forceinline__ void wgmma_rs_m64n{n}k{k}_{name}(float (&d)[{nreg}], const uint32_t (&a)[4], uint64_t desc_b,
                                                        uint32_t scale_d) {{
   asm volatile(
       "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nreg + 5}, 0;\\n"
-      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16 {{{regs}}}, {{{a}}}, %{nreg + 4}, p, 1, 1, 0;\\n}}\\n"
+      "wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptype} {{{regs}}}, {{{a}}}, %{nreg + 4}, {tail};\\n}}\\n"
       : {outs}
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
 }}
 """
 
 
-def gen_rs_dispatch():
-    chain = "\n".join(f"  {'if' if i == 0 else 'else if'} constexpr (N == {n}) wgmma_rs_m64n{n}k16_bf16(d, a, desc_b, scale_d);"
+def gen_rs_dispatch(name, k):
+    chain = "\n".join(f"  {'if' if i == 0 else 'else if'} constexpr (N == {n}) wgmma_rs_m64n{n}k{k}_{name}(d, a, desc_b, scale_d);"
                        for i, n in enumerate(RS_NS))
     return f"""template <int N>
-__device__ __forceinline__ void wgmma_rs_bf16(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, uint32_t scale_d) {{
-  static_assert(N == 16 || N == 32 || N == 64, "register-A wgmma N built here: 16, 32, 64");
+__device__ __forceinline__ void wgmma_rs_{name}(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, uint32_t scale_d) {{
+  static_assert({" || ".join(f"N == {n}" for n in RS_NS)}, "register-A wgmma N built here: {", ".join(map(str, RS_NS))}");
 {chain}
 }}
 """
@@ -98,10 +101,11 @@ def main():
         for n in NS:
             out.append(gen(name, ptype, k, tnsp, n))
         out.append(gen_dispatch(name, k, tnsp))
-    out.append("// A from registers (bf16: each warp's 16 rows in mma.sync's A-fragment layout), K-major B by descriptor.")
-    for n in RS_NS:
-        out.append(gen_rs(n))
-    out.append(gen_rs_dispatch())
+    out.append("// A from registers (each warp's 16 rows in mma.sync's A-fragment layout), K-major B by descriptor.")
+    for name, ptype, k, tnsp in RS_KINDS:
+        for n in RS_NS:
+            out.append(gen_rs(name, ptype, k, tnsp, n))
+        out.append(gen_rs_dispatch(name, k))
     out.append("}  // namespace jax_tmem::ptx")
     print("\n".join(out))
 

@@ -1,6 +1,7 @@
-"""sm_90a's mma.sync decode entries (25-31, cpp/include/jax_tmem/kernels/dense_decode.cuh; issue 15): up to
-16 tokens times a 16-bit or fp8 weight stored (N, K) (16 or 32 weight rows per CTA) or (K, N) (64 or, fp8,
-128 rows, read by ldmatrix.trans); K split over the CTA's warps and summed in it (no workspace, no reduce
+"""sm_90a's decode entries (cpp/include/jax_tmem/kernels/dense_decode.cuh; issue 15): mma.sync (25-31) for
+up to 16 tokens times a 16-bit or fp8 weight stored (N, K) (16 or 32 weight rows per CTA) or (K, N) (64 or,
+fp8, 128 rows, read by ldmatrix.trans), and its wgmma form (32-34: 16-64 tokens, 64 rows, the weight as
+wgmma's register A); K split over the CTA's warps (warpgroups) and summed in it (no workspace, no reduce
 pass).
 
 Host tests (any machine): which problems the plan sends there, and the error for a forced entry on
@@ -25,7 +26,7 @@ from test_gpu_gemm import _ref, _require_config, _require_kernels, _run_poisoned
 
 NK = (((1,), (1,)), ((), ()))  # x (M, K) . w (N, K)
 KN = (((1,), (0,)), ((), ()))  # x (M, K) . w (K, N)
-DECODE = (25, 26, 27, 28, 29, 30, 31)
+DECODE = (25, 26, 27, 28, 29, 30, 31, 32, 33, 34)
 
 
 @pytest.mark.parametrize("m,n,dtype,b_mn_major,expect", [
@@ -38,7 +39,14 @@ DECODE = (25, 26, 27, 28, 29, 30, 31)
     (1, 4096, E4M3, True, 28),      # fp8 (K, N): 64-row CTAs filling at most half the SMs: 4 stages
     (8, 6144, E4M3, True, 30),      # more 64-row CTAs: 3 stages (two CTAs per SM)
     (1, 28672, E4M3, True, 31),     # enough 128-row CTAs (128-byte k-rows) to fill the SMs
-    (16, 4096, E4M3, True, None),   # more tokens: the transposing swap-AB entries (tests/test_decode_fp8.py)
+    (16, 4096, E4M3, True, 32),     # 9-64 tokens: the wgmma form (a warpgroup per K chunk)
+    (17, 6144, E4M3, True, 33),
+    (64, 6144, E4M3, True, 34),
+    (16, 28672, E4M3, True, 32),
+    (33, 28672, E4M3, True, None),  # > 16 tokens and many 64-row CTAs (each re-reading the activations):
+                                    # the transposing swap-AB entries
+    (65, 4096, E4M3, True, None),   # more tokens: the transposing swap-AB entries (tests/test_decode_fp8.py)
+    (16, 4096, E4M3, False, None),  # fp8 (N, K) at 9-64 tokens: wgmma's swap-AB
     (1, 4096, BF16, True, 28),      # a (K, N) weight: 64-row CTAs, ldmatrix.trans
     (8, 6144, F16, True, 30),
     (1, 28672, BF16, True, 30),     # 16-bit: no 128-row entry (256-byte k-rows)

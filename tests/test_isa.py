@@ -608,7 +608,7 @@ def test_kernel_menus_come_from_the_config_tables():
     sm90 = isa.kernel_menu("sm_90a")
     sm100 = isa.kernel_menu("sm_100a")
     assert [e["config"] for e in sm90] == [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 20, 22, 24, 11, 12, 13, 14, 18, 19, 15, 16, 17,
-                                           25, 26, 27, 28, 29, 30, 31]
+                                           25, 26, 27, 28, 29, 30, 31, 32, 33, 34]
     assert [e["config"] for e in sm100] == [0, 1, 4, 8, 9, 11, 12, 13, 14]
     assert isa.kernel_menu("sm_103a") == sm100
     assert [e["config"] for e in sm90 if e["swap_ab"]] == [11, 12, 13, 18, 19, 15, 16, 17]
@@ -623,7 +623,9 @@ def test_kernel_menus_come_from_the_config_tables():
     assert by_entry["k128x128Cluster2"]["cluster_m"] == 2
     assert [e["block_n"] for e in sm90 if e["swap_ab"]] == [16, 32, 64, 128, 256, 16, 32, 64]
     assert [(e["config"], e["block_m"], e["block_n"]) for e in sm90 if e["split"] == "decode"] == [
-        (25, 16, 8), (26, 16, 16), (27, 32, 16), (28, 64, 8), (29, 64, 16), (30, 64, 8), (31, 128, 8)]
+        (25, 16, 8), (26, 16, 16), (27, 32, 16), (28, 64, 8), (29, 64, 16), (30, 64, 8), (31, 128, 8), (32, 64, 16),
+        (33, 64, 32), (34, 64, 64)]
+    assert [e["config"] for e in sm90 if e["schedule"] == "wgmma"] == [32, 33, 34]
     for e in sm90 + sm100:
         assert e["split_k"] == (e["split"] not in ("none", "decode")) == (e["epilogue"] == "partial"), e
         assert e["swap_ab"] == (e["split"] == "swap-ab"), e
@@ -853,7 +855,10 @@ SM90_NAMES = {0: "128x128 cooperative", 1: "128x256 cooperative", 2: "128x64 coo
               28: "decode 64(N)x8(M), mma.sync + ldmatrix.trans, K over 4 chunks",
               29: "decode 64(N)x16(M), mma.sync + ldmatrix.trans, K over 4 chunks",
               30: "decode 64(N)x8(M), mma.sync + ldmatrix.trans, K over 4 chunks, 3 stages",
-              31: "decode 128(N)x8(M), mma.sync + ldmatrix.trans, K over 4 chunks, 2 stages"}
+              31: "decode 128(N)x8(M), mma.sync + ldmatrix.trans, K over 4 chunks, 2 stages",
+              32: "decode 64(N)x16(M), wgmma with register A, K over 4 warpgroups",
+              33: "decode 64(N)x32(M), wgmma with register A, K over 4 warpgroups",
+              34: "decode 64(N)x64(M), wgmma with register A, K over 4 warpgroups, 3 stages"}
 
 
 @pytest.mark.parametrize("m,n,k,batch,out,expect", [
@@ -891,14 +896,15 @@ def test_sm90_heuristic(m, n, k, batch, out, expect):
     assert name == SM90_NAMES[expect]
 
 
-@pytest.mark.parametrize("dtype,b_mn_major,expect,splits", [
-    ("bfloat16", False, 15, 1), ("bfloat16", True, 15, 1), ("float8_e4m3fn", False, 15, 1),
-    # an fp8 (K, N) weight: only the 128-row entries transpose it in shared memory, and their busy
+@pytest.mark.parametrize("dtype,b_mn_major,expect,splits,m", [
+    ("bfloat16", False, 15, 1, 16), ("bfloat16", True, 15, 1, 16), ("float8_e4m3fn", False, 15, 1, 16),
+    # an fp8 (K, N) weight: the wgmma decode entry (register A built from the (K, N) tile, no splits) at
+    # M 9-64; above, only the 128-row swap-AB entries transpose it in shared memory, and their busy
     # consumers keep split_count's K splits (32 tiles -> 4 splits, 128 CTAs)
-    ("float8_e4m3fn", True, 11, 4),
+    ("float8_e4m3fn", True, 32, 1, 16), ("float8_e4m3fn", True, 18, 4, 128),
 ])
-def test_sm90_decode_entry_by_weight_layout(dtype, b_mn_major, expect, splits):
-    plan = isa.kernel_plan("sm_90a", 16, 4096, 4096, a_dtype=dtype, b_mn_major=b_mn_major, num_sms=132)
+def test_sm90_decode_entry_by_weight_layout(dtype, b_mn_major, expect, splits, m):
+    plan = isa.kernel_plan("sm_90a", m, 4096, 4096, a_dtype=dtype, b_mn_major=b_mn_major, num_sms=132)
     assert (plan["config"], plan["splits"]) == (expect, splits), plan
 
 

@@ -23,11 +23,13 @@ inline constexpr int kWarps = 4;
 template <DType B, bool BMN>
 inline constexpr int kWarpsPerChunk = !BMN ? 1 : dtype_bytes(B) == 1 ? 4 : 2;
 
-template <DType A, DType B, bool BMN, int MT, int R, int ST>
+// WG: the wgmma form (64-row CTAs, a warpgroup per chunk, a warp per 16 rows).
+template <DType A, DType B, bool BMN, int MT, int R, int ST, bool WG = false>
 std::string launch(const GemmLaunch& L) {
   constexpr uint32_t kChunkK = 128 / dtype_bytes(A);  // K elements of a 128-byte box row
-  constexpr int KS = kWarpsPerChunk<B, BMN>;
-  using P = Plan<R, kWarps, ST, MT, KS>;
+  constexpr int KS = WG ? 4 : kWarpsPerChunk<B, BMN>;
+  static_assert(!WG || R == 4, "the wgmma form: 64 weight rows per CTA");
+  using P = Plan<R, kWarps, ST, MT, KS, WG>;
   const GemmProblem& p = L.p;
   const int64_t row_tiles = (p.n + 16 * R - 1) / (16 * R), tok_tiles = (p.m + 8 * MT - 1) / (8 * MT);
   if (p.m >= (int64_t(1) << 31) || p.n >= (int64_t(1) << 31) || p.k >= (int64_t(1) << 31) || tok_tiles > 65535 ||
@@ -51,7 +53,7 @@ std::string launch(const GemmLaunch& L) {
   err = tma::encode_operand(&xmap, L.in(Role::kA), p.a_type, p.k, p.m, x_batched ? p.batch : 1, p.lda, p.stride_a,
                             kChunkK, static_cast<uint32_t>(x_rows));
   if (!err.empty()) return "operand a: " + err;
-  auto kernel = dense_decode_kernel<B, A, MT, R, kWarps, ST, BMN, KS>;  // (the weight is mma's A)
+  auto kernel = dense_decode_kernel<B, A, MT, R, kWarps, ST, BMN, KS, WG>;  // (the weight is mma's A)
   static std::atomic<int> ready[kMaxDevices];  // per instantiation and device (launch.h)
   err = raise_smem_limit(kernel, P::kSmemBytes, L.device, ready);
   if (!err.empty()) return err;

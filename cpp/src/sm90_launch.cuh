@@ -25,7 +25,7 @@ std::string run_config(const GemmLaunch& L) {
   using menu::Epilogue;
   if constexpr (SPLIT == menu::Split::kDecode) {  // mma.sync, BM weight rows x BN tokens per CTA
     if constexpr (menu::mma_decode_reads(A, B, AMN, BMN, BM))
-      return dd::launch<A, B, BMN, BN / 8, BM / 16, ST>(L);
+      return dd::launch<A, B, BMN, BN / 8, BM / 16, ST, SCHED == menu::Schedule::kWgmma>(L);
     else
       return menu::kMmaDecodeOperands;
   } else if constexpr (SPLIT == menu::Split::kSwapAB && BMN) {

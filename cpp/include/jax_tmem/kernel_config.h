@@ -16,7 +16,8 @@
 
 namespace jax_tmem::menu {
 
-enum class Schedule : uint8_t { kCooperative, kPingPong };
+// kWgmma (decode entries only): wgmma with the weight as its register A, one warpgroup per K chunk.
+enum class Schedule : uint8_t { kCooperative, kPingPong, kWgmma };
 enum class Epilogue : uint8_t { kRegister, kStaged, kTmaStore, kTmaStoreOverlap, kPartial };
 // kSplitK / kSwapAB are the kernels' kPartialOut codes (1, 2). kDecode: sm_90a's mma.sync decode entries
 // (kernels/dense_decode.cuh), K split over a CTA's warps and summed in it: no partials, no workspace.
@@ -47,7 +48,9 @@ struct KernelConfig {
   constexpr bool swap_ab() const { return split == Split::kSwapAB; }
 };
 
-inline const char* to_string(Schedule s) { return s == Schedule::kPingPong ? "ping-pong" : "cooperative"; }
+inline const char* to_string(Schedule s) {
+  return s == Schedule::kPingPong ? "ping-pong" : s == Schedule::kWgmma ? "wgmma" : "cooperative";
+}
 inline const char* to_string(Epilogue e) {
   switch (e) {
     case Epilogue::kRegister: return "register";

@@ -354,11 +354,30 @@ inline Sm90 sm90_mma_decode_entry(const GemmProblem& p, int num_sms) {
   return (p.n + 63) / 64 * 2 <= num_sms ? Sm90::k64x8DecodeMN : Sm90::k64x8DecodeMN3;
 }
 
+// An fp8 weight stored (K, N) at 9-64 tokens: the same kernel's wgmma form (entries 32-34: the weight's A
+// fragments built in registers as above, wgmma m64 n16-n64 with A from registers, a warpgroup per K chunk;
+// no shared-memory transpose), at 17-64 tokens only while its 64-row CTAs fit in about 2 waves: each CTA
+// reads all the activations again, as many bytes as its weight rows at M = 64. sweep_configs.py, e4m3,
+// weight (K, N), TFLOP/s of the transposing swap-AB entry (11 / 13, their K splits) / the wgmma entry (32 /
+// 34), H200 2026-11-26 08:04: M = 16: 4096 x 4096 43 / 68, 28672 x 4096 94 / 94, 4096 x 14336 81 / 106; M =
+// 64: 142 / 192, 342 / 297, 285 / 305. (Weights stored (N, K): the wgmma form lost to the swap-AB
+// entries 15 / 17 at M = 64, 350-405 against 319, and tied at M = 16: not taken.)
+inline constexpr int kSm90WgDecodeMaxM = 64;
+inline bool sm90_wg_decode(const GemmProblem& p, int num_sms) {
+  return p.m > kSm90MmaDecodeMaxM && p.m <= kSm90WgDecodeMaxM && p.b_mn_major && dtype_bytes(p.b_type) == 1 &&
+         mma_decode_family(p.a_type, p.b_type, p.a_mn_major, p.b_mn_major) &&
+         (p.m <= 16 || p.n <= int64_t(128) * num_sms);
+}
+inline Sm90 sm90_wg_decode_entry(const GemmProblem& p) {
+  return p.m <= 16 ? Sm90::k64x16DecodeWg : p.m <= 32 ? Sm90::k64x32DecodeWg : Sm90::k64x64DecodeWg;
+}
+
 inline constexpr int kSm90DecodeMaxM = 64, kSm90TransposeMaxM = 256, kSm90LongKBlocks = 128;
 inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = -1) {
   // The decode entries: one split, no workspace (their K split is over a CTA's warps), forced or not.
   const KernelConfig* forced = p.config >= 0 ? kSm90Table.find(p.config) : nullptr;
   if (p.config < 0 && sm90_mma_decode(p)) return Plan{static_cast<int>(sm90_mma_decode_entry(p, num_sms)), 1, 0};
+  if (p.config < 0 && sm90_wg_decode(p, num_sms)) return Plan{static_cast<int>(sm90_wg_decode_entry(p)), 1, 0};
   if (forced != nullptr && forced->split == Split::kDecode) return Plan{p.config, 1, 0};
   const bool transposes = sm90_swap_only_family(p.b_type, p.b_mn_major, false);
   const bool rows64 = !transposes && (p.m <= 32 || dtype_bytes(p.b_type) == 1);

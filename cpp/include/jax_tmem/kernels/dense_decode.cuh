@@ -1,4 +1,4 @@
-// jax_tmem: the decode GEMM for few tokens (issue 15; sm_90a menu entries 25-31): out[b, m, n] =
+// jax_tmem: the decode GEMM for few tokens (issue 15; sm_90a menu entries 25-34): out[b, m, n] =
 // epilogue(sum_k x[b, m, k] * w[b, n, k]), x and w bfloat16 (or both float16, or fp8: e4m3 / e5m2 in any
 // mix), x K-major, w stored (N, K) or (K, N) (kWMN), M <= 8 MT tokens per CTA row (more: more CTA rows, each
 // re-reading the weight).
@@ -17,6 +17,10 @@
 // chunk is 4 mma steps either way (m16n8k16, or m16n8k32 for fp8). The epilogue is the other kernels' (epilogue.cuh: alpha,
 // bias, activation, c, any output dtype), run on each output element once the warps' sums are added.
 //
+// kWG (entries 32-34, 9-64 tokens of an fp8 (K, N) weight): the same ring and A fragments, but a warpgroup
+// per chunk, a warp per 16 of the CTA's 64 rows, and wgmma (A from registers, B the activation box by
+// descriptor) in place of mma.sync: mma.sync's rate is a fraction of wgmma's once the tokens are many.
+//
 // Operand registers: thread (g, q) of a warp reads 32 contiguous bytes (bytes 32 q .. 32 q + 31 of the
 // warp's chunk) of weight rows g and g + 8 of each 16-row tile and of token g of each 8-token tile, two
 // 16-byte loads each (conflict-free: chunk c of row r sits at c ^ (r & 7)). The K order inside an mma step
@@ -27,11 +31,13 @@
 
 #include <cuda.h>
 
+#include "jax_tmem/desc_sm90.h"
 #include "jax_tmem/epilogue.cuh"
 #include "jax_tmem/kernels/w4_gemm.cuh"
 #include "jax_tmem/pipeline.cuh"
 #include "jax_tmem/ptx/mbarrier.cuh"
 #include "jax_tmem/ptx/tma.cuh"
+#include "jax_tmem/ptx/wgmma.cuh"
 
 namespace jax_tmem::dd {
 
@@ -56,16 +62,30 @@ __device__ __forceinline__ void mma_step(float (&d)[4], const uint32_t (&a)[4], 
   else static_assert(kW == D::kInvalid, "bf16 x bf16, f16 x f16 or fp8 x fp8");
 }
 
+// One wgmma K step of the warpgroup (kWG): D (64 weight rows x N tokens) += A (registers: each warp's 16 rows
+// in mma.sync's A layout) x B (the activations' K-major box, by descriptor).
+template <DType kW, DType kX, int N>
+__device__ __forceinline__ void wg_step(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db) {
+  using D = DType;
+  if constexpr (kW == D::kBF16 && kX == D::kBF16) ptx::wgmma_rs_bf16<N>(d, a, db, 1u);
+  else if constexpr (kW == D::kF16 && kX == D::kF16) ptx::wgmma_rs_f16<N>(d, a, db, 1u);
+  else if constexpr (kW == D::kE4M3 && kX == D::kE4M3) ptx::wgmma_rs_e4m3_e4m3<N>(d, a, db, 1u);
+  else if constexpr (kW == D::kE4M3 && kX == D::kE5M2) ptx::wgmma_rs_e4m3_e5m2<N>(d, a, db, 1u);
+  else if constexpr (kW == D::kE5M2 && kX == D::kE4M3) ptx::wgmma_rs_e5m2_e4m3<N>(d, a, db, 1u);
+  else if constexpr (kW == D::kE5M2 && kX == D::kE5M2) ptx::wgmma_rs_e5m2_e5m2<N>(d, a, db, 1u);
+  else static_assert(kW == D::kInvalid, "bf16 x bf16, f16 x f16 or fp8 x fp8");
+}
+
 // The shared-memory plan: ST stages of {KW weight boxes of 16 R rows x 128 bytes, KW activation boxes of
 // 8 MT tokens x 128 bytes}, then 2 ST mbarriers; the consumers' partial sums reuse the ring.
-template <int R, int KW, int ST, int MT, int KS = 1>
+template <int R, int KW, int ST, int MT, int KS = 1, bool kWG = false>
 struct Plan {
   static constexpr int kRows = 16 * R;
   static constexpr int kWBox = kRows * 128;
   static constexpr int kXBox = 8 * MT * 128;
   static constexpr int kStageBytes = KW * (kWBox + kXBox);
   static constexpr int kRingBytes = ST * kStageBytes;
-  static constexpr int kRedBytes = KW * KS * R * MT * 4 * 32 * 4;
+  static constexpr int kRedBytes = KW * KS * (kWG ? 1 : R) * MT * 4 * 32 * 4;  // every warp's sums
   static constexpr int kBarOffset = kRingBytes > kRedBytes ? kRingBytes : kRedBytes;
   static constexpr int kSmemBytes = kBarOffset + 2 * ST * 8 + 1024;  // + alignment slack
   static_assert(kWBox % 1024 == 0 && kXBox % 1024 == 0, "128B-swizzled boxes start 1024-byte aligned");
@@ -80,17 +100,18 @@ struct Plan {
 // 8-bit k-rows)} swizzled by their 16 R-element rows (32, 64 or 128 bytes): ldmatrix.trans turns each block
 // into mma's A fragment (8-bit: with two byte permutes per register pair), the K order then mma's own, and
 // the activations' fragments come by ldmatrix too.
-template <DType kW, DType kX, int MT, int R, int KW, int ST, bool kWMN = false, int KS = 1>
+template <DType kW, DType kX, int MT, int R, int KW, int ST, bool kWMN = false, int KS = 1, bool kWG = false>
 __global__ void __launch_bounds__((KW * KS + 1) * 32) dense_decode_kernel(const __grid_constant__ CUtensorMap wmap,
                                                                           const __grid_constant__ CUtensorMap xmap,
                                                                           const Params p) {
   static_assert(dtype_bytes(kW) == dtype_bytes(kX), "operands of one width");
-  static_assert(KS == 1 || (kWMN && (KS == 2 || KS == 4)), "(K, N) weights: 1, 2 or 4 warps per chunk");
+  static_assert(KS == 1 || ((kWMN || kWG) && (KS == 2 || KS == 4)), "(K, N) weights: 1, 2 or 4 warps per chunk");
+  static_assert(!kWG || (KS == 4 && R == 4), "kWG: a warpgroup per chunk, a warp per 16 of its 64 rows");
   constexpr int kCW = KW * KS;  // consumer warps
   constexpr bool kFp8 = dtype_bytes(kW) == 1;
   constexpr int kChunkK = 128 / dtype_bytes(kW), kStageK = KW * kChunkK;  // K elements per warp chunk, stage
   const int x_rows = p.x_rows;
-  using P = Plan<R, KW, ST, MT, KS>;
+  using P = Plan<R, KW, ST, MT, KS, kWG>;
   uint8_t* smem = aligned_dynamic_smem();
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + P::kBarOffset);
   uint64_t* empty = full + ST;
@@ -129,30 +150,102 @@ __global__ void __launch_bounds__((KW * KS + 1) * 32) dense_decode_kernel(const 
 
   float acc[R][MT][4] = {};
 
-  if constexpr (kWMN) {
-    // Lane l addresses row l & 7 of matrix l >> 3 of each ldmatrix.x4 (rows: k-rows of the box, RB bytes
-    // of weight rows each, swizzled by RB). 16-bit: weight block (i, j) (16 rows from 16 i, k from 16 j):
-    // matrix mt = n rows 8 (mt & 1) .., k 8 (mt >> 1) .. (a0 .. a3 of mma's A). 8-bit (a 16-bit matrix holds
-    // 16 bytes of 8 k-rows): block (i, j) = 16 rows from 16 i, k from 32 j; matrix mt = k-rows
-    // kSet[mt & 1][0..7] + 16 (mt >> 1) of that 16-byte piece, so thread (g, q) gets (k, n) bytes
-    // (s0, 2 g), (s0, 2 g + 1), (s1, 2 g), (s1, 2 g + 1) with s0, s1 = kSet[mt & 1][2 q, 2 q + 1]; two
-    // byte permutes of matrices 0 / 1 (2 / 3) give a0 / a1 (a2 / a3): k 4 q .. 4 q + 3 (+ 16) of n = 2 g
-    // (mma row g) and n = 2 g + 1 (mma row g + 8): the rows of a tile are interleaved (the epilogue maps
-    // them back), the K order is mma's own, so the activations' fragments are the 16-bit kernel's.
-    // kSet: each thread's two k-rows of a matrix lie in its k group 4 q .. 4 q + 3, and the 8 rows of a
-    // matrix sit in 8 different 16-byte bank groups for 32, 64 and 128-byte swizzled rows (conflict-free).
-    // Activations, token tile t, k from 32 p (16-bit) or 64 p (8-bit): matrix mt = 16-byte piece 4 p + mt
-    // (b0, b1 of steps 2 p, 2 p + 1).
-    constexpr int kRB = 16 * R * dtype_bytes(kW);  // bytes of one k-row of the warp's box
-    constexpr uint32_t kMask = kRB / 16 - 1;
-    const int mt = lane >> 3, r8 = lane & 7;
-    const auto swz = [](uint32_t off) { return off ^ (((off >> 7) & kMask) << 4); };
-    // kSet = {0, 3, 4, 7, 9, 10, 13, 14}, {1, 2, 5, 6, 8, 11, 12, 15}: k group r8 / 2, its outer rows 0 and 3
-    // (set 0 for r8 < 4, set 1 from 4 on) or its inner rows 1 and 2.
-    const bool outer = (r8 < 4) == ((mt & 1) == 0);
-    const int kset = 4 * (r8 >> 1) + (outer ? 3 * (r8 & 1) : 1 + (r8 & 1));
-    const int w_krow = kFp8 ? kset + 16 * (mt >> 1) : 8 * (mt >> 1) + r8;
-    const uint32_t sel_even = q < 2 ? 0x2640u : 0x6204u, sel_odd = sel_even + 0x1111u;  // (see kSet)
+  // Lane l addresses row l & 7 of matrix l >> 3 of each ldmatrix.x4 (rows: k-rows of the box, RB bytes
+  // of weight rows each, swizzled by RB). 16-bit: weight block (i, j) (16 rows from 16 i, k from 16 j):
+  // matrix mt = n rows 8 (mt & 1) .., k 8 (mt >> 1) .. (a0 .. a3 of mma's A). 8-bit (a 16-bit matrix holds
+  // 16 bytes of 8 k-rows): block (i, j) = 16 rows from 16 i, k from 32 j; matrix mt = k-rows
+  // kSet[mt & 1][0..7] + 16 (mt >> 1) of that 16-byte piece, so thread (g, q) gets (k, n) bytes
+  // (s0, 2 g), (s0, 2 g + 1), (s1, 2 g), (s1, 2 g + 1) with s0, s1 = kSet[mt & 1][2 q, 2 q + 1]; two
+  // byte permutes of matrices 0 / 1 (2 / 3) give a0 / a1 (a2 / a3): k 4 q .. 4 q + 3 (+ 16) of n = 2 g
+  // (mma row g) and n = 2 g + 1 (mma row g + 8): the rows of a tile are interleaved (the epilogue maps
+  // them back), the K order is mma's own, so the activations' fragments are the 16-bit kernel's.
+  // kSet: each thread's two k-rows of a matrix lie in its k group 4 q .. 4 q + 3, and the 8 rows of a
+  // matrix sit in 8 different 16-byte bank groups for 32, 64 and 128-byte swizzled rows (conflict-free).
+  // (N, K) weights (kWG only: the mma.sync loop below has its own loads): matrix mt = rows 8 (mt & 1) + r8 of
+  // the block, its 16-byte K chunk 2 j + (mt >> 1) (128B swizzle): a0 .. a3 in mma's own order.
+  // Activations, token tile t, k from 32 p (16-bit) or 64 p (8-bit): matrix mt = 16-byte piece 4 p + mt
+  // (b0, b1 of steps 2 p, 2 p + 1).
+  constexpr int kRB = 16 * R * dtype_bytes(kW);  // bytes of one k-row of the warp's box
+  constexpr uint32_t kMask = kRB / 16 - 1;
+  const int mt = lane >> 3, r8 = lane & 7;
+  const auto swz = [](uint32_t off) { return off ^ (((off >> 7) & kMask) << 4); };
+  // kSet = {0, 3, 4, 7, 9, 10, 13, 14}, {1, 2, 5, 6, 8, 11, 12, 15}: k group r8 / 2, its outer rows 0 and 3
+  // (set 0 for r8 < 4, set 1 from 4 on) or its inner rows 1 and 2.
+  const bool outer = (r8 < 4) == ((mt & 1) == 0);
+  const int kset = 4 * (r8 >> 1) + (outer ? 3 * (r8 & 1) : 1 + (r8 & 1));
+  const int w_krow = kFp8 ? kset + 16 * (mt >> 1) : 8 * (mt >> 1) + r8;
+  const uint32_t sel_even = q < 2 ? 0x2640u : 0x6204u, sel_odd = sel_even + 0x1111u;  // (see kSet)
+  // The A fragment of block (i, j) of the weight box at wb.
+  const auto a_frag = [&](uint32_t (&a)[4], uint32_t wb, int j, int i) {
+    if constexpr (!kWMN) {
+      const int row = 16 * i + 8 * (mt & 1) + r8;
+      ptx::ldmatrix_x4<false>(wb + row * 128 + (((2 * j + (mt >> 1)) ^ r8) << 4), a);
+    } else if constexpr (kFp8) {
+      uint32_t r[4];
+      ptx::ldmatrix_x4<true>(wb + swz((32 * j + w_krow) * kRB + 16 * i), r);
+      a[0] = ptx::prmt(r[0], r[1], sel_even);
+      a[1] = ptx::prmt(r[0], r[1], sel_odd);
+      a[2] = ptx::prmt(r[2], r[3], sel_even);
+      a[3] = ptx::prmt(r[2], r[3], sel_odd);
+    } else {
+      ptx::ldmatrix_x4<true>(wb + swz((16 * j + w_krow) * kRB + (2 * i + (mt & 1)) * 16), a);
+    }
+  };
+  // Output element (mma row r of 16-row block i, token tk of the CTA's): weight row row0 + 16 i + r (8-bit
+  // (K, N): 2 r, or 2 (r - 8) + 1 from r = 8 on, as a_frag interleaves them).
+  const bool plain = epilogue::plain(p.e);
+  const auto emit = [&](int i, int r, int tk, float v) {
+    const int row = row0 + 16 * i + (kWMN && kFp8 ? (r < 8 ? 2 * r : 2 * r - 15) : r), tok = tok0 + tk;
+    if (row < p.n && tok < p.m) {
+      const int64_t row_index = int64_t(b) * p.m + tok;
+      if (plain) epilogue::store_element(v, p.e, row_index, row, p.n);
+      else epilogue::finish_element(v, p.e, row_index, row, p.n);
+    }
+  };
+  const auto sync = [] { ptx::named_barrier_sync(1, kCW * 32); };
+
+  if constexpr (kWG) {
+    // Warpgroup c takes chunk c of every stage, its warp i rows 16 i .. of the 64: per K step one wgmma
+    // m64 n(8 MT), A from registers, B the chunk's activation box by descriptor (K-major, 128B swizzle);
+    // the stage's wgmmas complete before it is released.
+    const int chunk = warp >> 2, i = warp & 3;
+    float d[4 * MT];
+#pragma unroll
+    for (int j = 0; j < 4 * MT; ++j) d[j] = 0.0f;
+    const uint64_t db0 = desc::sm90_smem_desc(sbase + KW * P::kWBox + chunk * P::kXBox, 16, 1024,
+                                              desc::Sm90Swizzle::k128B);
+    for (int kt = 0; kt < nk; ++kt) {
+      const int s = kt % ST;
+      ptx::mbarrier_wait(&full[s], (kt / ST) & 1);
+      uint32_t af[4][4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) a_frag(af[j], sbase + s * P::kStageBytes + chunk * P::kWBox, j, i);
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        wg_step<kW, kX, 8 * MT>(d, af[j], desc::sm90_desc_advance(db0, s * P::kStageBytes + 32 * j));
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<0>();
+      ptx::fence_operands(d);
+      ptx::fence_proxy_async_shared();  // (as below: generic reads of the slot, then its release)
+      ptx::mbarrier_arrive(&empty[s]);
+    }
+    // The warpgroups' sums, added in warpgroup order: wgmma's D of warp i, register j, lane (g, q) is mma
+    // row g + 8 ((j >> 1) & 1) of block i, token 8 (j >> 2) + 2 q + (j & 1).
+    constexpr int kSlots = 4 * MT * 32;
+    float* red = reinterpret_cast<float*>(smem);
+    sync();  // every warp is done with the ring
+#pragma unroll
+    for (int j = 0; j < 4 * MT; ++j) red[warp * kSlots + j * 32 + lane] = d[j];
+    sync();
+    for (int idx = threadIdx.x; idx < 4 * kSlots; idx += kCW * 32) {
+      const int bi = idx / kSlots, slot = idx % kSlots, j = slot >> 5, ln = slot & 31;
+      float v = 0.0f;
+      for (int c = 0; c < KW; ++c) v += red[(4 * c + bi) * kSlots + slot];
+      emit(bi, (ln >> 2) + 8 * ((j >> 1) & 1), 8 * (j >> 2) + 2 * (ln & 3) + (j & 1), v);
+    }
+    return;
+  } else if constexpr (kWMN) {
     // KS warps share a chunk: warp w takes the kJN mma steps from j0 of chunk w / KS.
     constexpr int kJN = 4 / KS;
     const int chunk = warp / KS, j0 = (warp % KS) * kJN;
@@ -165,19 +258,7 @@ __global__ void __launch_bounds__((KW * KS + 1) * 32) dense_decode_kernel(const 
 #pragma unroll
       for (int jj = 0; jj < kJN; ++jj)
 #pragma unroll
-        for (int i = 0; i < R; ++i) {
-          const int j = j0 + jj;
-          if constexpr (kFp8) {
-            uint32_t r[4];
-            ptx::ldmatrix_x4<true>(wb + swz((32 * j + w_krow) * kRB + 16 * i), r);
-            af[jj][i][0] = ptx::prmt(r[0], r[1], sel_even);
-            af[jj][i][1] = ptx::prmt(r[0], r[1], sel_odd);
-            af[jj][i][2] = ptx::prmt(r[2], r[3], sel_even);
-            af[jj][i][3] = ptx::prmt(r[2], r[3], sel_odd);
-          } else {
-            ptx::ldmatrix_x4<true>(wb + swz((16 * j + w_krow) * kRB + (2 * i + (mt & 1)) * 16), af[jj][i]);
-          }
-        }
+        for (int i = 0; i < R; ++i) a_frag(af[jj][i], wb, j0 + jj, i);
 #pragma unroll
       for (int t = 0; t < MT; ++t)
 #pragma unroll
@@ -244,20 +325,12 @@ __global__ void __launch_bounds__((KW * KS + 1) * 32) dense_decode_kernel(const 
   }
 
   // Every stage was consumed, so the ring is free for the partial sums (the producer warp has returned:
-  // named barrier 1 over the KW consumer warps), added in warp order (w4::sum_warps); each output element
-  // is then finished once: mma row r of tile i is weight row row0 + 16 i + r.
-  const bool plain = epilogue::plain(p.e);
-  const auto sync = [] { ptx::named_barrier_sync(1, kCW * 32); };
-  sync();
-  w4::sum_warps<MT, R, kCW>(reinterpret_cast<float*>(smem), acc, sync, [&](int i, int r, int tk, float v) {
-    // (8-bit (K, N): mma row r of a tile is its weight row 2 r, or 2 (r - 8) + 1 from r = 8 on.)
-    const int row = row0 + 16 * i + (kWMN && kFp8 ? (r < 8 ? 2 * r : 2 * r - 15) : r), tok = tok0 + tk;
-    if (row < p.n && tok < p.m) {
-      const int64_t row_index = int64_t(b) * p.m + tok;
-      if (plain) epilogue::store_element(v, p.e, row_index, row, p.n);
-      else epilogue::finish_element(v, p.e, row_index, row, p.n);
-    }
-  });
+  // named barrier 1 over the consumer warps), added in warp order (w4::sum_warps); each output element
+  // is then finished once (emit).
+  if constexpr (!kWG) {
+    sync();
+    w4::sum_warps<MT, R, kCW>(reinterpret_cast<float*>(smem), acc, sync, emit);
+  }
 }
 
 }  // namespace jax_tmem::dd
