@@ -1,4 +1,4 @@
-// jax_tmem: host launch of the mma.sync decode kernel (kernels/dense_decode.cuh; sm_90a menu entries 25-29,
+// jax_tmem: host launch of the decode kernel (kernels/dense_decode.cuh: mma.sync, or its wgmma form; sm_90a menu entries 25-34,
 // Split::kDecode): the problem as it is (no operand swap), a (M, K) K-major and b = the weight (16-bit or
 // fp8), stored (N, K) or (K, N).
 #pragma once
