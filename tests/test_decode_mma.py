@@ -66,10 +66,10 @@ def test_which_problems_take_the_mma_decode_entries(m, n, dtype, b_mn_major, exp
 def test_a_forced_decode_entry_names_the_operands_it_reads():
     for dtype, a_mn, b_mn, config in ((E4M3, False, True, 25), (F32, False, False, 25), (BF16, True, False, 25),
                                       (BF16, False, True, 31)):  # 16-byte / 256-byte k-rows of a (K, N) weight
-        with pytest.raises(ValueError, match="mma.sync decode entries read a K-major lhs"):
+        with pytest.raises(ValueError, match="decode entries .*read a K-major lhs"):
             isa.kernel_plan("sm_90a", 16, 512, 512, a_dtype=dtype, config=config, a_mn_major=a_mn, b_mn_major=b_mn)
     assert isa.kernel_plan("sm_90a", 1, 512, 512, a_dtype=E4M3, config=27, b_mn_major=True)["config"] == 27
-    with pytest.raises(ValueError, match="mma.sync decode entries read a K-major lhs"):  # (N, K): <= 64 rows
+    with pytest.raises(ValueError, match="decode entries .*read a K-major lhs"):  # (N, K): <= 64 rows
         isa.kernel_plan("sm_90a", 1, 512, 512, a_dtype=E4M3, config=31)
     assert isa.kernel_plan("sm_90a", 300, 512, 512, config=26)["config"] == 26  # any M, when forced
 

@@ -310,7 +310,7 @@ def test_every_menu_config(config, dtypes, layout):
         rows_ok = 32 <= bm * dtypes[1].itemsize <= 128 if layout[1] == "MN" else bm <= 64
         if (layout[0] == "MN" or not rows_ok or (fp8 and layout[1] == "MN" and dtypes != (E4M3, E4M3)) or
                 (not fp8 and (dtypes[0] != dtypes[1] or dtypes[0] == F32))):
-            pytest.skip("the mma.sync decode entries read a K-major lhs, 16-bit or fp8 operands, and weights in "
+            pytest.skip("the decode entries read a K-major lhs, 16-bit or fp8 operands, and weights in "
                         "rows their CTAs take (tests/test_decode_mma.py)")
     from jax_tmem.ops import gemm as gemm_op
     for m, n, k in [(1000, 776, 1008), (264, 136, 48), (2056, 1040, 304)]:

@@ -60,7 +60,7 @@ inline bool out_tma_ok(const GemmProblem& p) { return (p.n * dtype_bytes(p.out_t
 // reads the same rule (kernel_families' 5th field) to route only decode problems there.
 inline constexpr bool sm90_swap_only_family(DType a, bool amn, bool bmn) { return dtype_bytes(a) == 1 && (amn || bmn); }
 
-// sm_90a's mma.sync decode entries (Split::kDecode, kernels/dense_decode.cuh) read K-major activations and a
+// sm_90a's decode entries (Split::kDecode, kernels/dense_decode.cuh) read K-major activations and a
 // weight stored either way ((N, K) or (K, N)): two 16-bit operands of one type, or fp8 (e4m3 / e5m2, any
 // mix). An entry of block_m weight rows reads a weight stored (K, N) in k-rows of block_m elements, which
 // must be 32 to 128 bytes (its TMA swizzle), and one stored (N, K) with at most 64 rows (128 spill registers).
@@ -73,8 +73,8 @@ inline constexpr bool mma_decode_reads(DType a, DType b, bool amn, bool bmn, int
   return mma_decode_family(a, b, amn, bmn) && (bmn ? row_bytes >= 32 && row_bytes <= 128 : block_m <= 64);
 }
 inline constexpr const char* kMmaDecodeOperands =
-    "the mma.sync decode entries read a K-major lhs (the activations) and bfloat16 x bfloat16, float16 x float16 "
-    "or fp8 x fp8; per entry, a weight stored (N, K) in CTAs of up to 64 weight rows, and one stored (K, N) in "
+    "the decode entries (mma.sync and its wgmma form) read a K-major lhs (the activations) and bfloat16 x bfloat16, "
+    "float16 x float16 or fp8 x fp8; per entry, a weight stored (N, K) in CTAs of up to 64 weight rows, and one stored (K, N) in "
     "k-rows of 32 to 128 bytes (16-bit: 16-64 weight rows per CTA, fp8: 32-128)";
 
 // The sm100 kernel families (the JT_SM100_INSTANCE lines of cpp/src/instances.def) are compiled for sm_100a and sm_103a, but
