@@ -169,7 +169,7 @@ def _families_raw(arch: str) -> tuple:
 def swap_only(arch: str, fam) -> bool:
     """The family runs decode problems only (C++ menu::sm90_swap_only_family: sm_90a's 8-bit families with
     an MN-major operand: the swap-AB entries', whose A, the problem's weight, is transposed in shared
-    memory, and the mma.sync decode entries', which read an MN-major weight themselves)."""
+    memory, and the decode entries' (mma.sync and wgmma), which read an MN-major weight themselves)."""
     return tuple(fam[:4]) + (True,) in _families_raw(arch)
 
 
@@ -177,18 +177,18 @@ def reads_mn_weight(arch: str, canon, a_dtype, b_dtype) -> bool:
     """True when ``arch``'s decode kernels read the rhs in place although it is an MN-major 8-bit weight
     (an fp8 (K, N) weight as Flax stores it): lhs K-major, the launchers' legality (16-byte row pitches),
     the C++ plan for the problem (cpp/include/jax_tmem/menu.h; on sm_90a M <= 256) a swap-AB entry with a
-    swap-only family for (weight, activation), or a decode entry (M <= 8) with one for (activation,
-    weight)."""
+    swap-only family for (weight, activation), or a decode entry (an fp8 weight: M <= 64) with one for
+    (activation, weight)."""
     a_name, b_name = np.dtype(a_dtype).name, np.dtype(b_dtype).name
     swapped, direct = (b_name, a_name, True, False), (a_name, b_name, False, True)
     if not canon.b_mn_major or canon.a_mn_major or not (swap_only(arch, swapped) or swap_only(arch, direct)):
         return False
     mod, _ = _ext.load()
-    if mod.kernel_legality(np.dtype(a_dtype).name, np.dtype(b_dtype).name, canon.batch, canon.m, canon.n, canon.k,
+    if mod.kernel_legality(a_name, b_name, canon.batch, canon.m, canon.n, canon.k,
                            False, True, canon.lda, canon.ldb, canon.stride_a, canon.stride_b):
         return False  # e.g. a row pitch TMA cannot take: transposed to K-major first
     cfg = mod.kernel_choice(arch, int(canon.batch), int(canon.m), int(canon.n), int(canon.k),
-                            np.dtype(b_dtype).name, -1, 132, "bfloat16", False, 0, True)[0]
+                            b_name, -1, 132, "bfloat16", False, 0, True)[0]
     entry = menu(arch)[int(cfg)]
     if entry["split"] == "decode":
         return swap_only(arch, direct)

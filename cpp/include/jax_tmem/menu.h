@@ -54,10 +54,12 @@ inline int widest_even_tile_n(const GemmProblem& p, int num_sms, const int* widt
 // must be a multiple of 16 bytes. Otherwise the heuristic takes the register epilogue.
 inline bool out_tma_ok(const GemmProblem& p) { return (p.n * dtype_bytes(p.out_type)) % 16 == 0; }
 
-// sm_90a: wgmma reads 8-bit operands K-major only, so an 8-bit family with an MN-major operand is run by
-// the swap-AB entries alone (their A, the problem's weight, is transposed in shared memory:
-// Config::kATrans in kernels/sm90_gemm.cuh); the launcher refuses the other entries for it and Python
-// reads the same rule (kernel_families' 5th field) to route only decode problems there.
+// sm_90a: wgmma reads 8-bit operands from shared memory K-major only, so an 8-bit family with an MN-major
+// operand is run by the decode entries alone: swap-AB (their A, the problem's weight, transposed in shared
+// memory: Config::kATrans in kernels/sm90_gemm.cuh; family (weight, activation, MN, K)) and the
+// Split::kDecode ones (the weight's fragments built in registers: kernels/dense_decode.cuh; family
+// (activation, weight, K, MN)); the launcher refuses the other entries for it and Python reads the same
+// rule (kernel_families' 5th field) to route only decode problems there.
 inline constexpr bool sm90_swap_only_family(DType a, bool amn, bool bmn) { return dtype_bytes(a) == 1 && (amn || bmn); }
 
 // sm_90a's decode entries (Split::kDecode, kernels/dense_decode.cuh) read K-major activations and a
