@@ -17,6 +17,10 @@ layer against M, both contenders, one panel per model / dtype / layout).
 
 Usage: python -P benchmarks/bench_decode.py [--out DIR] [--models 8b,70b] [--ms 1,8,16,32,64,128,256]
        [--dtypes bfloat16,float8_e4m3fn] [--layouts KN,NK] [--rounds 7]
+       [--variants "NAME=K,N:ENTRY[:SPLITS]/K,N:ENTRY;NAME2=..."]
+--variants (for deciding the heuristic): more contenders, each our step with the GEMMs of the listed weight
+shapes (K, N as in MODELS) forced through a menu entry (and K splits), the rest planned as usual; timed
+in the same interleaved rounds, each reported as xla / it.
 """
 
 from __future__ import annotations
@@ -78,7 +82,35 @@ def _step(dot, dtype, layout, hidden):
     return jax.jit(run)
 
 
-def bench(model, dtype, layout, ms, copy_tbps, rounds):
+def _forced_dot(forced, layout):
+    """jax_tmem.dot_general, except for the weights whose (K, N) is in `forced`: that menu entry (and splits)."""
+    from jax_tmem.ops import gemm as gemm_op
+
+    def dot(x, w, dn):
+        kn = tuple(w.shape) if layout == "KN" else tuple(w.shape[::-1])
+        if kn in forced:
+            return gemm_op.gemm(x, w, None, None, dn, jnp.dtype("bfloat16"), gemm_op.Epilogue(), "kernel", True,
+                                forced[kn])
+        return jax_tmem.dot_general(x, w, dn, preferred_element_type=jnp.bfloat16)
+    return dot
+
+
+def parse_variants(spec):
+    """ "a=14336,4096:35:8/4096,6144:14:2;b=..." -> {"a": {(14336, 4096): (35, 8), (4096, 6144): (14, 2)}, ...}"""
+    out = {}
+    for item in filter(None, spec.split(";")):
+        name, rest = item.split("=", 1)
+        forced = {}
+        for one in filter(None, rest.split("/")):
+            shape, cfg = one.split(":", 1)
+            k, n = (int(v) for v in shape.split(","))
+            c = [int(v) for v in cfg.split(":")]
+            forced[(k, n)] = (c[0], c[1]) if len(c) > 1 else c[0]
+        out[name] = forced
+    return out
+
+
+def bench(model, dtype, layout, ms, copy_tbps, rounds, variants=None):
     hidden, _ = MODELS[model]
     ws, per_layer, layers = _weights(model, dtype, layout, seed=len(model) * 7 + len(dtype) + (layout == 'NK'))
     contenders = {
@@ -87,6 +119,8 @@ def bench(model, dtype, layout, ms, copy_tbps, rounds):
         "xla": _step(lambda x, w, dn: jax.lax.dot_general(x, w, dn, preferred_element_type=jnp.bfloat16),
                      dtype, layout, hidden),
     }
+    for name, forced in (variants or {}).items():
+        contenders[name] = _step(_forced_dot(forced, layout), dtype, layout, hidden)
     rows = []
     for m in ms:
         x = jax.random.normal(jax.random.key(m), (m, hidden), jnp.float32).astype(jnp.bfloat16)
@@ -104,6 +138,11 @@ def bench(model, dtype, layout, ms, copy_tbps, rounds):
               f"({res['jax_tmem_tbps']:.2f} TB/s, {res['jax_tmem_pct_copy']:.0f} % copy)  xla "
               f"{res['xla_us_per_layer']:8.1f} ({res['xla_pct_copy']:.0f} %)  xla/ours {res['xla_over_ours'][0]:.2f} "
               f"({res['xla_over_ours'][1]:.2f}-{res['xla_over_ours'][2]:.2f})", flush=True)
+        for name in variants or {}:
+            paired = sorted(times["xla"][i] / times[name][i] for i in range(rounds))
+            res[f"xla_over_{name}"] = [statistics.median(paired), paired[0], paired[-1]]
+            print(f"      variant {name:>12}: {res[name + '_us_per_layer']:8.1f} us/layer  xla/it "
+                  f"{res['xla_over_' + name][0]:.3f} ({paired[0]:.3f}-{paired[-1]:.3f})", flush=True)
     del ws
     return rows
 
@@ -142,7 +181,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--min-weight-mb", type=float, default=MIN_WEIGHT_BYTES / 1e6,
                     help="layers per program: enough for this many MB of weights")
+    ap.add_argument("--variants", default="", help="more contenders with GEMMs forced through menu entries (see above)")
     args = ap.parse_args()
+    variants = parse_variants(args.variants)
     MIN_WEIGHT_BYTES = args.min_weight_mb * 1e6
     csv = bench_gemm.csv
     copy_tbps = bench_gemm.announce_copy_bandwidth()
@@ -150,7 +191,7 @@ def main():
     for model in csv(args.models):
         for dtype in csv(args.dtypes):
             for layout in csv(args.layouts):
-                rows += bench(model, dtype, layout, [int(m) for m in csv(args.ms)], copy_tbps, args.rounds)
+                rows += bench(model, dtype, layout, [int(m) for m in csv(args.ms)], copy_tbps, args.rounds, variants)
     bench_gemm.save_rows(args.out, "bench_decode", copy_tbps, rows)
     plot(rows, os.path.join(args.out, "bench_decode.png"))
 

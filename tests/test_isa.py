@@ -883,7 +883,7 @@ SM90_NAMES = {0: "128x128 cooperative", 1: "128x256 cooperative", 2: "128x64 coo
     (1, 8192, 8192, 1, "bfloat16", 25),
     (512, 512, 65536, 1, "bfloat16", 14),   # 32 tiles of 128x64 <= 132 / 4 and 1024 K blocks: split-K
     (128, 4096, 4096, 1, "bfloat16", 2),    # 64 tiles <= 132 / 2 but 64 K blocks < 128: no split
-    (128, 4096, 14336, 1, "bfloat16", 14),  # 64 tiles <= 132 / 2 and 224 K blocks: split-K
+    (128, 4096, 14336, 1, "bfloat16", 2),   # 64 tiles > 132 / 4: no split, however long K (224 K blocks)
     (256, 256, 64, 66, "bfloat16", 20),      # batch counts: 66 x 2 x 1 = 132 tiles of 128x256
     (8192, 8196, 8192, 1, "bfloat16", 1),   # rows of 16392 bytes: no TMA store, the register epilogue
     (8192, 8196, 8192, 1, "float32", 20),    # the same N in f32: 32784-byte rows, TMA store
@@ -985,10 +985,14 @@ def test_sm90_decode_rows(m, dtype, expect):
 
 
 def test_sm90_split_k_counts_k_bytes():
-    """The split-K rule counts K in 128-byte blocks: an e4m3 K of 14336 is 112 blocks (< 128): no split at
-    64 tiles; 16 tiles (<= 132 / 4) split from 32 blocks."""
+    """Split-K needs three quarters of the SMs idle and K of >= 32 blocks of 128 bytes: 64 tiles never split
+    (whatever K); 16 tiles (<= 132 / 4) split from 32 blocks: an e4m3 K of 4096, a bf16 one of 2048, not an
+    e4m3 one of 2048 (16 blocks)."""
     assert isa.kernel_plan("sm_90a", 128, 4096, 14336, a_dtype="float8_e4m3fn")["config"] == 2
+    assert isa.kernel_plan("sm_90a", 128, 4096, 14336, a_dtype="bfloat16")["config"] == 2
     assert isa.kernel_plan("sm_90a", 128, 1024, 4096, a_dtype="float8_e4m3fn")["config"] == 14
+    assert isa.kernel_plan("sm_90a", 128, 1024, 2048, a_dtype="bfloat16")["config"] == 14
+    assert isa.kernel_plan("sm_90a", 128, 1024, 2048, a_dtype="float8_e4m3fn")["config"] == 2
 
 
 @pytest.mark.parametrize("m,n,dtype,expect", [

@@ -163,19 +163,18 @@ inline int64_t partial_tiles(const GemmProblem& p, const KernelConfig& c) {
 // forces them, clamped to the K blocks). The heuristic, the same on both archs:
 //  * M <= the policy's max_m with a K-major A (decode): swap-AB with the narrowest N that holds M;
 //  * else the arch's dense choice `dense(p)` -> (entry, its tile count); if even that leaves half the
-//    SMs idle and K is long (>= 32 blocks of 128 bytes; the policy's long_k_blocks): the split-K entry.
+//    SMs idle (the policy's split_k_idle) and K is long (>= 32 blocks of 128 bytes): the split-K entry.
 // An arch's decode (swap-AB) policy: `rows` > 0 prefers the entries of that many rows; `bandwidth_splits`
 // takes decode_split_count for their K splits, else split_count. The default: the narrowest entry,
 // split_count (sm_100a, unmeasured).
 // `max_m` > 0: the largest M given to the swap-AB entries (an M wider than every entry runs in column
-// tiles of the widest); 0: the widest entry's block_n. `long_k_blocks` > 0: the split-K entry replaces
-// a dense plan whose tiles leave half the SMs idle only for a K of at least that many 128-byte blocks,
-// else only when they leave three quarters idle (K >= 32 blocks); 0: half idle and K >= 32 blocks.
+// tiles of the widest); 0: the widest entry's block_n. `split_k_idle`: the split-K entry replaces a dense
+// plan whose tiles x split_k_idle <= SMs (2: half the SMs idle; 4: three quarters), with K >= 32 blocks.
 struct DecodePolicy {
   int rows = 0;
   bool bandwidth_splits = false;
   int max_m = 0;
-  int long_k_blocks = 0;
+  int split_k_idle = 2;
 };
 
 // `partial_ok`: the dtype has partial entries (not int8). `ws_available` >= 0 caps the workspace: a
@@ -196,10 +195,7 @@ inline Plan make_plan(const ConfigTable& table, const GemmProblem& p, int num_sm
     int64_t tiles = 0;
     t = &table.at(dense(p, &tiles));
     const int64_t kb = k_blocks_128B(p);
-    const bool split = decode.long_k_blocks > 0
-                           ? (4 * tiles <= num_sms && kb >= 32) || (2 * tiles <= num_sms && kb >= decode.long_k_blocks)
-                           : 2 * tiles <= num_sms && kb >= 32;
-    if (ws_ok && split) t = table.narrowest(Split::kSplitK, 0);
+    if (ws_ok && decode.split_k_idle * tiles <= num_sms && kb >= 32) t = table.narrowest(Split::kSplitK, 0);
   }
   Plan plan{t->id, 1, 0};
   if (t->partial()) {
@@ -305,10 +301,13 @@ inline int64_t tail_split_default(const GemmProblem& p, int64_t tiles, int64_t g
 // M of 65-256 with an MN-major 8-bit weight: the 128- and 256-token swap-AB entries (18, 19; see below),
 // the only sm_90a kernels that read such a weight in place (the dense ones would need XLA's transpose of
 // the weight first); a K-major weight keeps the dense entries above M = 64.
-// Split-K (the dense tiles leave over half the SMs idle): only for K >= 128 blocks of 128 bytes, or with
-// three quarters of the SMs idle (H200, 2026-11-25 03:56, sweep_configs.py, x XLA, M = 128: 4096 x 4096
-// (64 tiles of 128x64, 32 K blocks) bf16 128x64 0.990 against split-K over 4 0.769, e4m3 1.027 / 0.682;
-// 4096 x 14336 e4m3 (112 blocks) 0.946 / 0.839; bf16 (224 blocks) 0.845 / 0.914).
+// Split-K only with three quarters of the SMs idle (H200, 2026-11-25 03:56, sweep_configs.py, x XLA,
+// M = 128: 4096 x 4096 (64 tiles of 128x64, 32 K blocks) bf16 128x64 0.990 against split-K over 4 0.769,
+// e4m3 1.027 / 0.682; 4096 x 14336 e4m3 (112 blocks) 0.946 / 0.839). A long K does not change that in a
+// decode step: bf16 4096 x 14336 (224 blocks) at M = 128 won split over 4 in that one-shape sweep (0.914
+// against 0.845) but lost in the 8B chain (bench_decode.py --variants, H100 2026-11-26 09:54, us per layer:
+// heuristic with 14 over 4 splits 204.3, 128x64 unsplit 197.6, XLA 195.6), where the partial sums and the
+// reduce pass cost more than the idle SMs.
 // 128x256 in (2,1,1) clusters sharing B (22) where the heuristic's 20 shares no wave (sm90_plan; the
 // cluster entries keep whole tiles): 16-bit operands and outputs, an even number of 128-row tiles (no
 // idle half cluster), M >= 1024 and more than one wave (where it was measured; decode-sized M keeps 20,
@@ -374,7 +373,7 @@ inline Sm90 sm90_wg_decode_entry(const GemmProblem& p) {
   return p.m <= 16 ? Sm90::k64x16DecodeWg : p.m <= 32 ? Sm90::k64x32DecodeWg : Sm90::k64x64DecodeWg;
 }
 
-inline constexpr int kSm90DecodeMaxM = 64, kSm90TransposeMaxM = 256, kSm90LongKBlocks = 128;
+inline constexpr int kSm90DecodeMaxM = 64, kSm90TransposeMaxM = 256, kSm90SplitKIdle = 4;
 inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = -1) {
   // The decode entries: one split, no workspace (their K split is over a CTA's warps), forced or not.
   const KernelConfig* forced = p.config >= 0 ? kSm90Table.find(p.config) : nullptr;
@@ -384,7 +383,7 @@ inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = 
   const bool transposes = sm90_swap_only_family(p.b_type, p.b_mn_major, false);
   const bool rows64 = !transposes && (p.m <= 32 || dtype_bytes(p.b_type) == 1);
   const DecodePolicy decode{rows64 ? 64 : 128, !transposes,
-                            transposes ? kSm90TransposeMaxM : kSm90DecodeMaxM, kSm90LongKBlocks};
+                            transposes ? kSm90TransposeMaxM : kSm90DecodeMaxM, kSm90SplitKIdle};
   const auto dense = [num_sms](const GemmProblem& q, int64_t* tiles) {
     static constexpr int kWidths[] = {256, 128, 64};
     const int block_n = widest_even_tile_n(q, num_sms, kWidths, 3);
