@@ -80,6 +80,7 @@ def _require_decode_entries():
         pytest.skip(f"the mma.sync decode entries are sm_90a's ({arch} has its own)")
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("config", DECODE)
 @pytest.mark.parametrize("dtypes", [(BF16, BF16), (F16, F16), (E4M3, E4M3), (E5M2, E4M3)],
                          ids=["bf16", "f16", "e4m3", "e5m2_e4m3"])
@@ -102,7 +103,7 @@ def test_mma_decode_entries(config, dtypes, w_major):
     fp8_kn = dtypes[1].itemsize == 1 and w_major == "MN"
     for m, n, k, batch, out_dtype, with_c in cases:
         k = -(-k * dtypes[0].itemsize // 16) * 16 // dtypes[0].itemsize  # 16-byte rows (TMA)
-        n = -(-n // 16) * 16 if fp8_kn else n  # (else XLA would transpose the weight first)
+        n = -(-n // 16) * 16 if w_major == "MN" else n  # 16-byte weight rows (TMA; fp8: else XLA transposes first)
         epilogue_case(config, dtypes, w_major, m, n, k, batch, out_dtype, with_c,
                       seed_of("mma_decode", config, dtypes, w_major, m, n, k, batch))
     # a plain epilogue (the kernel's direct stores) and a weight broadcast over a batch of activations
@@ -119,6 +120,7 @@ def test_mma_decode_entries(config, dtypes, w_major):
     np.testing.assert_array_equal(out, np.asarray(f(xs)))
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("m,n,dn,entry", [(1, 4096, NK, "decode 16(N)x8(M)"), (8, 6144, NK, "decode 16(N)x8(M)"),
                                           (3, 4096, KN, "decode 64(N)x8(M)"), (8, 6144, KN, "decode 64(N)x8(M)"),
                                           (12, 6144, NK, "swap-AB 64(N)x16(M)")])
@@ -139,6 +141,7 @@ def test_decode_heuristic_runs_the_mma_entries(m, n, dn, entry):
     np.testing.assert_array_equal(o1, o2)
 
 
+@pytest.mark.gpu
 def test_mma_decode_under_command_buffers():
     """The entries' launches are the same under XLA's command buffers and without: bitwise equal outputs."""
     _require_decode_entries()

@@ -230,20 +230,12 @@ __global__ void __launch_bounds__((KW * KS + 1) * 32) dense_decode_kernel(const 
       ptx::fence_proxy_async_shared();  // (as below: generic reads of the slot, then its release)
       ptx::mbarrier_arrive(&empty[s]);
     }
-    // The warpgroups' sums, added in warpgroup order: wgmma's D of warp i, register j, lane (g, q) is mma
-    // row g + 8 ((j >> 1) & 1) of block i, token 8 (j >> 2) + 2 q + (j & 1).
-    constexpr int kSlots = 4 * MT * 32;
-    float* red = reinterpret_cast<float*>(smem);
+    // The warpgroups' sums, added in warpgroup order (w4::sum_warps, 4 groups of rows): wgmma's D of warp
+    // i, register j = 4 t + c, lane (g, q) is mma row g + 8 (c >> 1) of block i, token 8 t + 2 q + (c & 1),
+    // mma.sync's acc[t][c].
     sync();  // every warp is done with the ring
-#pragma unroll
-    for (int j = 0; j < 4 * MT; ++j) red[warp * kSlots + j * 32 + lane] = d[j];
-    sync();
-    for (int idx = threadIdx.x; idx < 4 * kSlots; idx += kCW * 32) {
-      const int bi = idx / kSlots, slot = idx % kSlots, j = slot >> 5, ln = slot & 31;
-      float v = 0.0f;
-      for (int c = 0; c < KW; ++c) v += red[(4 * c + bi) * kSlots + slot];
-      emit(bi, (ln >> 2) + 8 * ((j >> 1) & 1), 8 * (j >> 2) + 2 * (ln & 3) + (j & 1), v);
-    }
+    w4::sum_warps<MT, 1, KW, 4>(reinterpret_cast<float*>(smem), reinterpret_cast<const float(&)[1][MT][4]>(d), sync,
+                                emit);
     return;
   } else if constexpr (kWMN) {
     // KS warps share a chunk: warp w takes the kJN mma steps from j0 of chunk w / KS.

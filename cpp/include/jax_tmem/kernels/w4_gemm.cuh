@@ -146,10 +146,13 @@ __device__ __forceinline__ void store_out(void* out, int64_t idx, float v) {
 }
 
 // The KW warps' partial sums of a CTA (acc per lane, mma fragments of 16-row x 8-token tiles) added in warp
-// order (bitwise repeatable): `red` holds KW x R x MT x 4 x 32 floats, `sync()` is a barrier over the KW
-// warps; each sum goes to emit(i, r, tok, v): tile i's mma row r (0..15: g or g + 8) and token tok of the
-// CTA's 8 MT (kernels/dense_decode.cuh finishes its output the same way).
-template <int MT, int R, int KW, class Sync, class Emit>
+// order (bitwise repeatable): `red` holds G x KW x R x MT x 4 x 32 floats, `sync()` is a barrier over the
+// G x KW warps; each sum goes to emit(i, r, tok, v): tile i's mma row r (0..15: g or g + 8) and token tok of
+// the CTA's 8 MT (kernels/dense_decode.cuh finishes its output the same way). G > 1: G groups of rows, warp
+// G ww + gi holding its group's R tiles (the decode kernel's wgmma form: a warp per 16 of 64 rows, G = 4,
+// wgmma's D of 16 x 8 MT being acc[0][t][c] with register j = 4 t + c), summed over the KW warps of a group;
+// the group's tiles are gi R .. gi R + R - 1.
+template <int MT, int R, int KW, int G = 1, class Sync, class Emit>
 __device__ __forceinline__ void sum_warps(float* red, const float (&acc)[R][MT][4], Sync sync, Emit emit) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   constexpr int kSlots = R * MT * 4 * 32;
@@ -160,12 +163,13 @@ __device__ __forceinline__ void sum_warps(float* red, const float (&acc)[R][MT][
 #pragma unroll
       for (int c = 0; c < 4; ++c) red[warp * kSlots + ((i * MT + t) * 4 + c) * 32 + lane] = acc[i][t][c];
   sync();
-  for (int slot = threadIdx.x; slot < kSlots; slot += KW * 32) {
+  for (int idx = threadIdx.x; idx < G * kSlots; idx += G * KW * 32) {
+    const int gi = G == 1 ? 0 : idx / kSlots, slot = G == 1 ? idx : idx % kSlots;
     const int ln = slot & 31, c = (slot >> 5) & 3, t = (slot >> 7) % MT, i = (slot >> 7) / MT;
     float v = 0.0f;
 #pragma unroll
-    for (int ww = 0; ww < KW; ++ww) v += red[ww * kSlots + slot];
-    emit(i, 8 * (c >> 1) + (ln >> 2), 8 * t + 2 * (ln & 3) + (c & 1), v);
+    for (int ww = 0; ww < KW; ++ww) v += red[(G * ww + gi) * kSlots + slot];
+    emit(gi * R + i, 8 * (c >> 1) + (ln >> 2), 8 * t + 2 * (ln & 3) + (c & 1), v);
   }
 }
 
