@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The GPU check, in one call: build the package as the README says, report, GPU tests, sanitizers,
 # benchmark. Logs and results go to $1 (default ./out). Used on the device machine (H200).
+# The tests: `-m gpu`, the GPU-only ones (tests/test_markers.py checks that they carry the marker); the
+# rest of the suite also runs on the CPU reference path and goes through the kernels on a GPU when run
+# whole (the README's test command, or `python3 -P -m pytest tests` after this script's build).
 set -u
 OUT_DIR=${1:-out}
 mkdir -p "$OUT_DIR"

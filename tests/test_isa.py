@@ -882,7 +882,7 @@ SM90_NAMES = {0: "128x128 cooperative", 1: "128x256 cooperative", 2: "128x64 coo
     (8, 8192, 8192, 1, "bfloat16", 25),     # M <= 8, a 16-bit weight: the mma.sync decode entries
     (1, 8192, 8192, 1, "bfloat16", 25),
     (512, 512, 65536, 1, "bfloat16", 14),   # 32 tiles of 128x64 <= 132 / 4 and 1024 K blocks: split-K
-    (128, 4096, 4096, 1, "bfloat16", 2),    # 64 tiles <= 132 / 2 but 64 K blocks < 128: no split
+    (128, 4096, 4096, 1, "bfloat16", 2),    # 64 tiles > 132 / 4: no split
     (128, 4096, 14336, 1, "bfloat16", 2),   # 64 tiles > 132 / 4: no split, however long K (224 K blocks)
     (256, 256, 64, 66, "bfloat16", 20),      # batch counts: 66 x 2 x 1 = 132 tiles of 128x256
     (8192, 8196, 8192, 1, "bfloat16", 1),   # rows of 16392 bytes: no TMA store, the register epilogue

@@ -163,7 +163,8 @@ inline int64_t partial_tiles(const GemmProblem& p, const KernelConfig& c) {
 // forces them, clamped to the K blocks). The heuristic, the same on both archs:
 //  * M <= the policy's max_m with a K-major A (decode): swap-AB with the narrowest N that holds M;
 //  * else the arch's dense choice `dense(p)` -> (entry, its tile count); if even that leaves half the
-//    SMs idle (the policy's split_k_idle) and K is long (>= 32 blocks of 128 bytes): the split-K entry.
+//    SMs idle (three quarters: the policy's split_k_idle) and K is long (>= 32 blocks of 128 bytes): the
+//    split-K entry.
 // An arch's decode (swap-AB) policy: `rows` > 0 prefers the entries of that many rows; `bandwidth_splits`
 // takes decode_split_count for their K splits, else split_count. The default: the narrowest entry,
 // split_count (sm_100a, unmeasured).
