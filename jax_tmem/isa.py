@@ -74,7 +74,7 @@ def block_scaled_menu(arch: str) -> list[dict]:
 
 def kernel_plan(arch: str, m: int, n: int, k: int, *, batch: int = 1, a_dtype="bfloat16", config: int = -1,
                 num_sms: int = 132, out_dtype="bfloat16", a_mn_major: bool = False, splits: int = 0,
-                b_mn_major: bool = False) -> dict:
+                b_mn_major: bool = False, b_dtype=None) -> dict:
     """The plan the CUDA dispatcher of ``arch`` ("sm_90a", "sm_100a", "sm_103a") runs for an M x N x K
     problem on a GPU with ``num_sms`` SMs, from the same C++ code (``cpp/include/jax_tmem/menu.h``) the
     launcher calls: ``{"config", "name", "splits", "workspace_floats"}``. ``config`` >= 0 forces a menu
@@ -84,10 +84,12 @@ def kernel_plan(arch: str, m: int, n: int, k: int, *, batch: int = 1, a_dtype="b
     menu::tail_split_default says so).
     ``out_dtype`` matters where the output rows must be a multiple of 16 bytes (the TMA-store epilogue),
     ``a_dtype`` for the K blocks of a split, ``a_mn_major`` for swap-AB (which needs a K-major lhs),
-    ``b_mn_major`` for which swap-AB entries read the weight (an MN-major 8-bit one: the 128-row entries)."""
+    ``b_mn_major`` for which swap-AB entries read the weight (an MN-major 8-bit one: the 128-row entries),
+    ``b_dtype`` (default ``a_dtype``) for which decode entries read it: a forced decode entry that cannot
+    read the operands raises ValueError (C++ ``menu::mma_decode_reads``)."""
     cfg, name, s, ws = _ext().kernel_choice(arch, int(batch), int(m), int(n), int(k), _name(a_dtype), int(config),
                                             int(num_sms), _name(out_dtype), bool(a_mn_major), int(splits),
-                                            bool(b_mn_major))
+                                            bool(b_mn_major), "" if b_dtype is None else _name(b_dtype))
     return {"config": int(cfg), "name": name, "splits": int(s), "workspace_floats": int(ws)}
 
 
@@ -97,3 +99,30 @@ def kernel_choice(arch: str, m: int, n: int, k: int, *, batch: int = 1, a_dtype=
     plan = kernel_plan(arch, m, n, k, batch=batch, a_dtype=a_dtype, config=config, num_sms=num_sms,
                        out_dtype=out_dtype, a_mn_major=a_mn_major)
     return plan["config"], plan["name"]
+
+
+def entry_reads(arch: str, config: int, a_dtype, b_dtype, *, a_mn_major: bool = False, b_mn_major: bool = False) -> str:
+    """Why menu entry ``config`` of ``arch`` cannot be forced on an lhs of ``a_dtype`` and an rhs of ``b_dtype``
+    with this majorness, or "" when it can: no kernel family for them in this build (``cpp/src/instances.def``;
+    a swap-AB entry reads the rhs as its A operand), a family that runs decode problems only, or the entry's
+    own operand rule (a decode entry: C++ ``menu::mma_decode_reads``), asked from the same C++ code that refuses
+    such a forced call at trace time."""
+    from jax_tmem._core import arch as _arch
+    entry = next((e for e in kernel_menu(arch) if e["config"] == config), None)
+    if entry is None:
+        return f"not an {arch} menu entry: {config}"
+    a, b = _name(a_dtype), _name(b_dtype)
+    if entry["swap_ab"] and a_mn_major:
+        return f"entry {config} is swap-AB: it reads the lhs as its narrow wgmma B operand, K-major only"
+    fam = (b, a, bool(b_mn_major), False) if entry["swap_ab"] else (a, b, bool(a_mn_major), bool(b_mn_major))
+    if fam not in _arch.families(arch):
+        major = lambda mn: "MN" if mn else "K"
+        return f"no {arch} kernel family {fam[0]} ({major(fam[2])}-major) x {fam[1]} ({major(fam[3])}-major) in this build"
+    if _arch.swap_only(arch, fam) and not entry["swap_ab"] and entry["split"] != "decode":
+        return f"the {arch} family {fam} runs the decode and swap-AB entries only, not entry {config}"
+    try:
+        kernel_plan(arch, 64, 256, 256, a_dtype=a, b_dtype=b, config=config, a_mn_major=a_mn_major,
+                    b_mn_major=b_mn_major)
+    except ValueError as e:
+        return str(e)
+    return ""

@@ -44,7 +44,7 @@ def run_cases(order, configs="menu", log=print) -> None:
     assert arch, f"no kernels: {why}"
     menu = [e for e in isa.kernel_menu(arch) if e["built"]]  # the dispatcher's own table, as built
     swap_ab = {e["config"] for e in menu if e["swap_ab"]}
-    decode = {e["config"]: e for e in menu if e["split"] == "decode"}  # a K-major lhs (and these shapes' types)
+    decode = {e["config"] for e in menu if e["split"] == "decode"}
     if configs == "menu":
         configs = [e["config"] for e in menu]
     for di in order:
@@ -54,11 +54,9 @@ def run_cases(order, configs="menu", log=print) -> None:
                 if cfg in swap_ab and am == "MN":
                     continue
                 dtype = jnp.float8_e4m3fn if si == 1 else jnp.bfloat16  # shape 1 is K-major on both sides
-                if cfg in decode:  # (K, N) weights in k-rows of 32-128 bytes, (N, K) ones in <= 64-row CTAs
-                    bm_rows = decode[cfg]["block_m"]
-                    rows_ok = (32 <= bm_rows * np.dtype(dtype).itemsize <= 128) if bm == "MN" else bm_rows <= 64
-                    if am != "K" or not rows_ok:
-                        continue
+                if cfg in decode and isa.entry_reads(arch, cfg, dtype, dtype, a_mn_major=am == "MN",
+                                                     b_mn_major=bm == "MN"):
+                    continue  # a decode entry that cannot read these operands (the extension's own rule)
                 a, b, dn = operands(1000 * cfg + si, m, n, k, am, bm, dtype, dev)
                 fn = jax.jit(lambda x, y: gemm_op.gemm(x, y, None, None, dn, np.dtype(np.float32),
                                                     gemm_op.Epilogue(), "kernel", True, cfg))

@@ -18,6 +18,7 @@ import pytest
 
 import jax_tmem
 from jax_tmem._core import arch as _arch
+from jax_tmem import isa
 
 from conftest import BF16, E4M3, E5M2, F16, F32, command_buffer_runs, rand, seed_of
 
@@ -39,7 +40,6 @@ def _require_kernels():
 
 
 def _menu_entry(arch, config):
-    from jax_tmem import isa
     return next((e for e in isa.kernel_menu(arch) if e["config"] == config), None)
 
 
@@ -278,7 +278,6 @@ def test_unaligned_pitch_falls_back_with_reason():
 def _menu(arch):
     """The arch's kernel configurations as the dispatcher knows them (cpp/include/jax_tmem/*_configs.def)."""
     try:
-        from jax_tmem import isa
         return isa.kernel_menu(arch)
     except RuntimeError:  # no extension: nothing to run anyway
         return []
@@ -304,14 +303,10 @@ def test_every_menu_config(config, dtypes, layout):
                     f"heuristic (the README's test command builds all)")
     if entry["swap_ab"] and layout[0] == "MN":
         pytest.skip("swap-AB reads the lhs as its narrow wgmma B operand: K-major only (the heuristic knows)")
-    fp8 = dtypes[0].itemsize == 1
-    if entry["split"] == "decode":
-        bm = entry["block_m"]  # (K, N) weights in k-rows of 32-128 bytes, (N, K) ones in up to 64 rows a CTA
-        rows_ok = 32 <= bm * dtypes[1].itemsize <= 128 if layout[1] == "MN" else bm <= 64
-        if (layout[0] == "MN" or not rows_ok or (fp8 and layout[1] == "MN" and dtypes != (E4M3, E4M3)) or
-                (not fp8 and (dtypes[0] != dtypes[1] or dtypes[0] == F32))):
-            pytest.skip("the decode entries read a K-major lhs, 16-bit or fp8 operands, and weights in "
-                        "rows their CTAs take (tests/test_decode_mma.py)")
+    if entry["split"] == "decode":  # which operands it reads: the extension's own rule (tests/test_decode_mma.py)
+        why = isa.entry_reads(arch, config, *dtypes, a_mn_major=layout[0] == "MN", b_mn_major=layout[1] == "MN")
+        if why:
+            pytest.skip(why)
     from jax_tmem.ops import gemm as gemm_op
     for m, n, k in [(1000, 776, 1008), (264, 136, 48), (2056, 1040, 304)]:
         s = seed_of("cfg", config, dtypes, layout, m, n, k)

@@ -688,6 +688,33 @@ def test_forcing_an_entry_outside_the_build_raises_at_trace_time():
                 _arch.kernel_plan("sm_90a", c, dt, e["config"], "bfloat16")
 
 
+def test_entry_reads_is_the_extensions_operand_rule():
+    """isa.entry_reads, which the GPU tests ask before forcing an entry: the decode entries' operand rule
+    (C++ menu::mma_decode_reads: a K-major lhs; 16-bit pairs of one type or fp8; a (K, N) weight in k-rows
+    of 32-128 bytes, an (N, K) one in CTAs of <= 64 rows), the compiled families, swap-AB's K-major lhs; and a
+    forced call refused by the same rule at trace time."""
+    menu = {e["config"]: e for e in isa.kernel_menu("sm_90a")}
+    decode = [c for c, e in menu.items() if e["split"] == "decode"]
+    assert decode, "the sm_90a menu has decode entries"
+    bf16, e4m3, e5m2 = "bfloat16", "float8_e4m3fn", "float8_e5m2"
+    for c in decode:
+        bm = menu[c]["block_m"]
+        assert (isa.entry_reads("sm_90a", c, bf16, bf16) == "") is (bm <= 64)
+        assert (isa.entry_reads("sm_90a", c, bf16, bf16, b_mn_major=True) == "") is (32 <= 2 * bm <= 128)
+        assert (isa.entry_reads("sm_90a", c, e4m3, e4m3, b_mn_major=True) == "") is (32 <= bm <= 128)
+        assert "K-major lhs" in isa.entry_reads("sm_90a", c, bf16, bf16, a_mn_major=True)
+        assert isa.entry_reads("sm_90a", c, "float32", "float32") != ""
+        assert "no sm_90a kernel family" in isa.entry_reads("sm_90a", c, bf16, "float16")
+        assert "no sm_90a kernel family" in isa.entry_reads("sm_90a", c, e5m2, e4m3, b_mn_major=True)
+    swap = next(c for c, e in menu.items() if e["swap_ab"])
+    assert "K-major" in isa.entry_reads("sm_90a", swap, bf16, bf16, a_mn_major=True)
+    assert isa.entry_reads("sm_90a", swap, e4m3, e4m3, b_mn_major=True) == ""  # the transposing swap-AB
+    dense = next(c for c, e in menu.items() if e["split"] == "none" and not e["swap_ab"])
+    assert "decode and swap-AB entries only" in isa.entry_reads("sm_90a", dense, e4m3, e4m3, b_mn_major=True)
+    assert isa.entry_reads("sm_90a", dense, bf16, bf16, a_mn_major=True, b_mn_major=True) == ""
+    assert "not an sm_90a menu entry" in isa.entry_reads("sm_90a", 999, bf16, bf16)
+
+
 # The 1-CTA tile widths of the sm100 menu (128x256 and 128x128, two accumulator buffers each).
 @pytest.mark.parametrize("block_n,alloc,offsets", [(256, 512, [0, 256]), (128, 256, [0, 128])])
 def test_tmem_plan_menu_configs(block_n, alloc, offsets):

@@ -18,7 +18,8 @@ import jax_tmem
 from jax_tmem._core import config as _config
 from conftest import BF16, F32, assert_close, rand, ref_matmul
 
-M, N, K = 5, 6, 7
+# bfloat16 with 16-byte row pitches: the GPU kernels take these GEMMs too (a forced kernel path runs there)
+M, N, K = 8, 16, 24
 ON_CPU = jax.default_backend() == "cpu"
 cpu_only = pytest.mark.skipif(not ON_CPU, reason="checks the CPU decisions")
 
@@ -29,7 +30,7 @@ def _two_gemms(a, b, w):
 
 @pytest.fixture
 def abw(seed):
-    return rand(seed, (M, K), F32), rand(seed + 1, (K, N), F32), rand(seed + 2, (N, 3), F32)
+    return rand(seed, (M, K), BF16), rand(seed + 1, (K, N), BF16), rand(seed + 2, (N, 8), BF16)
 
 
 def fresh(fn):
@@ -62,9 +63,9 @@ def test_log_line_per_decision(monkeypatch, caplog, abw, path):
     assert [r.getMessage() for r in records] == [str(d) for d in ds]
     assert all(r.levelno == logging.INFO for r in records)
     msg = records[0].getMessage()
-    assert msg.startswith("jax_tmem gemm float32[5, 7] x float32[7, 6] -> float32")
+    assert msg.startswith("jax_tmem gemm bfloat16[8, 24] x bfloat16[24, 16] -> bfloat16")
     assert f" {ds[0].path} ({ds[0].target}) - {ds[0].reason}" in msg
-    assert "5x6x7" in msg  # the canonical problem MxNxK
+    assert "8x16x24" in msg  # the canonical problem MxNxK
 
 
 @pytest.mark.parametrize("value", ["0", "", "false", "no"])
@@ -139,9 +140,9 @@ def test_decisions_record_every_call_in_order(abw):
     ds = jax_tmem.decisions()
     assert [d.path for d in ds] == ["kernel", "kernel", "xla"]
     assert all(isinstance(d, jax_tmem.Decision) and d.op == "gemm" and d.reason for d in ds)
-    assert "float32[5, 7] x float32[7, 6]" in ds[0].problem
-    assert "float32[5, 6] x float32[6, 3]" in ds[1].problem
-    assert "bfloat16[5, 7] x bfloat16[7, 6] -> bfloat16" in ds[2].problem
+    assert "bfloat16[8, 24] x bfloat16[24, 16]" in ds[0].problem
+    assert "bfloat16[8, 16] x bfloat16[16, 8]" in ds[1].problem
+    assert "bfloat16[8, 24] x bfloat16[24, 16] -> bfloat16" in ds[2].problem
     assert ds[2].reason == 'path "xla" requested'
     assert ds[2].target == "lax.dot_general"
     jax_tmem.clear_decisions()
@@ -170,8 +171,8 @@ def test_grad_records_backward_decisions(abw):
     ds = jax_tmem.decisions()
     assert len(ds) == 3 and all(d.path == "kernel" for d in ds)
     # dA = g(5x6) . B(7x6)^T and dB = A(5x7)^T . g
-    assert any("float32[5, 6] x float32[7, 6]" in d.problem for d in ds)
-    assert any("float32[5, 7] x float32[5, 6]" in d.problem for d in ds)
+    assert any("bfloat16[8, 16] x bfloat16[24, 16]" in d.problem for d in ds)
+    assert any("bfloat16[8, 24] x bfloat16[8, 16]" in d.problem for d in ds)
 
 
 # ---- path selection -------------------------------------------------------------------------------
@@ -214,7 +215,7 @@ def test_env_path_honored(monkeypatch, abw, env, expect):
         assert ds[0].reason == 'path "xla" requested'
     out = fresh(_two_gemms)(a, b, w)
     ref = ref_matmul(np.maximum(ref_matmul(a, b), 0), w)
-    assert_close(out, ref, F32, K)
+    assert_close(out, ref, BF16, K)
 
 
 @cpu_only
@@ -261,7 +262,7 @@ def test_jit_cache_keeps_the_traced_path(abw):
     with jax_tmem.use_path("kernel"):
         out = f(a, b)
     assert [d.path for d in jax_tmem.decisions()] == ["xla"]
-    assert_close(out, ref_matmul(a, b), F32, K)
+    assert_close(out, ref_matmul(a, b), BF16, K)
 
 
 def test_handler_jaxlib_mismatch_is_explained():

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import jax_tmem
+from jax_tmem._core import arch as _arch
 from conftest import (ACTIVATIONS, BF16, E4M3, E5M2, F16, F32, FP8, IN_DTYPES, OUT_DTYPES, PATHS, assert_close,
                       calc_diff, f64, rand, ref_epilogue, ref_matmul, run_path, seed_of)
 
@@ -284,8 +285,17 @@ def _int8(seed, shape):
     return jnp.asarray(np.random.default_rng(seed).integers(-128, 128, shape), jnp.int8)
 
 
+# XLA's own int8 dot on a GPU: jax.jit(lambda a, b: lax.dot_general(a, b, ..., preferred_element_type=int32)) of
+# 3x2 @ 2x2048 int8 came out twice the exact product on an H100 (jaxlib 0.11.2, 2026-11-26; 17x33x29 and
+# 64x4096x8 exact). No jax_tmem kernel takes int8 on sm_90a, so both paths run that dot there. Strict: fails
+# once fixed.
+_XLA_INT8_K2 = pytest.mark.xfail(jax.default_backend() == "gpu" and _arch.device_cc()[0] == 90, strict=True,
+                                 reason="XLA's GPU int8 dot returns 2x the product for 3x2 @ 2x2048 (plain jax too)")
+
+
 @pytest.mark.parametrize("path", PATHS)
-@pytest.mark.parametrize("shape", [(17, 33, 29), (64, 4096, 8), (3, 2, 2048)], ids=str)
+@pytest.mark.parametrize("shape", [(17, 33, 29), (64, 4096, 8), pytest.param((3, 2, 2048), marks=_XLA_INT8_K2)],
+                         ids=str)
 def test_int8_matmul_exact(path, shape, seed):
     m, k, n = shape
     a, b = _int8(seed, (m, k)), _int8(seed + 1, (k, n))

@@ -251,6 +251,7 @@ NB_MODULE(_jax_tmem, m) {
     p.b_type = jax_tmem::dtype_from_name(b_dtype.c_str());
     if (!jax_tmem::dtype_is_operand(p.a_type)) throw std::invalid_argument("unknown a_dtype " + a_dtype);
     if (!jax_tmem::dtype_is_operand(p.b_type)) throw std::invalid_argument("unknown b_dtype " + b_dtype);
+    if (!jax_tmem::dtype_is_operand(p.b_type)) throw std::invalid_argument("unknown b_dtype " + b_dtype);
     return jax_tmem::kernel_legality(p);
   }, nb::arg("a_dtype"), nb::arg("b_dtype"), nb::arg("batch"), nb::arg("m"), nb::arg("n"), nb::arg("k"),
      nb::arg("a_mn_major"), nb::arg("b_mn_major"), nb::arg("lda"), nb::arg("ldb"), nb::arg("stride_a"),
@@ -328,12 +329,13 @@ NB_MODULE(_jax_tmem, m) {
 
   m.def("kernel_choice", [](const std::string& arch, int64_t batch, int64_t m_, int64_t n, int64_t k,
                             const std::string& a_dtype, int config, int num_sms, const std::string& out_dtype,
-                            bool a_mn_major, int splits, bool b_mn_major) {
+                            bool a_mn_major, int splits, bool b_mn_major, const std::string& b_dtype) {
     jax_tmem::GemmProblem p;
     p.batch = batch; p.m = m_; p.n = n; p.k = k; p.config = config; p.a_mn_major = a_mn_major; p.splits = splits;
     p.b_mn_major = b_mn_major;
     p.a_type = jax_tmem::dtype_from_name(a_dtype.c_str());  // the element size sets the K blocks of a split
-    p.b_type = p.a_type;  // one element width per wgmma: with b_mn_major, which decode entries may read b
+    // one element width per wgmma; the weight's own type matters for which decode entries may read it
+    p.b_type = b_dtype.empty() ? p.a_type : jax_tmem::dtype_from_name(b_dtype.c_str());
     p.out_type = jax_tmem::dtype_from_name(out_dtype.c_str());  // its size: may rows take the TMA-store epilogue
     if (!jax_tmem::dtype_is_operand(p.a_type)) throw std::invalid_argument("unknown a_dtype " + a_dtype);
     if (!jax_tmem::dtype_is_output(p.out_type))
@@ -353,7 +355,7 @@ NB_MODULE(_jax_tmem, m) {
     return nb::make_tuple(plan.config, table.find(plan.config)->name, plan.splits, plan.ws_floats);
   }, nb::arg("arch"), nb::arg("batch"), nb::arg("m"), nb::arg("n"), nb::arg("k"), nb::arg("a_dtype"),
      nb::arg("config"), nb::arg("num_sms"), nb::arg("out_dtype"), nb::arg("a_mn_major"), nb::arg("splits"),
-     nb::arg("b_mn_major") = false,
+     nb::arg("b_mn_major") = false, nb::arg("b_dtype") = "",
      "The plan the CUDA dispatcher runs for this problem: (menu entry, its name, K splits, f32 workspace "
      "floats) - the same code (jax_tmem/menu.h) the launchers call.");
 

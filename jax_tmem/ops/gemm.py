@@ -280,9 +280,10 @@ batching.primitive_batchers[gemm_p] = _batch_rule
 
 # ---- the path decision ------------------------------------------------------------------------
 
-def _decide(lhs_shape, rhs_shape, a_dtype, b_dtype, dn, out_dtype, requested: str, allow_tf32: bool,
+def _target(lhs_shape, rhs_shape, a_dtype, b_dtype, dn, out_dtype, requested: str, allow_tf32: bool,
             config: int = -1):
-    """Returns (path, problem description). Raises ValueError if path "kernel" is forced but impossible."""
+    """(kernel target, why not, problem description) of a GEMM, recording nothing: the target is "" where
+    XLA runs it (a zero-sized dimension: why not is "")."""
     canon = _canon.canonicalize(lhs_shape, rhs_shape, dn)
     problem = (f"{np.dtype(a_dtype).name}{list(lhs_shape)} x {np.dtype(b_dtype).name}{list(rhs_shape)} "
                f"-> {np.dtype(out_dtype).name}")
@@ -293,9 +294,7 @@ def _decide(lhs_shape, rhs_shape, a_dtype, b_dtype, dn, out_dtype, requested: st
     if requested == "xla":
         reason = 'path "xla" requested'
     elif 0 in tuple(lhs_shape) + tuple(rhs_shape):
-        # Nothing to multiply: XLA produces act(bias) + c or an empty array, even on a forced kernel path.
-        _config.record(_config.Decision("gemm", problem, "xla", "lax.dot_general", "a zero-sized dimension"))
-        return "xla", problem
+        pass  # nothing to multiply: XLA produces act(bias) + c or an empty array, even on a forced kernel path
     elif isinstance(canon, str):
         reason = canon
     elif backend == "cpu":
@@ -327,9 +326,24 @@ def _decide(lhs_shape, rhs_shape, a_dtype, b_dtype, dn, out_dtype, requested: st
                 target = f"cuda {arch}, {_arch.menu_entry(arch, canon, a_dtype, config, out_dtype)}" if ok else ""
     else:
         reason = f"no jax_tmem kernels for backend {backend!r}"
+    return target, reason, problem
+
+
+def _decide(lhs_shape, rhs_shape, a_dtype, b_dtype, dn, out_dtype, requested: str, allow_tf32: bool,
+            config: int = -1, moved_reason: str = ""):
+    """Returns (path, problem description) and records the decision. Raises ValueError if path "kernel" is
+    forced but impossible. ``moved_reason``: why no kernel takes the problem with its MN-major operands
+    transposed to K-major (so they were left as they are), reported instead of the majorness."""
+    target, reason, problem = _target(lhs_shape, rhs_shape, a_dtype, b_dtype, dn, out_dtype, requested, allow_tf32,
+                                      config)
+    if requested != "xla" and 0 in tuple(lhs_shape) + tuple(rhs_shape):
+        _config.record(_config.Decision("gemm", problem, "xla", "lax.dot_general", "a zero-sized dimension"))
+        return "xla", problem
     if target:
         _config.record(_config.Decision("gemm", problem, "kernel", target, f'path "{requested}"'))
         return "kernel", problem
+    if moved_reason:
+        reason = f"{moved_reason} (with its MN-major operands transposed to K-major, as the kernels read them)"
     if requested == "kernel":
         raise ValueError(f"jax_tmem: path 'kernel' was forced but no kernel takes {problem}: {reason}")
     _config.record(_config.Decision("gemm", problem, "xla", "lax.dot_general", reason))
@@ -343,10 +357,16 @@ def bind_gemm(lhs, rhs, *rest, dimension_numbers, out_dtype, epilogue: Epilogue,
     ``requested`` is "auto", "kernel", "xla", or the internal "prefer" (the kernel where one applies,
     else XLA without raising: what the backward pass of a forced-kernel call uses for gradient GEMMs
     whose layout no kernel takes)."""
+    moved_reason = []
     if requested != "xla":
-        lhs, rhs, dimension_numbers = _transpose.to_k_major(lhs, rhs, dimension_numbers, requested)
+        def accept(lhs_shape, rhs_shape, dn):  # a kernel takes the transposed problem: else none is transposed
+            target, why, _ = _target(lhs_shape, rhs_shape, lhs.dtype, rhs.dtype, dn, out_dtype, requested,
+                                     allow_tf32, config)
+            moved_reason.append(why)
+            return bool(target)
+        lhs, rhs, dimension_numbers = _transpose.to_k_major(lhs, rhs, dimension_numbers, requested, accept)
     path, problem = _decide(lhs.shape, rhs.shape, lhs.dtype, rhs.dtype, dimension_numbers, out_dtype,
-                            requested, allow_tf32, config)
+                            requested, allow_tf32, config, moved_reason[0] if moved_reason else "")
     return gemm_p.bind(lhs, rhs, *rest, dimension_numbers=dimension_numbers, out_dtype=np.dtype(out_dtype),
                        epilogue=epilogue, path=path, requested=requested, problem=problem,
                        allow_tf32=allow_tf32, config=config if isinstance(config, tuple) else int(config))

@@ -118,11 +118,13 @@ def transpose(x, perm, *, impl: str = "ffi"):
 
 # ---- the layouts a GEMM reads ------------------------------------------------------------------
 
-def to_k_major(lhs, rhs, dn, requested):
+def to_k_major(lhs, rhs, dn, requested, accept=None):
     """``dot_general(lhs, rhs, dn)``'s operands with those of a type the tensor cores read K-major only
     (wgmma: fp8 and tf32; tcgen05 as built: tf32) transposed to K-major (16-bit ones are read in place,
     and so is an fp8 decode weight that ``arch.reads_mn_weight``), and the dimension numbers after them.
-    The output of the GEMM is unchanged (batch and free dims keep their order)."""
+    The output of the GEMM is unchanged (batch and free dims keep their order). ``accept(lhs_shape,
+    rhs_shape, dn)``, if given, is asked first whether a kernel takes the moved problem: if not, nothing is
+    transposed (a transpose would only feed XLA's dot, e.g. an f32 row pitch TMA cannot take)."""
     none = (lhs, rhs, dn)
     if requested == "xla" or jax.default_backend() != "gpu":
         return none
@@ -138,22 +140,35 @@ def to_k_major(lhs, rhs, dn, requested):
     pairs = sorted(zip(lc, rc))
     lc, rc = tuple(l for l, _ in pairs), tuple(r for _, r in pairs)
 
-    def k_major(x, batch, contract, name):
+    def k_major(x, batch, contract):  # (perm, contracting dims after it, batch dims after it)
         free = [d for d in range(x.ndim) if d not in contract and d not in batch]
         perm = [d for d in batch if d is not None] + free + list(contract)
         pos = {d: i for i, d in enumerate(perm)}
+        return perm, tuple(pos[d] for d in contract), tuple(None if d is None else pos[d] for d in batch)
+
+    needs = lambda x: np.dtype(x.dtype) in k_major_only
+    moves = {}
+    if canon.a_mn_major and canon.m > 1 and needs(lhs):
+        moves["lhs"] = k_major(lhs, lb, lc)
+        lc, lb = moves["lhs"][1:]
+    in_place = _arch.reads_mn_weight(arch, canon, lhs.dtype, rhs.dtype)  # an fp8 decode weight, (K, N)
+    if canon.b_mn_major and canon.n > 1 and needs(rhs) and not in_place:
+        moves["rhs"] = k_major(rhs, rb, rc)
+        rc, rb = moves["rhs"][1:]
+    if not moves:
+        return none
+    new_dn = ((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb)))
+    shape = lambda x, name: tuple(x.shape[d] for d in moves[name][0]) if name in moves else tuple(x.shape)
+    if accept is not None and not accept(shape(lhs, "lhs"), shape(rhs, "rhs"), new_dn):
+        return none
+
+    def move(x, name):
+        if name not in moves:
+            return x
         _config.record(_config.Decision("layout", f"{np.dtype(x.dtype).name}{list(x.shape)}", "kernel", "transpose",
                                         f"{name} is MN-major {np.dtype(x.dtype).name}: transposed to K-major first "
                                         "(the tensor cores read it K-major only)"))
-        y = transpose(x, perm) if jax.dtypes.itemsize_bits(x.dtype) == 8 else jnp.transpose(x, perm)  # tf32: XLA
-        return (y, tuple(pos[d] for d in contract),
-                tuple(None if d is None else pos[d] for d in batch))
+        perm = moves[name][0]
+        return transpose(x, perm) if jax.dtypes.itemsize_bits(x.dtype) == 8 else jnp.transpose(x, perm)  # tf32: XLA
 
-    needs = lambda x: np.dtype(x.dtype) in k_major_only
-    moved = False
-    if canon.a_mn_major and canon.m > 1 and needs(lhs):
-        (lhs, lc, lb), moved = k_major(lhs, lb, lc, "lhs"), True
-    in_place = _arch.reads_mn_weight(arch, canon, lhs.dtype, rhs.dtype)  # an fp8 decode weight, (K, N)
-    if canon.b_mn_major and canon.n > 1 and needs(rhs) and not in_place:
-        (rhs, rc, rb), moved = k_major(rhs, rb, rc, "rhs"), True
-    return (lhs, rhs, ((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb)))) if moved else none
+    return move(lhs, "lhs"), move(rhs, "rhs"), new_dn
