@@ -94,42 +94,43 @@ _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 class Ref(np.ndarray):
-    """A float64 reference that knows the extra error of float32 operands multiplied as tf32 (``tf32_atol``):
-    on a GPU under the default precision, JAX's dot, XLA's and jax_tmem's kernels all multiply float32 as
-    tf32 (10 mantissa bits: each operand within 2^-10 relative). Carried through the epilogue's numpy ops."""
-    tf32_atol = 0.0
+    """A float64 reference that knows the extra error of a GPU's arithmetic for its operands (``gpu_atol``, 0 on
+    the CPU): float32 multiplied as tf32 under the default precision (JAX's dot, XLA's and jax_tmem's kernels
+    alike; 10 mantissa bits), and XLA's fp8 GEMMs' accumulation. Kept by views, ref_epilogue, like_ref and
+    stack_refs."""
+    gpu_atol = 0.0
 
     def __array_finalize__(self, obj):
-        self.tf32_atol = getattr(obj, "tf32_atol", 0.0)
+        self.gpu_atol = getattr(obj, "gpu_atol", 0.0)
 
 
-def _with_tf32(out, lhs, rhs, contract):
-    """``out`` as a Ref whose tf32_atol, where a float32 operand meets a GPU, bounds the tf32 error: twice the
-    bias of truncating both factors, 2^-9 |ref|, plus ~20 standard deviations of the random part,
-    8 * 2^-10 sqrt(sum_k (a_k b_k)^2)."""
+def _with_gpu_error(out, lhs, rhs, contract):
+    """``out`` as a Ref whose gpu_atol bounds, on a GPU, the error of float32 operands multiplied as tf32:
+    twice the bias of truncating both factors, 2^-9 |ref|, plus ~20 standard deviations of the random part,
+    8 * 2^-10 sqrt(sum_k (a_k b_k)^2); or of fp8 operands summed by XLA's fp8 GEMM."""
     out = np.asarray(out).view(Ref)
     types = (np.dtype(lhs.dtype), np.dtype(rhs.dtype))
     if jax.default_backend() == "gpu" and F32 in types:
         sq = contract(f64(lhs) ** 2, f64(rhs) ** 2)
-        out.tf32_atol = float(np.max(2.0 ** -9 * np.abs(out) + 8 * 2.0 ** -10 * np.sqrt(sq), initial=0.0))
+        out.gpu_atol = float(np.max(2.0 ** -9 * np.abs(out) + 8 * 2.0 ** -10 * np.sqrt(sq), initial=0.0))
     elif jax.default_backend() == "gpu" and set(types) & set(FP8):
         # XLA's fp8 GEMM (cuBLASLt, which it substitutes for the dot of two fp8 operands widened to bf16)
         # sums in the fp8 tensor cores' own precision, ~2^-13 of the partial sums per k-step
-        out.tf32_atol = float(np.max(2.0 ** -12 * contract(np.abs(f64(lhs)), np.abs(f64(rhs))), initial=0.0))
+        out.gpu_atol = float(np.max(2.0 ** -12 * contract(np.abs(f64(lhs)), np.abs(f64(rhs))), initial=0.0))
     return out
 
 
 def like_ref(x, ref) -> np.ndarray:
-    """``x`` (another reference of the same product, e.g. lax at HIGHEST) as a Ref with ``ref``'s tf32 error."""
+    """``x`` (another reference of the same product, e.g. lax at HIGHEST) as a Ref with ``ref``'s GPU error."""
     out = f64(x).view(Ref)
-    out.tf32_atol = getattr(ref, "tf32_atol", 0.0)
+    out.gpu_atol = getattr(ref, "gpu_atol", 0.0)
     return out
 
 
 def stack_refs(refs) -> np.ndarray:
-    """np.stack of Refs, keeping the largest tf32 error."""
+    """np.stack of Refs, keeping the largest GPU error."""
     out = np.stack([np.asarray(r) for r in refs]).view(Ref)
-    out.tf32_atol = max((getattr(r, "tf32_atol", 0.0) for r in refs), default=0.0)
+    out.gpu_atol = max((getattr(r, "gpu_atol", 0.0) for r in refs), default=0.0)
     return out
 
 
@@ -142,7 +143,7 @@ def f32_tol(tol: float) -> float:
 def ref_dot_general(lhs, rhs, dn) -> np.ndarray:
     """float64 ``lax.dot_general`` with jax_tmem's extension: a batch pair may name None on one side
     (that operand is broadcast over the batch). Output: batch dims in dn order, lhs free, rhs free."""
-    return _with_tf32(_ref_dot_general(f64(lhs), f64(rhs), dn), lhs, rhs, lambda x, y: _ref_dot_general(x, y, dn))
+    return _with_gpu_error(_ref_dot_general(f64(lhs), f64(rhs), dn), lhs, rhs, lambda x, y: _ref_dot_general(x, y, dn))
 
 
 def _ref_dot_general(lhs, rhs, dn) -> np.ndarray:
@@ -173,7 +174,7 @@ def _ref_dot_general(lhs, rhs, dn) -> np.ndarray:
 
 
 def ref_matmul(a, b) -> np.ndarray:
-    return _with_tf32(np.matmul(f64(a), f64(b)), a, b, np.matmul)
+    return _with_gpu_error(np.matmul(f64(a), f64(b)), a, b, np.matmul)
 
 
 def _erf(x):
@@ -200,9 +201,9 @@ def ref_activation(x, activation):
 
 
 def ref_epilogue(y, *, alpha=1.0, bias=None, activation=None, c=None):
-    """out = act(alpha * y + bias) + c in float64 (bias broadcast along the last axis); a Ref's tf32 error
+    """out = act(alpha * y + bias) + c in float64 (bias broadcast along the last axis); a Ref's GPU error
     scaled by |alpha| and the activations' slope (<= 1.13)."""
-    tf32_atol = getattr(y, "tf32_atol", 0.0) * abs(alpha) * 1.2
+    gpu_atol = getattr(y, "gpu_atol", 0.0) * abs(alpha) * 1.2
     y = alpha * np.asarray(y, np.float64)
     if bias is not None:
         y = y + f64(bias)
@@ -210,7 +211,7 @@ def ref_epilogue(y, *, alpha=1.0, bias=None, activation=None, c=None):
     if c is not None:
         y = y + f64(c)
     y = y.view(Ref)
-    y.tf32_atol = tf32_atol
+    y.gpu_atol = gpu_atol
     return y
 
 
@@ -238,7 +239,7 @@ def assert_close(out, ref, out_dtype, k: int, *, check_diff: bool = True, factor
 
     ``tol_dtype`` (default ``out_dtype``) picks the tolerance, for outputs that carry another dtype's error."""
     out_dtype = np.dtype(out_dtype)
-    tf32_atol = getattr(ref, "tf32_atol", 0.0)  # float32 operands multiplied as tf32 (a GPU; Ref says)
+    gpu_atol = getattr(ref, "gpu_atol", 0.0)  # the GPU's tf32 / fp8 arithmetic for these operands (Ref says)
     ref = np.asarray(ref, np.float64)
     assert np.dtype(out.dtype) == out_dtype, f"dtype {out.dtype}, expected {out_dtype}"
     out_dtype = np.dtype(tol_dtype) if tol_dtype is not None else out_dtype
@@ -246,12 +247,12 @@ def assert_close(out, ref, out_dtype, k: int, *, check_diff: bool = True, factor
     o = f64(out)
     assert np.all(np.isfinite(o)), "non-finite output"
     scale = float(np.max(np.abs(ref))) if ref.size else 0.0
-    atol = factor * (tolerance(out_dtype, k, scale) + tf32_atol)
+    atol = factor * (tolerance(out_dtype, k, scale) + gpu_atol)
     err = float(np.max(np.abs(o - ref))) if ref.size else 0.0
     assert err <= atol, (f"max |out - ref| = {err:.3g} > {atol:.3g} (max|ref| = {scale:.3g}, "
                          f"{out_dtype.name}, K={k})")
     if check_diff and ref.size and scale > 0:
-        if not tf32_atol:  # (tf32's error is bounded above, per element; calc_diff is not for cancelling sums)
+        if not gpu_atol:  # (that error is bounded above, per element; calc_diff is not for cancelling sums)
             d = calc_diff(o, ref)
             assert d <= factor * DIFF_TOL[out_dtype], f"calc_diff = {d:.3g} > {DIFF_TOL[out_dtype]:.3g}"
 
@@ -262,13 +263,8 @@ def run_path(path: str, fn, *args, jit: bool = True, expect=None):
     """Runs ``fn(*args)`` (jitted fresh, so no cached trace is reused) under ``use_path(path)`` and
     asserts every decision recorded while tracing took ``expect`` (default: ``path``; "any": not checked)."""
     expect = path if expect is None else expect
-    jax_tmem.clear_decisions()
     try:
-        with jax_tmem.use_path(path):
-            # a fresh wrapper: jax.jit(fn) for the same fn would reuse a trace made under another path
-            f = jax.jit(lambda *a: fn(*a)) if jit else fn
-            out = f(*args)
-            out = jax.block_until_ready(out)
+        out = _run_under(path, fn, args, jit)
     except ValueError as e:
         if not (path == "kernel" and jax.default_backend() == "gpu" and NO_KERNEL in str(e)):
             raise
@@ -282,6 +278,14 @@ def run_path(path: str, fn, *args, jit: bool = True, expect=None):
     return out
 
 
+def _run_under(path: str, fn, args, jit: bool):
+    jax_tmem.clear_decisions()
+    with jax_tmem.use_path(path):
+        # a fresh wrapper: jax.jit(fn) for the same fn would reuse a trace made under another path
+        f = jax.jit(lambda *a: fn(*a)) if jit else fn
+        return jax.block_until_ready(f(*args))
+
+
 NO_KERNEL = "path 'kernel' was forced but no kernel takes "
 
 
@@ -290,13 +294,10 @@ def _not_on_the_gpu_kernels(error: str, fn, args, jit: bool):
     kernel; the CPU path's "kernel", the reference handler, takes any) raised, naming why. Then "auto" must
     run XLA for that GEMM with the same reason recorded (no silent fallback); its output is returned for the
     caller's checks."""
-    problem, reason = error.split(NO_KERNEL, 1)[1].split(": ", 1)
-    jax_tmem.clear_decisions()
-    with jax_tmem.use_path("auto"):
-        f = jax.jit(lambda *a: fn(*a)) if jit else fn
-        out = jax.block_until_ready(f(*args))
+    reason = error.split(NO_KERNEL, 1)[1].split(": ", 1)[1].split("\n")[0]  # after "<problem>: "
+    out = _run_under("auto", fn, args, jit)
     ds = jax_tmem.decisions()
-    assert any(d.path == "xla" and d.reason == reason.split("\n")[0] for d in ds), (reason, ds)
+    assert any(d.path == "xla" and d.reason == reason for d in ds), (reason, ds)
     return out
 
 

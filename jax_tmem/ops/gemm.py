@@ -330,12 +330,13 @@ def _target(lhs_shape, rhs_shape, a_dtype, b_dtype, dn, out_dtype, requested: st
 
 
 def _decide(lhs_shape, rhs_shape, a_dtype, b_dtype, dn, out_dtype, requested: str, allow_tf32: bool,
-            config: int = -1, moved_reason: str = ""):
+            config: int = -1, moved_reason: str = "", decided=None):
     """Returns (path, problem description) and records the decision. Raises ValueError if path "kernel" is
     forced but impossible. ``moved_reason``: why no kernel takes the problem with its MN-major operands
-    transposed to K-major (so they were left as they are), reported instead of the majorness."""
-    target, reason, problem = _target(lhs_shape, rhs_shape, a_dtype, b_dtype, dn, out_dtype, requested, allow_tf32,
-                                      config)
+    transposed to K-major (so they were left as they are), reported instead of the majorness. ``decided``:
+    ``_target``'s answer for this very problem, if already asked."""
+    target, reason, problem = decided or _target(lhs_shape, rhs_shape, a_dtype, b_dtype, dn, out_dtype, requested,
+                                                 allow_tf32, config)
     if requested != "xla" and 0 in tuple(lhs_shape) + tuple(rhs_shape):
         _config.record(_config.Decision("gemm", problem, "xla", "lax.dot_general", "a zero-sized dimension"))
         return "xla", problem
@@ -357,16 +358,17 @@ def bind_gemm(lhs, rhs, *rest, dimension_numbers, out_dtype, epilogue: Epilogue,
     ``requested`` is "auto", "kernel", "xla", or the internal "prefer" (the kernel where one applies,
     else XLA without raising: what the backward pass of a forced-kernel call uses for gradient GEMMs
     whose layout no kernel takes)."""
-    moved_reason = []
+    moved = []  # _target's answer for the problem with its MN-major operands transposed, if asked
     if requested != "xla":
         def accept(lhs_shape, rhs_shape, dn):  # a kernel takes the transposed problem: else none is transposed
-            target, why, _ = _target(lhs_shape, rhs_shape, lhs.dtype, rhs.dtype, dn, out_dtype, requested,
-                                     allow_tf32, config)
-            moved_reason.append(why)
-            return bool(target)
+            moved.append(_target(lhs_shape, rhs_shape, lhs.dtype, rhs.dtype, dn, out_dtype, requested, allow_tf32,
+                                 config))
+            return bool(moved[0][0])
         lhs, rhs, dimension_numbers = _transpose.to_k_major(lhs, rhs, dimension_numbers, requested, accept)
+    accepted = bool(moved and moved[0][0])
     path, problem = _decide(lhs.shape, rhs.shape, lhs.dtype, rhs.dtype, dimension_numbers, out_dtype,
-                            requested, allow_tf32, config, moved_reason[0] if moved_reason else "")
+                            requested, allow_tf32, config, moved[0][1] if moved and not accepted else "",
+                            moved[0] if accepted else None)
     return gemm_p.bind(lhs, rhs, *rest, dimension_numbers=dimension_numbers, out_dtype=np.dtype(out_dtype),
                        epilogue=epilogue, path=path, requested=requested, problem=problem,
                        allow_tf32=allow_tf32, config=config if isinstance(config, tuple) else int(config))
