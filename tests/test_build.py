@@ -152,7 +152,7 @@ def test_block_scaled_kernels(sass, arch):
     scales copied SMEM -> TMEM by tcgen05.cp 32x128b.warpx4 (UTCCP ... 4x32dp128bit), one per 512-byte
     block per operand: 1, 2, 4 blocks per k-block for MXFP8, MXFP4, NVFP4 (2, 4, 8 copies), after a bulk
     copy of the blocks (UBLKCP). sm_90a: the fp8 wgmma per 32-K block (QGMMA ... K32 with scale-d off) and
-    f32 promotion."""
+    f32 promotion, or (the widened schedule) the data widened to bf16 and bf16 wgmma."""
     if arch not in _ext.build_info()["cuda_archs"]:
         pytest.skip(f"{arch} not built")
     funcs = {f: t for f, t in _functions(_kernels_by_arch(sass)[arch]).items()
@@ -161,6 +161,12 @@ def test_block_scaled_kernels(sass, arch):
         funcs = {f: t for f, t in funcs.items() if "sm90_block_scaled_kernel" in f}
         assert len(funcs) >= 4, f"sm_90a block-scaled kernels missing: {sorted(funcs)}"
         for f, t in funcs.items():
+            if "BsScheduleE3E" in f:  # BsSchedule::kWidened: fp8 -> f16x2 -> f32 x scale -> bf16x2, bf16 wgmma
+                assert "QGMMA" not in t and re.search(r"HGMMA\.64x(128|256)x16\.F32\.BF16 R\d+, gdesc", t), \
+                    f"{f}: the widened schedule runs bf16 wgmma from shared memory"
+                assert re.search(r"F2FP\.F16\.E[45]M[23]\.UNPACK_B", t) and "F2FP.BF16.F32.PACK_AB" in t, \
+                    f"{f}: no fp8 -> bf16 widening"
+                continue
             assert re.search(r"QGMMA\.64x(64|128)x32\.F32\.E[45]M[23]\.E[45]M[23] R\d+, gdesc\[UR\d+\], RZ, !UPT", t), \
                 f"{f}: no zero-initialised fp8 wgmma per 32-K block"
             assert "FFMA" in t and "LDS" in t, f"{f}: no promotion from shared-memory scales"

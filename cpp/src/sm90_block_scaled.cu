@@ -18,9 +18,10 @@ template <DType A, DType B>
 std::string run_types(const GemmLaunch& L) {
   const GemmProblem& p = L.p;
   int config = p.config;
-  if (config < 0) {  // 128x128 when its tiles fill the SMs, else 128x64: twice the CTAs
-    const int64_t tiles128 = p.batch * ((p.m + 127) / 128) * ((p.n + 127) / 128);
-    config = tiles128 >= L.num_sms ? 0 : 1;
+  if (config < 0) {  // the widened 128x256 tiles when they fill the SMs, 128x128 when those do, else 128x64
+    // (the widened schedule measured 5-14 % above the promotion at 4096^3 and 8192^3, docs/PERF.md 2026-11-26)
+    const int64_t tile_rows = p.batch * ((p.m + 127) / 128);
+    config = tile_rows * ((p.n + 255) / 256) >= L.num_sms ? 4 : tile_rows * ((p.n + 127) / 128) >= L.num_sms ? 0 : 1;
   }
   switch (config) {  // the table (jax_tmem/sm90_block_scaled_configs.def)
 #define JT_SM90_BS_CONFIG(id, bn, st, sched, name) \

@@ -4,7 +4,9 @@ the operand layout of ``jax.nn.scaled_matmul`` (both operands K-last).
 
 Paths: "kernel" runs the jax_tmem GEMM custom call with the block scales as operand roles (sfa, sfb in
 cpp/include/jax_tmem/operands.def, ``sf_vec`` = 32): on an sm_90a GPU the block-scaled wgmma kernel
-(kernels/sm90_block_scaled.cuh: FP8 wgmma per 32-K block, promoted into f32 with the scales); on
+(kernels/sm90_block_scaled.cuh: FP8 wgmma per 32-K block, promoted into f32 with the scales; where 128x256
+tiles fill the GPU, the data widened to bf16 with its scales in shared memory and bf16 wgmma,
+kernels/sm90_mx_widen.cuh); on
 sm_100a/sm_103a the tcgen05 kernel (kind::mxf8f6f4, scales staged SMEM -> TMEM by tcgen05.cp; compiled
 and SASS-checked, NEVER RUN on Blackwell); on the CPU the C++ reference handler (the semantics the GPU
 kernels are tested against). "xla" runs the reference semantics through XLA (``scaled_matmul_xla``:
@@ -48,7 +50,8 @@ W4_FORMATS = FP4_FORMATS  # weight-only (lhs_scales=None) with a bfloat16 lhs: k
 W4_AUTO_MAX_M = 64
 # Why "auto" does not take the sm_90a block-scaled kernel yet: measured slower than XLA's path.
 AUTO_PREFERS_XLA = ("the sm_90a block-scaled kernel (path='kernel') is slower than XLA's bf16 GEMM of the exactly "
-                    "dequantized operands today (H200, 2026-11-23: 379 vs 598 TFLOP/s at 8192^3, docs/PERF.md)")
+                    "dequantized operands (H100, 2026-11-26: 380 vs 637 TFLOP/s at 8192^3; the promotion and the "
+                    "widened schedules are bound by instruction issue and shared-memory bandwidth, docs/PERF.md)")
 
 
 def plan(lhs_shape, rhs_shape, lhs_dtype, rhs_dtype, lhs_scales, rhs_scales, out_dtype):

@@ -16,7 +16,8 @@
 // Warp roles (384 threads, one CTA per SM, persistent over tiles as the dense kernel):
 //   warp 0, lane 0  : TMA loads of the A and B tiles (128B-swizzled, K-major, BLOCK_K = 128) into a
 //                     kStages ring, as the dense kernel;
-//   warps 1..3      : scale loaders, taking the ring's k-blocks round robin: each reads the k-block's
+//   warps 1..3      : scale loaders (kLoaderWarps: 3, or one per stage of a shorter ring), taking the
+//                     ring's k-blocks round robin: each reads the k-block's
 //                     4 scales of every tile row of A and B from global memory (plain (rows, K / 32) or
 //                     the 128x4 tiles), turns them into f32 (2^(e - 127); 0 -> 2^-127, 255 -> NaN, as
 //                     the CPU reference) and writes them next to the stage's data; its 32 lanes arrive on
@@ -28,6 +29,7 @@
 #pragma once
 
 #include "jax_tmem/kernels/sm90_gemm.cuh"
+#include "jax_tmem/kernels/sm90_mx_widen.cuh"
 
 namespace jax_tmem::sm90 {
 
@@ -40,25 +42,44 @@ namespace jax_tmem::sm90 {
 // kPipelined: each consumer warpgroup keeps the tensor cores busy while it promotes: its tile is issued
 // in two halves of BLOCK_N / 2 columns, each into its own temporary, one unit (32-K block, half) ahead, so
 // that the wgmma of the next unit runs while the previous one's temporary is promoted (consumer_pipelined).
-enum class BsSchedule { kPlain, kOrdered, kPipelined };
+// kWidened: no promotion: the consumers widen each 64-K unit of the stage to bf16 with its scales applied,
+// one unit ahead, and run bf16 wgmma on it (kernels/sm90_mx_widen.cuh, consumer_widened).
+enum class BsSchedule { kPlain, kOrdered, kPipelined, kWidened };
 
 template <DType kA_, DType kB_, int BLOCK_N_, int kStages_, BsSchedule kSchedule_ = BsSchedule::kPlain>
 struct ScaledConfig : Config<kA_, kB_, BLOCK_N_, kStages_, false, false> {
   static constexpr bool kOrdered = kSchedule_ == BsSchedule::kOrdered;
   static constexpr bool kPipelined = kSchedule_ == BsSchedule::kPipelined;
+  static constexpr bool kWidened = kSchedule_ == BsSchedule::kWidened;
   static constexpr uint32_t kTurnBarrier = 3;  // named barriers 3 and 4 (0: __syncthreads)
+  static constexpr uint32_t kWideBarrier = 5;  // kWidened: the 256 consumer threads
   using Base = Config<kA_, kB_, BLOCK_N_, kStages_, false, false>;
+  // kWidened: the bf16 wgmma of a widened tile (its mma_step: both operands K-major in shared memory)
+  using WideMma = Config<DType::kBF16, DType::kBF16, BLOCK_N_, kStages_, false, false>;
   static constexpr int SF_BLOCKS = Base::BLOCK_K / 32;                 // scale blocks per k-block (4)
   static constexpr int DATA_BYTES = Base::A_BYTES + Base::B_BYTES;     // what TMA brings per stage
   static constexpr int SFA_FLOATS = SF_BLOCKS * Base::BLOCK_M;         // f32 [SF_BLOCKS][BLOCK_M]
   static constexpr int SFB_FLOATS = SF_BLOCKS * BLOCK_N_;              // f32 [SF_BLOCKS][BLOCK_N]
   static constexpr int STAGE_BYTES = DATA_BYTES + 4 * (SFA_FLOATS + SFB_FLOATS);
-  static constexpr int kLoaderWarps = 3;
-  static constexpr int SMEM_BYTES = kStages_ * STAGE_BYTES + 1024 + 2 * kStages_ * 8;
+  // Scale loader warps (1..3 of warpgroup 0), taking the stages round robin. A loader waits only for its
+  // own stages' empty barriers, so it runs up to kLoaderWarps - 1 stages ahead of the others; a parity wait
+  // tells phases apart within one lap of the ring only, hence no more loaders than stages.
+  static constexpr int kLoaderWarps = kStages_ < 3 ? kStages_ : 3;
+  // kWidened: two unit buffers of 64 K in bf16 (A's rows, then B's; 128 bytes each), after the ring
+  static constexpr int WIDE_UNIT_BYTES = kWidened ? (Base::BLOCK_M + BLOCK_N_) * 128 : 0;
+  static constexpr int SMEM_BYTES = kStages_ * STAGE_BYTES + 2 * WIDE_UNIT_BYTES + 1024 + 2 * kStages_ * 8;
+  // Registers per thread after setmaxnreg (warpgroup 0: TMA + scale loaders; the consumers): 128 x
+  // LOADER_REGS + 256 x CONSUMER_REGS <= 384 x 168, what the launch allocated (a larger request blocks
+  // setmaxnreg.inc forever); the loaders spill at 80. kWidened at BLOCK_N = 256 holds 128 accumulators.
+  static constexpr int LOADER_REGS = 96, CONSUMER_REGS = 200;
+  static_assert(128 * LOADER_REGS + 256 * CONSUMER_REGS <= 384 * 168, "setmaxnreg: more registers than the CTA has");
   static_assert(Base::ELEM_BYTES == 1 && Base::INSTR_K == 32, "one fp8 wgmma (K = 32) per scale block");
-  static_assert(STAGE_BYTES % 1024 == 0, "128B-swizzle tiles must stay 1024-byte aligned");
+  static_assert(kLoaderWarps >= 1 && kLoaderWarps <= kStages_, "at most one loader warp per ring stage");
+  static_assert(STAGE_BYTES % 1024 == 0 && WIDE_UNIT_BYTES % 1024 == 0, "128B-swizzle tiles must stay 1024-byte aligned");
   static_assert(SMEM_BYTES <= 232448, "shared memory per CTA exceeds 227 KB");
-  static_assert(BLOCK_N_ % 32 == 0 && BLOCK_N_ <= 128, "the temporary + the accumulator: BLOCK_N <= 128");
+  static_assert(BLOCK_N_ % 32 == 0 && (BLOCK_N_ <= 128 || (kWidened && BLOCK_N_ == 256)),
+                "the temporary + the accumulator: BLOCK_N <= 128 (kWidened: no temporary, 256 too)");
+  static_assert(!kWidened || BLOCK_N_ % 64 == 0, "kWidened: each warpgroup widens BLOCK_N / 2 rows of B, 64 at a time");
 };
 
 // UE8M0 -> f32, as the CPU reference reads it (host_convert.h: 2^(e - 127), all-ones NaN).
@@ -169,7 +190,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace jax_tmem::ptx;
   uint8_t* smem = aligned_dynamic_smem();
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + C::kStages * C::STAGE_BYTES);
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + C::kStages * C::STAGE_BYTES + 2 * C::WIDE_UNIT_BYTES);
   uint64_t* empty = full + C::kStages;
   const int warpgroup = threadIdx.x / 128, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
@@ -194,7 +215,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
   auto stage_scales = [&](int stage) { return smem_addr(smem) + stage * C::STAGE_BYTES + C::DATA_BYTES; };
 
   if (warpgroup == 0) {
-    setmaxnreg_dec<96>();  // the scale loaders (8 loads in flight) need more than the dense producer's 40
+    setmaxnreg_dec<C::LOADER_REGS>();  // the scale loaders (8-12 loads in flight) need more than the dense producer's 40
     JT_TILE_WALK
     if (warp == 0) {
       // ---------------- TMA producer ----------------
@@ -216,8 +237,8 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
           }
         }
       }
-    } else {
-      // ---------------- scale loaders: warp w takes k-blocks i with i % 3 == w - 1 ----------------
+    } else if (warp - 1 < C::kLoaderWarps) {
+      // ---------------- scale loaders: warp w takes k-blocks i with i % kLoaderWarps == w - 1 ----------------
       PipelineState<C::kStages> st;
       const int cols = p.k / 32;  // scale columns of a row
       int i = 0;
@@ -231,24 +252,43 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
           mbarrier_wait(&empty[st.stage], st.phase ^ 1u);
           const uint32_t dst_a = stage_scales(st.stage), dst_b = dst_a + 4 * C::SFA_FLOATS;
           const int c0 = kb * C::SF_BLOCKS;
-          uint32_t wa[C::BLOCK_M / 32], wb[C::BLOCK_N / 32];
+          if constexpr (C::BLOCK_N > 128) {
+            // Rows in groups of 128 (A's, then B's), 4 quads in flight, not unrolled: the 12 rows' loop
+            // invariants of an unrolled walk spill even at 104 registers.
+#pragma unroll 1
+            for (int g = 0; g < (C::BLOCK_M + C::BLOCK_N) / 128; ++g) {
+              const bool is_a = g == 0;
+              const uint8_t* base = is_a ? sfa : sfb;
+              const int64_t r0 = is_a ? m0 : n0 + 128 * (g - 1), rows = is_a ? p.m : p.n;
+              const uint32_t dst = is_a ? dst_a : dst_b + 4 * 128 * (g - 1);
+              const int pitch = is_a ? C::BLOCK_M : C::BLOCK_N;
+              uint32_t w[4];
 #pragma unroll
-          for (int j = 0; j < C::BLOCK_M / 32; ++j) wa[j] = fetch_scale_quad(sfa, p.sf_layout, cols, m0 + lane + 32 * j, p.m, c0);
+              for (int j = 0; j < 4; ++j) w[j] = fetch_scale_quad(base, p.sf_layout, cols, r0 + lane + 32 * j, rows, c0);
 #pragma unroll
-          for (int j = 0; j < C::BLOCK_N / 32; ++j) wb[j] = fetch_scale_quad(sfb, p.sf_layout, cols, n0 + lane + 32 * j, p.n, c0);
+              for (int j = 0; j < 4; ++j)
+                store_scale_quad(w[j], r0 + lane + 32 * j < rows, c0, cols, dst + 4 * (lane + 32 * j), pitch);
+            }
+          } else {
+            uint32_t wa[C::BLOCK_M / 32], wb[C::BLOCK_N / 32];
 #pragma unroll
-          for (int j = 0; j < C::BLOCK_M / 32; ++j)
-            store_scale_quad(wa[j], m0 + lane + 32 * j < p.m, c0, cols, dst_a + 4 * (lane + 32 * j), C::BLOCK_M);
+            for (int j = 0; j < C::BLOCK_M / 32; ++j) wa[j] = fetch_scale_quad(sfa, p.sf_layout, cols, m0 + lane + 32 * j, p.m, c0);
 #pragma unroll
-          for (int j = 0; j < C::BLOCK_N / 32; ++j)
-            store_scale_quad(wb[j], n0 + lane + 32 * j < p.n, c0, cols, dst_b + 4 * (lane + 32 * j), C::BLOCK_N);
+            for (int j = 0; j < C::BLOCK_N / 32; ++j) wb[j] = fetch_scale_quad(sfb, p.sf_layout, cols, n0 + lane + 32 * j, p.n, c0);
+#pragma unroll
+            for (int j = 0; j < C::BLOCK_M / 32; ++j)
+              store_scale_quad(wa[j], m0 + lane + 32 * j < p.m, c0, cols, dst_a + 4 * (lane + 32 * j), C::BLOCK_M);
+#pragma unroll
+            for (int j = 0; j < C::BLOCK_N / 32; ++j)
+              store_scale_quad(wb[j], n0 + lane + 32 * j < p.n, c0, cols, dst_b + 4 * (lane + 32 * j), C::BLOCK_N);
+          }
           mbarrier_arrive(&full[st.stage]);  // release: the consumers' wait orders these stores
         }
       }
     }
   } else {
     // ---------------- consumers ----------------
-    setmaxnreg_inc<200>();  // 128 x 96 + 256 x 200 = 63488 <= 65536 (ptxas allocates 168 for the kernel)
+    setmaxnreg_inc<C::CONSUMER_REGS>();  // (ptxas allocates 168 for the kernel)
     JT_TILE_WALK
     const int cw = __shfl_sync(0xffffffffu, warpgroup - 1, 0);
     constexpr int R = C::ACC_REGS;
@@ -266,7 +306,10 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
       const sched::TileCoord tc = scheduler.coord(t);
 #pragma unroll
       for (int i = 0; i < R; ++i) acc[i] = 0.0f;
-      if constexpr (C::kPipelined)
+      if constexpr (C::kWidened)
+        consumer_widened<C>(acc, st, full, empty, smem_addr(smem), smem_addr(smem) + C::kStages * C::STAGE_BYTES,
+                            k_blocks, cw, threadIdx.x % 128);
+      else if constexpr (C::kPipelined)
         consumer_pipelined<C>(acc, st, full, empty, stage_scales(0), desc_a0, desc_b0, k_blocks, frag_row, q, lane);
       else for (int kb = 0; kb < k_blocks; ++kb) {
         mbarrier_wait(&full[st.stage], st.phase);
