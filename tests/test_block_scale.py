@@ -336,6 +336,61 @@ def test_every_sm90_block_scaled_config(config, b, m, n, k, layout):
     np.testing.assert_array_equal(run(), out)
 
 
+def test_quantize_dequantize_call_and_its_formats():
+    """The quantize-dequantize as a partitionable call (its XLA local code here): bf16 dequantize(quantize(x))
+    for MXFP8; None for the formats the fused kernel does not dequantize and for a K that is not whole blocks."""
+    s = seed_of("qdq-xla")
+    x = _spread(_rand(s, (2, 40, 128)), s)
+    got = jax.jit(lambda v: block_scale.quantize_dequantize(v, "mxfp8_e5m2", impl="xla"))(x)
+    q, sc = jax_tmem.quantize(x, "mxfp8_e5m2", path="xla")
+    assert got.dtype == jnp.bfloat16 and got.shape == x.shape
+    np.testing.assert_array_equal(np.asarray(got, np.float32),
+                                  np.asarray(jax_tmem.dequantize(q, sc, dtype=jnp.bfloat16), np.float32))
+    assert block_scale.quantize_dequantize(x, "nvfp4", impl="xla") is None
+    assert block_scale.quantize_dequantize(x[..., :100], "mxfp8", impl="xla") is None
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt", ["mxfp8", "mxfp8_e5m2"])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+def test_quantize_dequantize_kernel_is_the_two_steps(fmt, dtype):
+    """The fused kernel's quantize-dequantize (block_scale.quantize_dequantize: the bf16 operands of the
+    MXFP8 product on sm_90a) equals dequantize(quantize(x)) to bf16, value for value: blocks with their own
+    scales, an all-zero block, a NaN, an infinity, tiny and huge blocks, 37 rows and a batch."""
+    f = block_scale.get_format(fmt)
+    why = block_scale._quantize_kernel_target(f, jnp.zeros((1, 32), dtype))
+    if why:
+        pytest.skip(why)
+    s = seed_of("qdq", fmt, dtype)
+    x = _spread(_rand(s, (3, 37, 256), jnp.float32), s)
+    x = x.at[0, 0, :32].set(0.0).at[0, 1, 5].set(jnp.nan).at[0, 2, 40].set(jnp.inf)
+    x = x.at[1, 3, 64:96].multiply(2.0 ** -60 if dtype == "float32" else 2.0 ** -12)
+    x = x.at[2, 4, 96:128].multiply(2.0 ** 100 if dtype == "float32" else 2.0 ** 6).astype(dtype)
+    got = jax.jit(lambda v: block_scale.quantize_dequantize(v, fmt))(x)
+    assert got is not None and got.shape == x.shape and got.dtype == jnp.bfloat16
+    q, sc = jax.jit(lambda v: jax_tmem.quantize(v, fmt, path="xla"))(x)
+    want = jax.jit(lambda a, b: jax_tmem.dequantize(a, b, dtype=jnp.bfloat16))(q, sc)
+    np.testing.assert_array_equal(np.asarray(got, np.float32), np.asarray(want, np.float32))
+
+
+@pytest.mark.gpu
+def test_scaled_dot_general_fuses_the_quantize_dequantize():
+    """Where scaled_matmul runs XLA's exact bf16 dequantize + dot (sm_90a), scaled_dot_general of MXFP8 takes
+    the fused quantize-dequantize (logged) and gives the two-step product."""
+    from jax_tmem.ops import scaled_gemm
+    x, w = _rand(seed_of("sdg-qdq"), (2, 200, 256)), _rand(seed_of("sdg-qdq") + 1, (2, 136, 256))
+    dn = (((2,), (2,)), ((0,), (0,)))
+    jax_tmem.clear_decisions()
+    y = jax.jit(lambda a, b: jax_tmem.scaled_dot_general(a, b, dn, jnp.float32, configs=["mxfp8"] * 3))(x, w)
+    d = [d for d in jax_tmem.decisions() if d.op == "scaled_matmul"][-1]
+    if d.path == "kernel":
+        pytest.skip(f"the block-scaled kernel takes it here: {d}")
+    assert "fused quantize-dequantize" in d.target, d
+    (xq, xs), (wq, ws) = jax_tmem.quantize(x, "mxfp8"), jax_tmem.quantize(w, "mxfp8")
+    ref = jax.jit(lambda *a: scaled_gemm.scaled_matmul(*a, jnp.float32, path="xla"))(xq, wq, xs, ws)
+    np.testing.assert_allclose(np.asarray(y), np.asarray(ref), rtol=0, atol=1e-5 * float(jnp.abs(ref).max()))
+
+
 # ---- the fused quantize kernel (kernels/mx_quantize.cuh) ---------------------------------------------
 
 

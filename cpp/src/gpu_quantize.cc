@@ -1,7 +1,8 @@
 // jax_tmem: the CUDA FFI handler of the fused block-scale quantize (kernels/mx_quantize.cuh): x (..., K)
 // rowwise or (..., K, N) colwise in bf16 / f16 / f32 -> data of x's shape (e4m3 / e5m2, or packed e2m1)
 // and scales per block along K (UE8M0 per 32; UE4M3 per 16 for NVFP4, with an optional float32 global
-// scale as a second input), plain or in the 128x4 tiles. Validates every buffer and returns ffi::Error
+// scale as a second input), plain or in the 128x4 tiles; or (dequant) MXFP8's dequantize(quantize(x)) as
+// bfloat16 data, rowwise. Validates every buffer and returns ffi::Error
 // for anything it cannot run; never aborts, allocates or synchronises.
 #include <cuda_runtime.h>
 
@@ -22,7 +23,7 @@ std::string dims_str(const std::vector<int64_t>& d) {
 }
 
 ffi::Error cuda_quantize_handler(cudaStream_t stream, ffi::RemainingArgs args, ffi::Result<ffi::AnyBuffer> data,
-                                 ffi::Result<ffi::AnyBuffer> scales, bool colwise, bool swizzled) {
+                                 ffi::Result<ffi::AnyBuffer> scales, bool colwise, bool swizzled, int64_t dequant) {
   auto fail = [](const std::string& why) { return ffi::Error::InvalidArgument("jax_tmem quantize: " + why); };
   if (args.size() != 1 && args.size() != 2) return fail("takes x and an optional float32 global scale");
   auto xb = args.get<ffi::AnyBuffer>(0);
@@ -50,6 +51,10 @@ ffi::Error cuda_quantize_handler(cudaStream_t stream, ffi::RemainingArgs args, f
   if (st != DType::kE8M0 && st != DType::kE4M3) return fail("scales must be float8_e8m0fnu or float8_e4m3fn (NVFP4)");
   if (q.k % v) return fail("the quantized axis (" + std::to_string(q.k) + ") must be a multiple of " + std::to_string(v));
   if (dd != xd) return fail("data must have x's shape " + dims_str(xd) + ", got " + dims_str(dd));
+  if (dequant < 0 || dequant > 2) return fail("dequant must be 0 (quantize), 1 (e4m3) or 2 (e5m2)");
+  if (dequant && (data->element_type() != ffi::DataType::BF16 || st != DType::kE8M0 || colwise))
+    return fail("the quantize-dequantize (dequant " + std::to_string(dequant) + ") writes bfloat16 data along the "
+                "last axis with float8_e8m0fnu scales (MXFP8, rowwise)");
   std::vector<int64_t> want(xd.begin(), xd.end() - (swizzled || colwise ? 2 : 1));
   if (swizzled) {
     for (int64_t d : {(q.rows + 127) / 128, (q.k / v + 3) / 4, int64_t(32), int64_t(16)}) want.push_back(d);
@@ -63,7 +68,8 @@ ffi::Error cuda_quantize_handler(cudaStream_t stream, ffi::RemainingArgs args, f
   q.x = x.untyped_data();
   q.in = to_dtype(x.element_type());
   q.data = data->untyped_data();
-  q.out = to_dtype(data->element_type());
+  q.out = dequant == 1 ? DType::kE4M3 : dequant == 2 ? DType::kE5M2 : to_dtype(data->element_type());
+  q.dequant = dequant != 0;
   q.scales = scales->untyped_data();
   q.scale_type = st;
   q.gscale = gscale;
@@ -84,5 +90,6 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JaxTmemCudaQuantize, jax_tmem::cuda_quantize_handl
                                   .Ret<::xla::ffi::AnyBuffer>()   // data
                                   .Ret<::xla::ffi::AnyBuffer>()   // scales
                                   .Attr<bool>("colwise")
-                                  .Attr<bool>("swizzled"),
+                                  .Attr<bool>("swizzled")
+                                  .Attr<int64_t>("dequant"),      // 0; 1 / 2: bf16 dequantize(quantize(x)), e4m3 / e5m2
                               {::xla::ffi::Traits::kCmdBufferCompatible});

@@ -27,6 +27,8 @@ std::string mx_quantize_launch(const QuantizeLaunch& q, cudaStream_t stream) {
   const int64_t v = fmt == quant::QFmt::kNVFP4 ? 16 : 32;
   if (q.k % v) return "the quantized axis (" + std::to_string(q.k) + ") must be a multiple of " + std::to_string(v);
   if (q.gscale && fmt != quant::QFmt::kNVFP4) return "a global scale is for NVFP4 only";
+  if (q.dequant && (q.colwise || (fmt != quant::QFmt::kE4M3 && fmt != quant::QFmt::kE5M2)))
+    return "the quantize-dequantize is rowwise MXFP8 only";
   const int64_t vec = q.in == DType::kF32 ? 4 : 8;
   if (q.colwise && q.rows % vec)
     return "colwise quantization needs the last axis (" + std::to_string(q.rows) + ") a multiple of " + std::to_string(vec);
@@ -61,6 +63,12 @@ std::string mx_quantize_launch(const QuantizeLaunch& q, cudaStream_t stream) {
       } else {  // a thread per kRowBlocks blocks
         constexpr int64_t per = quant::kRowBlocks<F>;
         const unsigned ctas = static_cast<unsigned>(std::min<int64_t>(((items + per - 1) / per + 255) / 256, int64_t(1) << 20));
+        if constexpr (F == quant::QFmt::kE4M3 || F == quant::QFmt::kE5M2) {
+          if (q.dequant) {  // d: bf16 values of x's shape
+            quant::mx_quantize_kernel<T, F, true><<<ctas, 256, 0, stream>>>(xp, d, s, a);
+            return;
+          }
+        }
         quant::mx_quantize_kernel<T, F><<<ctas, 256, 0, stream>>>(xp, d, s, a);
       }
     };

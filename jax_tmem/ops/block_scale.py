@@ -132,6 +132,7 @@ class QuantizeCall:
     swizzled: bool
     has_global_scale: bool
     impl: str = "ffi"  # "xla": tests of the partitioning on machines without the CUDA kernel
+    dequant: bool = False  # MXFP8 rowwise: data is dequantize(quantize(x)) as bfloat16 (quantize_dequantize)
     name = "quantize"
 
     def _shapes(self, xshape):
@@ -144,20 +145,27 @@ class QuantizeCall:
             return xshape[:-2] + (k // f.block, rows)
         return xshape[:-1] + (k // f.block,)
 
+    def _data_dtype(self):
+        return np.dtype(jnp.bfloat16) if self.dequant else FORMATS[self.fmt].data
+
     def out_avals(self, x, *_):
         f = FORMATS[self.fmt]
-        return [jax.core.ShapedArray(x.shape, f.data), jax.core.ShapedArray(self._shapes(x.shape), f.scale)]
+        return [jax.core.ShapedArray(x.shape, self._data_dtype()), jax.core.ShapedArray(self._shapes(x.shape), f.scale)]
 
     def local(self, x, *gs, partial=False):
         del partial  # nothing to sum
         f = FORMATS[self.fmt]
         if self.impl == "xla":
             axis = x.ndim - 2 if self.colwise else x.ndim - 1
-            return list(quantize(x, f, axis=axis, global_scale=gs[0] if gs else None, path="xla",
-                                 scale_layout="swizzled" if self.swizzled else "plain"))
-        call = jax.ffi.ffi_call("jax_tmem_quantize", (jax.ShapeDtypeStruct(x.shape, f.data),
+            data, scales = quantize(x, f, axis=axis, global_scale=gs[0] if gs else None, path="xla",
+                                    scale_layout="swizzled" if self.swizzled else "plain")
+            if self.dequant:
+                data = dequantize(*lax.optimization_barrier((data, scales)), axis=axis, dtype=jnp.bfloat16)
+            return [data, scales]
+        call = jax.ffi.ffi_call("jax_tmem_quantize", (jax.ShapeDtypeStruct(x.shape, self._data_dtype()),
                                                        jax.ShapeDtypeStruct(self._shapes(x.shape), f.scale)))
-        return list(call(x, *gs, colwise=self.colwise, swizzled=self.swizzled))
+        code = 0 if not self.dequant else 1 if f.data == np.dtype(ml_dtypes.float8_e4m3fn) else 2
+        return list(call(x, *gs, colwise=self.colwise, swizzled=self.swizzled, dequant=code))
 
     def rule(self, shapes):
         f, split = FORMATS[self.fmt], _partition.split_dim
@@ -184,6 +192,26 @@ class QuantizeCall:
             x = jnp.moveaxis(args[0], dims[0], 0)
             return _part_call.bind(self, x, *args[1:]), [0, 0]
         return _part_call.map_batch(self, args, dims)  # a global scale per example: one call each
+
+
+QDQ_FORMATS = ("mxfp8", "mxfp8_e5m2")  # the fused quantize-dequantize (kernels/mx_quantize.cuh, kDq)
+
+
+def quantize_dequantize(x, fmt, impl: str = "ffi"):
+    """``dequantize(*quantize(x, fmt), dtype=bfloat16)`` along the last axis in one pass of the fused
+    CUDA kernel (MXFP8: each block's fp8 codes times its scale, as bfloat16, bit for bit what the two
+    steps give), or None where that kernel does not run (another format, no GPU kernel): the bf16 operand
+    of the MXFP8 product on GPUs whose tensor cores take no MX operands (sm_90a: ``scaled_dot_general``).
+    ``impl="xla"``: the same partitionable call with XLA's two steps as its local code (tests)."""
+    from jax_tmem._core import config as _config
+    f = get_format(fmt)
+    x = jnp.asarray(x)
+    if f.name not in QDQ_FORMATS or x.ndim < 1 or x.shape[-1] % f.block or (impl == "ffi" and _quantize_kernel_target(f, x)):
+        return None
+    _config.record(_config.Decision("quantize", f"{np.dtype(x.dtype).name}{list(x.shape)} -> {f.name} along axis "
+                                    f"{x.ndim - 1}", "kernel", "cuda, jax_tmem_quantize (rowwise, dequantized to bf16)",
+                                    "quantize_dequantize"))
+    return _part_call.bind(QuantizeCall(f.name, False, False, False, impl, dequant=True), x)[0]
 
 
 def e2m1_stochastic_round(v, key):

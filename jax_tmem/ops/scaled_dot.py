@@ -83,10 +83,36 @@ def _qmm(x, w, fx, fw, out_dtype, path, per_tensor=False, sr_key=None):
     cotangent) rounded stochastically with this PRNG key."""
     block = max(fx.block, fw.block)
     x, w = _pad_k(x, block), _pad_k(w, block)
+    y = _qdq_mm(x, w, fx, fw, out_dtype, path) if sr_key is None and not per_tensor else None
+    if y is not None:
+        return y
     gx, gw = (global_scale(x, fx), global_scale(w, fw)) if per_tensor else (None, None)
     xq, xs = block_scale.quantize(x, fx, global_scale=gx, stochastic_rounding=sr_key)
     wq, ws = block_scale.quantize(w, fw, global_scale=gw)
     return scaled_gemm.scaled_matmul(xq, wq, xs, ws, out_dtype, lhs_global_scale=gx, rhs_global_scale=gw, path=path)
+
+
+def _qdq_mm(x, w, fx, fw, out_dtype, path):
+    """Where scaled_matmul would run XLA's path (exact bf16 dequantize + bf16 dot: a GPU whose tensor cores
+    take no MX operands, e.g. sm_90a) for MXFP8 operands quantized here from high precision: each operand's
+    dequantize(quantize(.)) in one pass of the fused kernel (block_scale.quantize_dequantize: the same bf16
+    values, without writing the fp8 codes and reading them back) and the same bf16 dot. None otherwise."""
+    from jax_tmem._core import arch as _arch, config as _config
+    if path not in ("auto", "xla") or fx.name not in block_scale.QDQ_FORMATS or fw.name not in block_scale.QDQ_FORMATS:
+        return None
+    where, why = scaled_gemm.kernel_target(fx, fw, x.dtype, x.shape[2])
+    if path == "auto" and where.startswith("cuda sm_10") and _arch.sm100_trusted():
+        return None  # the tcgen05 block-scaled kernel takes it
+    xd = block_scale.quantize_dequantize(x, fx)
+    wd = block_scale.quantize_dequantize(w, fw) if xd is not None else None
+    if wd is None:
+        return None
+    problem = f"{fx.name}{list(x.shape)} x {fw.name}{list(w.shape)} -> {np.dtype(out_dtype).name}"
+    _config.record(_config.Decision("scaled_matmul", problem, "xla",
+                                    "fused quantize-dequantize (jax_tmem_quantize, bf16) + lax.dot_general (f32 "
+                                    "accumulation)", 'path "xla"' if path == "xla" else why or scaled_gemm.AUTO_PREFERS_XLA))
+    y = lax.dot_general(xd, wd, (((2,), (2,)), ((0,), (0,))), preferred_element_type=jnp.float32)
+    return y.astype(out_dtype)
 
 
 @partial(jax.custom_vjp, nondiff_argnums=(2, 3, 4, 5, 6, 7, 8))

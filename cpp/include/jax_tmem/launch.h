@@ -77,6 +77,7 @@ struct QuantizeLaunch {
   int64_t scale_count;
   int64_t batch, rows, k;
   bool colwise, swizzled;
+  bool dequant;  // MXFP8 rowwise: data receives dequantize(quantize(x)) as bf16 (`out` names the fp8 format)
 };
 std::string mx_quantize_launch(const QuantizeLaunch& q, cudaStream_t stream);
 

@@ -40,6 +40,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "jax_tmem/fp8_convert.cuh"
 #include "jax_tmem/ptx/common.cuh"
 
 namespace jax_tmem::quant {
@@ -275,10 +276,15 @@ struct AbsMax {
 template <QFmt F>
 inline constexpr int kRowBlocks = QTraits<F>::kNv ? 2 : 1;
 
-template <class T, QFmt F>
+// kDq (MXFP8, rowwise): the quantize-dequantize: `data` receives dequantize(quantize(x)) as bf16 (x's shape:
+// each block's fp8 codes times its scale, fp8x2_scaled_to_bf16x2, what XLA's dequantize to bf16 computes),
+// the scales as without it. The bf16 GEMM of two such operands is the MXFP8 product on a GPU whose tensor
+// cores take no MX operands (sm_90a), with one pass over x instead of a quantize and a dequantize pass.
+template <class T, QFmt F, bool kDq = false>
 __global__ void __launch_bounds__(256) mx_quantize_kernel(const T* __restrict__ x, uint8_t* __restrict__ data,
                                                           uint8_t* __restrict__ scales, QuantArgs a) {
   using Tr = QTraits<F>;
+  static_assert(!kDq || !Tr::kFp4, "the quantize-dequantize is MXFP8's");
   constexpr int V = Tr::V, kVec = 16 / sizeof(T);  // elements per 16-byte load
   constexpr int kWords = Tr::kFp4 ? V / 8 : V / 4;  // 32-bit words of output per block
   constexpr int P = kRowBlocks<F>, kLoads = V / kVec;
@@ -335,7 +341,20 @@ __global__ void __launch_bounds__(256) mx_quantize_kernel(const T* __restrict__ 
       }
     }
     uint8_t* out = data + b0 * (kWords * 4);
-    if constexpr (P * kWords == 2) {
+    if constexpr (kDq) {  // 32 bf16 values (64 bytes) per block instead of its 32 codes
+      static_assert(P == 1 && kWords % 2 == 0, "");
+      constexpr DType D = F == QFmt::kE5M2 ? DType::kE5M2 : DType::kE4M3;
+      const float s = ue8m0_to_float(sbyte[0]);
+      uint32_t o[2 * kWords];
+#pragma unroll
+      for (int i = 0; i < kWords; ++i) {
+        o[2 * i] = fp8x2_scaled_to_bf16x2<D>(w[0][i], s);
+        o[2 * i + 1] = fp8x2_scaled_to_bf16x2<D>(w[0][i] >> 16, s);
+      }
+      uint4* dq = reinterpret_cast<uint4*>(data + b0 * V * 2);
+#pragma unroll
+      for (int i = 0; i < kWords / 2; ++i) dq[i] = make_uint4(o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]);
+    } else if constexpr (P * kWords == 2) {
       *reinterpret_cast<uint2*>(out) = make_uint2(w[0][0], w[0][1]);
     } else if constexpr (P == 2 && kWords == 2) {  // NVFP4: 16 bytes for two blocks, 8 for a lone last one
       if (whole) *reinterpret_cast<uint4*>(out) = make_uint4(w[0][0], w[0][1], w[1][0], w[1][1]);

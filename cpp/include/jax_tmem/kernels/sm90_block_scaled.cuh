@@ -82,11 +82,6 @@ struct ScaledConfig : Config<kA_, kB_, BLOCK_N_, kStages_, false, false> {
   static_assert(!kWidened || BLOCK_N_ % 64 == 0, "kWidened: each warpgroup widens BLOCK_N / 2 rows of B, 64 at a time");
 };
 
-// UE8M0 -> f32, as the CPU reference reads it (host_convert.h: 2^(e - 127), all-ones NaN).
-__device__ __forceinline__ float ue8m0_to_float(uint32_t e) {
-  return __uint_as_float(e == 0 ? 0x00400000u : e == 255 ? 0x7fc00000u : e << 23);
-}
-
 // The 4 UE8M0 scales [c0, c0 + 4) of row `r` (of `rows`) as one aligned word, byte j = column c0 + j
 // (0 past the last row). Plain layout: rows of cols % 4 == 0 bytes (the launcher checks; Python passes
 // other plain scales in the 128x4 layout); 128x4 tiles: rows padded to 128 and columns to 4.

@@ -27,30 +27,16 @@
 // stage goes back to the producers once both its units are widened, before their MMAs run.
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_fp8.h>
-
 #include <cstdint>
 
 #include "jax_tmem/desc_sm90.h"
+#include "jax_tmem/fp8_convert.cuh"
 #include "jax_tmem/kernels/sm90_mma.cuh"
 #include "jax_tmem/ptx/common.cuh"
 #include "jax_tmem/ptx/mbarrier.cuh"
 #include "jax_tmem/ptx/wgmma.cuh"
 
 namespace jax_tmem::sm90 {
-
-// Two fp8 values (the low 16 bits of `v`) times the f32 scale, as a bf16x2 word (exact, see above).
-template <DType T>
-__device__ __forceinline__ uint32_t widen_pair(uint32_t v, float s) {
-  static_assert(T == DType::kE4M3 || T == DType::kE5M2, "MXFP8 data is e4m3 or e5m2");
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(v & 0xffffu),
-                                                   T == DType::kE4M3 ? __NV_E4M3 : __NV_E5M2);
-  const float2 f = __half22float2(__half2(h));
-  const __nv_bfloat162 b = __floats2bfloat162_rn(f.x * s, f.y * s);
-  return *reinterpret_cast<const uint32_t*>(&b);
-}
 
 // 16 fp8 values (one 16-byte chunk of a row) widened into two 16-byte bf16 chunks at `dst0`, `dst1`.
 template <DType T>
@@ -59,8 +45,8 @@ __device__ __forceinline__ void widen_chunk(const uint4& w, float s, uint32_t ds
   uint32_t o[8];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    o[2 * i] = widen_pair<T>(x[i], s);
-    o[2 * i + 1] = widen_pair<T>(x[i] >> 16, s);
+    o[2 * i] = fp8x2_scaled_to_bf16x2<T>(x[i], s);
+    o[2 * i + 1] = fp8x2_scaled_to_bf16x2<T>(x[i] >> 16, s);
   }
   ptx::sts_v4_u32(dst0, o[0], o[1], o[2], o[3]);
   ptx::sts_v4_u32(dst1, o[4], o[5], o[6], o[7]);
