@@ -202,11 +202,19 @@ def test_fused_quantize_kernel_built(sass, arch):
     """The fused quantize kernel (kernels/mx_quantize.cuh) is in every built arch: bf16 / f16 / f32 in,
     MXFP8 (e4m3, e5m2), MXFP4 and NVFP4 out (QFmt 0-3), 16-byte vector loads, 16-byte stores of a 32-block
     (32 fp8 or 32 packed e2m1 codes: 16 bytes) and 8-byte stores of NVFP4's 16-block; NVFP4 divides with
-    div.full.f32 (MUFU.RCP, no IEEE division subroutine) as XLA does."""
+    div.full.f32 (MUFU.RCP, no IEEE division subroutine) as XLA does. And MXFP8's quantize-dequantize."""
     if arch not in _ext.build_info()["cuda_archs"]:
         pytest.skip(f"{arch} not built")
     all_funcs = _functions(_kernels_by_arch(sass)[arch])
     funcs = {f: t for f, t in all_funcs.items() if "mx_quantize_kernel" in f}
+    # the quantize-dequantize (template argument kDq = true: "Lb1E"): MXFP8 codes decoded again and written
+    # as bf16 (fp8 -> f16 unpack, f32 product, bf16 pack, 16-byte stores)
+    dq = {f: t for f, t in funcs.items() if "Lb1E" in f}
+    funcs = {f: t for f, t in funcs.items() if f not in dq}
+    assert len(dq) == 6, f"{arch}: expected 6 quantize-dequantize kernels (3 input types x 2 MXFP8), got {sorted(dq)}"
+    for f, t in dq.items():
+        assert re.search(r"F2FP\.F16\.E[45]M[23]\.UNPACK_B", t) and "F2FP.BF16.F32.PACK_AB" in t, f"{f}: no decode to bf16"
+        assert "LDG.E.128" in t and "STG.E.128" in t, f"{f}: no 16-byte loads / stores"
     assert len(funcs) == 12, f"{arch}: expected 12 quantize kernels (3 input types x 4 formats), got {sorted(funcs)}"
     for f, t in funcs.items():
         nv = "QFmtE3E" in f
