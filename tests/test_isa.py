@@ -643,10 +643,10 @@ def test_block_scaled_menu_comes_from_its_table():
     """isa.block_scaled_menu is the sm_90a block-scaled dispatcher's table (sm90_block_scaled_configs.def);
     the tcgen05 block-scaled kernels are kernel_menu entries, so their list is empty."""
     sm90 = isa.block_scaled_menu("sm_90a")
-    assert [e["config"] for e in sm90] == [0, 1, 2, 3]
+    assert [e["config"] for e in sm90] == [0, 1, 2, 3, 4]
     assert [(e["block_m"], e["block_n"], e["stages"]) for e in sm90] == [(128, 128, 6), (128, 64, 8), (128, 128, 6),
-                                                                          (128, 128, 6)]
-    assert [e["schedule"] for e in sm90] == ["plain", "plain", "ordered", "pipelined"]
+                                                                          (128, 128, 6), (128, 256, 2)]
+    assert [e["schedule"] for e in sm90] == ["plain", "plain", "ordered", "pipelined", "widened"]
     assert all(e["name"].startswith(f"128x{e['block_n']}, ") for e in sm90)
     assert isa.block_scaled_menu("sm_100a") == [] == isa.block_scaled_menu("sm_103a")
     with pytest.raises(ValueError, match="arch"):
