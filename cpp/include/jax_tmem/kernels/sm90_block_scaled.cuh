@@ -210,7 +210,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
   auto stage_scales = [&](int stage) { return smem_addr(smem) + stage * C::STAGE_BYTES + C::DATA_BYTES; };
 
   if (warpgroup == 0) {
-    setmaxnreg_dec<C::LOADER_REGS>();  // the scale loaders (8-12 loads in flight) need more than the dense producer's 40
+    setmaxnreg_dec<C::LOADER_REGS>();  // the scale loaders (8 loads in flight) need more than the dense producer's 40
     JT_TILE_WALK
     if (warp == 0) {
       // ---------------- TMA producer ----------------
