@@ -350,6 +350,26 @@ def test_quantize_dequantize_call_and_its_formats():
     assert block_scale.quantize_dequantize(x[..., :100], "mxfp8", impl="xla") is None
 
 
+def test_scaled_dot_general_quantize_dequantize_wiring(monkeypatch):
+    """scaled_dot_general's fused quantize-dequantize path on any machine: with the call's XLA local code
+    standing in for the CUDA kernel, MXFP8 operands take it (logged), the product equals the two-step one
+    (quantize, then scaled_matmul's XLA path), and a format it does not dequantize keeps the two steps."""
+    from jax_tmem.ops import scaled_gemm
+    real = block_scale.quantize_dequantize
+    monkeypatch.setattr(block_scale, "quantize_dequantize", lambda x, fmt, impl="ffi": real(x, fmt, impl="xla"))
+    s = seed_of("sdg-qdq-wiring")
+    x, w = _rand(s, (2, 40, 128)), _rand(s + 1, (2, 24, 128))
+    dn = (((2,), (2,)), ((0,), (0,)))
+    for fmt, fused in (("mxfp8", True), ("mxfp8_e5m2", True), ("mxfp4", False)):
+        jax_tmem.clear_decisions()
+        y = jax.jit(lambda a, b: jax_tmem.scaled_dot_general(a, b, dn, jnp.float32, configs=[fmt] * 3))(x, w)
+        d = [d for d in jax_tmem.decisions() if d.op == "scaled_matmul"][-1]
+        assert d.path == "xla" and ("fused quantize-dequantize" in d.target) == fused, d
+        (xq, xs), (wq, ws) = jax_tmem.quantize(x, fmt, path="xla"), jax_tmem.quantize(w, fmt, path="xla")
+        ref = jax.jit(lambda *a: scaled_gemm.scaled_matmul(*a, jnp.float32, path="xla"))(xq, wq, xs, ws)
+        np.testing.assert_allclose(np.asarray(y), np.asarray(ref), rtol=0, atol=1e-5 * float(jnp.abs(ref).max()))
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("fmt", ["mxfp8", "mxfp8_e5m2"])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
