@@ -97,12 +97,12 @@ def _qdq_mm(x, w, fx, fw, out_dtype, path):
     take no MX operands, e.g. sm_90a) for MXFP8 operands quantized here from high precision: each operand's
     dequantize(quantize(.)) in one pass of the fused kernel (block_scale.quantize_dequantize: the same bf16
     values, without writing the fp8 codes and reading them back) and the same bf16 dot. None otherwise."""
-    from jax_tmem._core import arch as _arch, config as _config
+    from jax_tmem._core import config as _config
     if path not in ("auto", "xla") or fx.name not in block_scale.QDQ_FORMATS or fw.name not in block_scale.QDQ_FORMATS:
         return None
-    where, why = scaled_gemm.kernel_target(fx, fw, x.dtype, x.shape[2])
-    if path == "auto" and where.startswith("cuda sm_10") and _arch.sm100_trusted():
-        return None  # the tcgen05 block-scaled kernel takes it
+    where, why = scaled_gemm.route(fx, fw, x.dtype, x.shape[2])  # scaled_matmul's own decision
+    if scaled_gemm.takes_kernel(where, path):
+        return None  # the block-scaled kernel takes it (a trusted tcgen05 build)
     xd = block_scale.quantize_dequantize(x, fx)
     wd = block_scale.quantize_dequantize(w, fw) if xd is not None else None
     if wd is None:
@@ -110,7 +110,7 @@ def _qdq_mm(x, w, fx, fw, out_dtype, path):
     problem = f"{fx.name}{list(x.shape)} x {fw.name}{list(w.shape)} -> {np.dtype(out_dtype).name}"
     _config.record(_config.Decision("scaled_matmul", problem, "xla",
                                     "fused quantize-dequantize (jax_tmem_quantize, bf16) + lax.dot_general (f32 "
-                                    "accumulation)", 'path "xla"' if path == "xla" else why or scaled_gemm.AUTO_PREFERS_XLA))
+                                    "accumulation)", scaled_gemm.xla_reason(why, path)))
     y = lax.dot_general(xd, wd, (((2,), (2,)), ((0,), (0,))), preferred_element_type=jnp.float32)
     return y.astype(out_dtype)
 

@@ -236,6 +236,28 @@ def kernel_target(fa, fb, lhs_dtype=None, k=None) -> tuple[str, str]:
     return "cpu reference handler", "no GPU: the reference semantics run through XLA (the C++ CPU handler is a slow reference)"
 
 
+def route(fa, fb, lhs_dtype=None, k=None) -> tuple[str, str]:
+    """kernel_target with the Blackwell rule: (where the custom call would run, why "auto" does not take it
+    there: "" where it does). scaled_matmul decides by it, and so does whatever must know its decision
+    beforehand (scaled_dot's fused quantize-dequantize)."""
+    where, why = kernel_target(fa, fb, lhs_dtype, k)
+    if where.startswith("cuda sm_10") and not _arch.sm100_trusted():
+        why = ("jax_tmem's sm_100a/sm_103a build has never run on a Blackwell GPU: path='kernel' or "
+               "JAX_TMEM_ENABLE_SM100=1 takes it")
+    return where, why
+
+
+def takes_kernel(where: str, path: str) -> bool:
+    """Whether a two-operand (both block-scaled) scaled_matmul runs the custom call (else XLA's path):
+    path "kernel", or "auto" on a trusted Blackwell build (on Hopper XLA's path is faster: AUTO_PREFERS_XLA)."""
+    return path == "kernel" or (path == "auto" and where.startswith("cuda sm_10") and _arch.sm100_trusted())
+
+
+def xla_reason(why: str, path: str) -> str:
+    """The logged reason of a scaled_matmul that runs XLA's path."""
+    return 'path "xla"' if path != "auto" else why or AUTO_PREFERS_XLA
+
+
 def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, out_dtype, lhs_global_scale=None, rhs_global_scale=None,
                   path="auto"):
     fa, fb, sa, sb = plan(lhs.shape, rhs.shape, lhs.dtype, rhs.dtype, lhs_scales, rhs_scales, out_dtype)
@@ -245,13 +267,10 @@ def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, out_dtype, lhs_global_scale=
                              f"{f.name if f else 'an unscaled lhs (lhs_scales=None)'}")
     lhs_name = fa.name if fa else np.dtype(lhs.dtype).name
     problem = (f"{lhs_name}{list(lhs.shape)} x {fb.name}{list(rhs.shape)} -> {np.dtype(out_dtype).name}")
-    where, why = kernel_target(fa, fb, lhs.dtype, lhs.shape[2])
+    where, why = route(fa, fb, lhs.dtype, lhs.shape[2])
     if path == "kernel" and not where:
         raise ValueError(f'jax_tmem.scaled_matmul: path="kernel": {why}; use path="auto" (XLA)')
     blackwell = where.startswith("cuda sm_10")
-    if blackwell and not _arch.sm100_trusted():
-        why = ("jax_tmem's sm_100a/sm_103a build has never run on a Blackwell GPU: path='kernel' or "
-               "JAX_TMEM_ENABLE_SM100=1 takes it")
     if fa is None:  # weight-only: the 4-bit kernel (every arch), "auto" up to W4_AUTO_MAX_M rows
         if path == "auto" and where.startswith("cuda") and not why and lhs.shape[1] > W4_AUTO_MAX_M:
             why = (f"M = {lhs.shape[1]} > {W4_AUTO_MAX_M}: the weight-only kernel re-reads the weights per 32 rows; "
@@ -260,7 +279,7 @@ def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, out_dtype, lhs_global_scale=
             _config.record(_config.Decision("scaled_matmul", problem, "kernel", f"{where}, jax_tmem_gemm weight-only 4-bit "
                                             "(a, b, sfb)", f'path "{path}"'))
             return scaled_matmul_ffi(lhs, rhs, None, sb, out_dtype, fb.block, global_scale=rhs_global_scale)
-    elif path == "kernel" or (path == "auto" and blackwell and _arch.sm100_trusted()):
+    elif takes_kernel(where, path):
         _config.record(_config.Decision("scaled_matmul", problem, "kernel", f"{where}, jax_tmem_gemm with sfa/sfb",
                                         f'path "{path}"'))
         gs = None  # NVFP4's global scales (plan() admits them for nvfp4 only) as one product: the `scale` role
@@ -277,9 +296,7 @@ def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, out_dtype, lhs_global_scale=
             return scaled_matmul_ffi(lhs, rhs, sw(lhs_scales, sa), sw(rhs_scales, sb), out_dtype, fa.block, layout=1,
                                      global_scale=gs)
         return scaled_matmul_ffi(lhs, rhs, sa, sb, out_dtype, fa.block, global_scale=gs)
-    reason = 'path "xla"'
-    if path == "auto":
-        reason = why or AUTO_PREFERS_XLA
+    reason = xla_reason(why, path)
     target = "exact bf16 dequantize + lax.dot_general (f32 accumulation)" + (
         "" if lhs_global_scale is None and rhs_global_scale is None else ", the global scales times the f32 product")
     _config.record(_config.Decision("scaled_matmul", problem, "xla", target, reason))
