@@ -149,9 +149,12 @@ if scaled_gemm.kernel_target(None, fw, jnp.bfloat16, 64)[0].startswith("cuda"):
 # global scale, f32 and bf16 x; against the XLA path bit for bit.
 if jax.default_backend() == "gpu":
     for fmt in ("mxfp4", "nvfp4"):
-        cases = (("bfloat16", (3, 96, 264), 1, "plain"), ("float32", (2, 40, 160), -1, "swizzled"))
+        # (colwise 16-bit x: the column-pair kernel; float32 x: the CTA-tile kernel)
+        cases = (("bfloat16", (3, 96, 264), 1, "plain"), ("float32", (2, 40, 160), -1, "swizzled"),
+                 ("float16", (64, 40), 0, "swizzled"), ("float32", (2, 64, 24), 1, "plain"))
         if fmt == "nvfp4":  # an odd block count: the rowwise kernel's last thread has one of its two blocks
-            cases += (("bfloat16", (3, 7, 48), -1, "plain"), ("float16", (5, 80), -1, "swizzled"))
+            cases += (("bfloat16", (3, 7, 48), -1, "plain"), ("float16", (5, 80), -1, "swizzled"),
+                      ("bfloat16", (48, 24), 0, "swizzled"))
         for dt, shape, axis, layout in cases:
             x = jnp.asarray(rng.standard_normal(shape), dt)
             g = jnp.float32(0.37) if fmt == "nvfp4" else None

@@ -24,6 +24,41 @@ def loss_fn(mm, params, x):
     return jnp.mean((y - x.astype(jnp.float32)) ** 2)
 
 
+def setup(args, platform="gpu"):
+    """The first two (or all) local devices of `platform` as a 1-D mesh "d", the shardings (replicated,
+    columns, rows), fresh random x (replicated), w1 (by columns), w2 (by rows), and the two matmuls."""
+    devs = [d for d in jax.local_devices() if d.platform == platform]
+    devs = devs[:2] if platform == "cpu" else devs
+    if len(devs) < 2:
+        raise SystemExit(f"needs at least two {platform.upper()}s (sees {len(devs)})")
+    mesh = Mesh(np.array(devs), ("d",))
+    rep = NamedSharding(mesh, P())
+    col, row = NamedSharding(mesh, P(None, "d")), NamedSharding(mesh, P("d", None))
+    k = jax.random.split(jax.random.key(int(time.time())), 3)
+    x = jax.device_put(jax.random.normal(k[0], (args.m, args.d), jnp.bfloat16), rep)
+    w1 = jax.device_put((0.02 * jax.random.normal(k[1], (args.d, args.f))).astype(jnp.bfloat16), col)
+    w2 = jax.device_put((0.02 * jax.random.normal(k[2], (args.f, args.d))).astype(jnp.bfloat16), row)
+    ours = lambda a, b: jax_tmem.matmul(a, b, out_dtype=jnp.bfloat16, path="kernel" if platform == "gpu" else None)
+    lax_mm = lambda a, b: jax.lax.dot_general(a, b, (((1,), (0,)), ((), ())),
+                                              preferred_element_type=jnp.bfloat16)
+    return devs, (rep, col, row), (x, w1, w2), ours, lax_mm
+
+
+def interleaved_times(steps, inputs, rounds, iters):
+    """{name: [seconds per call, one per round]}: each round times every step once (a warm call, then
+    `iters` calls and one wait), in the dict's order."""
+    times = {n: [] for n in steps}
+    for _ in range(rounds):
+        for n, s in steps.items():
+            jax.block_until_ready(s(*inputs))
+            t = time.perf_counter()
+            for _ in range(iters):
+                out = s(*inputs)
+            jax.block_until_ready(out)
+            times[n].append((time.perf_counter() - t) / iters)
+    return times
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--m", type=int, default=8192)
@@ -32,19 +67,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--iters", type=int, default=10)
     args = ap.parse_args()
-    gpus = [d for d in jax.local_devices() if d.platform == "gpu"]
-    if len(gpus) < 2:
-        raise SystemExit(f"needs at least two GPUs (sees {len(gpus)})")
-    mesh = Mesh(np.array(gpus), ("d",))
-    rep = NamedSharding(mesh, P())
-    col, row = NamedSharding(mesh, P(None, "d")), NamedSharding(mesh, P("d", None))
-    k = jax.random.split(jax.random.key(int(time.time())), 3)
-    x = jax.device_put(jax.random.normal(k[0], (args.m, args.d), jnp.bfloat16), rep)
-    w1 = jax.device_put((0.02 * jax.random.normal(k[1], (args.d, args.f))).astype(jnp.bfloat16), col)
-    w2 = jax.device_put((0.02 * jax.random.normal(k[2], (args.f, args.d))).astype(jnp.bfloat16), row)
-    ours = lambda a, b: jax_tmem.matmul(a, b, out_dtype=jnp.bfloat16, path="kernel")
-    lax_mm = lambda a, b: jax.lax.dot_general(a, b, (((1,), (0,)), ((), ())),
-                                              preferred_element_type=jnp.bfloat16)
+    gpus, (rep, col, row), (x, w1, w2), ours, lax_mm = setup(args)
     steps = {}
     for name, mm in (("jax_tmem", ours), ("lax", lax_mm)):
         steps[name] = jax.jit(jax.value_and_grad(lambda p, xx, mm=mm: loss_fn(mm, p, xx)),
@@ -57,15 +80,7 @@ def main():
     for nm, g, gx in (("dw1", g1, g1x), ("dw2", g2, g2x)):
         g, gx = np.asarray(g.astype(jnp.float32), np.float64), np.asarray(gx.astype(jnp.float32), np.float64)
         print(f"{nm}: max|diff|/max|lax| {np.abs(g - gx).max() / np.abs(gx).max():.2e}")
-    times = {n: [] for n in steps}
-    for _ in range(args.rounds):
-        for n, s in steps.items():
-            jax.block_until_ready(s((w1, w2), x))
-            t = time.perf_counter()
-            for _ in range(args.iters):
-                out = s((w1, w2), x)
-            jax.block_until_ready(out)
-            times[n].append((time.perf_counter() - t) / args.iters)
+    times = interleaved_times(steps, ((w1, w2), x), args.rounds, args.iters)
     flops = 12.0 * args.m * args.d * args.f / len(gpus)
     for n, ts in times.items():
         t = float(np.median(ts))

@@ -354,15 +354,18 @@ def test_scaled_dot_general_quantize_dequantize_wiring(monkeypatch):
     """scaled_dot_general's fused quantize-dequantize path on any machine: with the call's XLA local code
     standing in for the CUDA kernel, MXFP8 operands take it (logged), the product equals the two-step one
     (quantize, then scaled_matmul's XLA path), and a format it does not dequantize keeps the two steps."""
-    from jax_tmem.ops import scaled_gemm
+    from jax_tmem.ops import scaled_dot, scaled_gemm
     real = block_scale.quantize_dequantize
     monkeypatch.setattr(block_scale, "quantize_dequantize", lambda x, fmt, impl="ffi": real(x, fmt, impl="xla"))
     s = seed_of("sdg-qdq-wiring")
     x, w = _rand(s, (2, 40, 128)), _rand(s + 1, (2, 24, 128))
     dn = (((2,), (2,)), ((0,), (0,)))
-    for fmt, fused in (("mxfp8", True), ("mxfp8_e5m2", True), ("mxfp4", False)):
+    # (per_tensor: the training recipes' calls; MXFP8 has no global scale, so it changes nothing there)
+    for fmt, per_tensor, fused in (("mxfp8", False, True), ("mxfp8_e5m2", False, True), ("mxfp4", False, False),
+                                   ("mxfp8", True, True)):
         jax_tmem.clear_decisions()
-        y = jax.jit(lambda a, b: jax_tmem.scaled_dot_general(a, b, dn, jnp.float32, configs=[fmt] * 3))(x, w)
+        y = jax.jit(lambda a, b: scaled_dot.scaled_dot_general(a, b, dn, jnp.float32, [fmt] * 3,
+                                                               per_tensor=per_tensor))(x, w)
         d = [d for d in jax_tmem.decisions() if d.op == "scaled_matmul"][-1]
         assert d.path == "xla" and ("fused quantize-dequantize" in d.target) == fused, d
         (xq, xs), (wq, ws) = jax_tmem.quantize(x, fmt, path="xla"), jax_tmem.quantize(w, fmt, path="xla")

@@ -221,10 +221,16 @@ def test_fused_quantize_kernel_built(sass, arch):
         assert "LDG.E.128" in t and ("STG.E.64" if nv else "STG.E.128") in t, f"{f}: no 16-byte loads / block stores"
         if nv:
             assert "MUFU.RCP" in t, f"{f}: no div.full.f32 (MUFU.RCP)"
-    colwise = {f: t for f, t in all_funcs.items() if "mx_quantize_colwise_kernel" in f}  # along the second-to-last axis
-    assert len(colwise) == 12, f"{arch}: expected 12 colwise quantize kernels, got {sorted(colwise)}"
+    # along the second-to-last axis: the CTA-tile kernel for float32 x (4 formats) and 16-bit x to MXFP8 (2 x 2),
+    # the column-pair kernel for 16-bit x to MXFP4 / NVFP4 (2 x 2): 4-byte row loads, one byte of two codes per row
+    colwise = {f: t for f, t in all_funcs.items() if "mx_quantize_colwise_kernel" in f}
+    assert len(colwise) == 8, f"{arch}: expected 8 CTA-tile colwise quantize kernels, got {sorted(colwise)}"
     for f, t in colwise.items():
         assert "LDG.E.128" in t, f"{f}: no 16-byte row loads"
+    pairs = {f: t for f, t in all_funcs.items() if "mx_quantize_colwise_pair_kernel" in f}
+    assert len(pairs) == 4 and all("QFmtE2E" in f or "QFmtE3E" in f for f in pairs), sorted(pairs)
+    for f, t in pairs.items():
+        assert re.search(r"LDG\.E\.CONSTANT R", t) and "STG.E.U8" in t and "BAR" not in t, f"{f}: not 4-byte row loads and byte stores"
 
 
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_100a", "sm_103a"])

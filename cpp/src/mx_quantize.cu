@@ -13,6 +13,7 @@
 
 namespace jax_tmem {
 
+
 std::string mx_quantize_launch(const QuantizeLaunch& q, cudaStream_t stream) {
   // The format from the data and scale types: MXFP8 (e4m3 / e5m2, UE8M0), MXFP4 (e2m1, UE8M0), NVFP4 (e2m1, UE4M3).
   quant::QFmt fmt;
@@ -54,12 +55,22 @@ std::string mx_quantize_launch(const QuantizeLaunch& q, cudaStream_t stream) {
     auto* s = static_cast<uint8_t*>(q.scales);
     auto run = [&](auto f) {
       constexpr quant::QFmt F = decltype(f)::value;
-      if (q.colwise) {  // a CTA per (32 * vec columns, block of rows, batch): grid x, y, z
-        const int64_t row_groups = (cols * v + 31) / 32;  // 32 rows: one MX block of rows, two NVFP4 ones
-        const dim3 grid(static_cast<unsigned>(std::min<int64_t>((q.rows / vec + 31) / 32, int64_t(1) << 20)),
-                        static_cast<unsigned>(std::min<int64_t>(row_groups, 65535)),
-                        static_cast<unsigned>(std::min<int64_t>(q.batch, 65535)));
-        quant::mx_quantize_colwise_kernel<T, F><<<grid, 256, 0, stream>>>(xp, d, s, a);
+      // colwise: 16-bit x to e2m1 a thread per (column pair, block of rows, batch), grid x (256 threads), y, z;
+      // else a CTA per (32 * vec columns, block of rows, batch) (kernels/mx_quantize_colwise.cuh)
+      constexpr bool kPairs = !std::is_same_v<T, float> && quant::QTraits<F>::kFp4;
+      if (q.colwise) {
+        if constexpr (kPairs) {
+          const dim3 grid(static_cast<unsigned>(std::min<int64_t>((q.rows / 2 + 255) / 256, int64_t(1) << 20)),
+                          static_cast<unsigned>(std::min<int64_t>(cols, 65535)),
+                          static_cast<unsigned>(std::min<int64_t>(q.batch, 65535)));
+          quant::mx_quantize_colwise_pair_kernel<T, F><<<grid, 256, 0, stream>>>(xp, d, s, a);
+        } else {
+          const int64_t row_groups = (cols * v + 31) / 32;  // 32 rows: one MX block of rows, two NVFP4 ones
+          const dim3 grid(static_cast<unsigned>(std::min<int64_t>((q.rows / vec + 31) / 32, int64_t(1) << 20)),
+                          static_cast<unsigned>(std::min<int64_t>(row_groups, 65535)),
+                          static_cast<unsigned>(std::min<int64_t>(q.batch, 65535)));
+          quant::mx_quantize_colwise_kernel<T, F><<<grid, 256, 0, stream>>>(xp, d, s, a);
+        }
       } else {  // a thread per kRowBlocks blocks
         constexpr int64_t per = quant::kRowBlocks<F>;
         const unsigned ctas = static_cast<unsigned>(std::min<int64_t>(((items + per - 1) / per + 255) / 256, int64_t(1) << 20));

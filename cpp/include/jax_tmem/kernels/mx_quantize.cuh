@@ -6,8 +6,9 @@
 //   rowwise: x (batch, rows, K), blocks along K (the last axis): one thread per block, NVFP4 two
 //            (kRowBlocks; blocks are contiguous, 16-byte loads);
 //   colwise: x (batch, K, cols), blocks along K (the second-to-last axis: the backward pass's layout):
-//            a CTA per 32 rows x 32 * kVec columns, x held in registers between the amax (combined
-//            across the CTA's warps in shared memory) and the conversion: one read of x
+//            16-bit x to e2m1 a thread per column pair and block, float32 x and MXFP8 a CTA per 32 rows x
+//            32 * kVec columns with the amax combined across its warps in shared memory; x held in
+//            registers between the amax and the conversion either way: one read of x
 //            (kernels/mx_quantize_colwise.cuh);
 // scales plain (the quantized axis in place: (batch, rows, K / V) or (batch, K / V, cols)) or in the
 // 128x4 tiles of jax_tmem.swizzle_scales with the non-quantized axis as rows (GemmProblem::sf_index;

@@ -47,11 +47,11 @@ struct ColumnAbsMax {
 // missed L2: 24 % hit rate, 314 MB of DRAM traffic for 194 MB of data, Nsight Compute 2026-11-24).
 // The max over the rows does not depend on their order, so the scales are the two-pass version's.
 // e2m1 data is packed along the rows axis (the last, contiguous one): kVec / 2 bytes per row.
-// CTAs of 256 per SM the colwise kernel is compiled for: 5 (<= 48 registers); 4 (<= 64) for the 16-bit
-// inputs to e2m1 and for float16 -> e5m2, which would spill at 5 (ptxas, CUDA 13.0, sm_90a / sm_100a).
+// CTAs of 256 per SM the colwise kernel is compiled for: 5 (<= 48 registers); 4 (<= 64) for float16 -> e5m2,
+// which would spill at 5 (ptxas, CUDA 13.0, sm_90a / sm_100a). (16-bit x to e2m1 takes the column-pair kernel
+// below since 2026-11-26.)
 template <class T, QFmt F>
-inline constexpr int kColMinCtas =
-    (!std::is_same_v<T, float> && QTraits<F>::kFp4) || (std::is_same_v<T, __half> && F == QFmt::kE5M2) ? 4 : 5;
+inline constexpr int kColMinCtas = std::is_same_v<T, __half> && F == QFmt::kE5M2 ? 4 : 5;
 
 template <class T, QFmt F>
 __global__ void __launch_bounds__(256, kColMinCtas<T, F>) mx_quantize_colwise_kernel(const T* __restrict__ x, uint8_t* __restrict__ data,
@@ -155,6 +155,72 @@ __global__ void __launch_bounds__(256, kColMinCtas<T, F>) mx_quantize_colwise_ke
         if constexpr (kVec == 8) *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
         else *reinterpret_cast<uint32_t*>(dst) = w[0];
       }
+    }
+  }
+}
+
+// Colwise, a thread per column pair (the 4-bit formats, 16-bit x): thread (g, kb, bi) takes columns 2g and
+// 2g + 1 of the V rows of block kb (one 4-byte load per row: a warp reads 128 contiguous bytes of each row),
+// keeps them in registers (V registers), takes both columns' max |x| itself (one bf16x2 / f16x2 max per row),
+// computes its two scales once and converts: no shared memory and no barrier. The CTA-tile kernel above
+// spent ~30 % of its instructions exchanging the column amax through shared memory and computing the scales
+// after two barriers (Nsight Compute, NVFP4 4096^2 colwise, H100, 2026-11-26: ~32 instructions per element,
+// issue slots 72 %, warps mostly "not selected" or "math pipe throttle": instruction-bound). Measured
+// against it (H100, 2026-11-26, TB/s at 4096^2 / 8192^2): NVFP4 1.91 / 2.23 -> 2.12 / 2.49, MXFP4 2.18 / 2.55
+// -> 2.20 / 2.78; four columns per thread (8-byte loads, 74-80 registers) 2.00 / 2.53 for NVFP4; MXFP8 stays
+// on the tile kernel (2.60 / 2.91 against 2.57 / 2.88). Row addresses advance by pointer increments: (base + i
+// * rows) / 2 in signed 64-bit arithmetic took ~10 instructions per row (and MXFP4 ran 8 % below the tile
+// kernel with it).
+template <class T, QFmt F>
+__global__ void __launch_bounds__(256, 4) mx_quantize_colwise_pair_kernel(const T* __restrict__ x,
+                                                                          uint8_t* __restrict__ data,
+                                                                          uint8_t* __restrict__ scales, QuantArgs a) {
+  static_assert(!std::is_same_v<T, float> && QTraits<F>::kFp4, "16-bit x to e2m1 (the others take the tile kernel)");
+  using V2 = typename AbsMax<T>::V2;
+  constexpr int V = QTraits<F>::V;
+  const GScale gs = global_scale<F>(a);
+  const int64_t pairs = a.rows / 2, kb_count = a.k / V;
+  for (int64_t bi = blockIdx.z; bi < a.batch; bi += gridDim.z)
+  for (int64_t kb = blockIdx.y; kb < kb_count; kb += gridDim.y)
+  for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < pairs; g += int64_t(gridDim.x) * blockDim.x) {
+    const uint64_t base = (bi * a.k + kb * V) * a.rows + g * 2;  // element (row kb * V, column 2g)
+    const T* src = x + base;
+    uint32_t raw[V];
+#pragma unroll
+    for (int i = 0; i < V; ++i, src += a.rows) raw[i] = __ldg(reinterpret_cast<const uint32_t*>(src));
+    V2 m2 = __habs2(V2{});  // max |x| of the two columns (NaN where one is)
+#pragma unroll
+    for (int i = 0; i < V; ++i) m2 = __hmax2_nan(m2, __habs2(*reinterpret_cast<const V2*>(&raw[i])));
+    Block blk[2];
+    bool numeric = true;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const float max_abs_x = to_float<T>(j ? m2.y : m2.x);
+      const float m = pre<F>(max_abs_x, gs);  // = max |x / g| (see GScale)
+      blk[j] = block_scale<T, F>(m, m != m, gs.on, gs.g);
+      numeric = numeric && numeric_block<F>(max_abs_x, blk[j]);
+    }
+    const int64_t col = g * 2;
+    if (a.sw_cols == 0) {  // plain (batch, K / V, cols): two consecutive bytes (rows even: aligned)
+      *reinterpret_cast<uint16_t*>(scales + bi * a.sf_batch + kb * a.rows + col) =
+          static_cast<uint16_t>(blk[0].byte | blk[1].byte << 8);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 2; ++j) scales[bi * a.sf_batch + scale_index(col + j, kb, kb_count, a.sw_cols)] = blk[j].byte;
+    }
+    // Both columns numeric (the common case, one uniform branch per thread): the fast encoders with the
+    // multipliers; else the general path for both (the same codes for a numeric one).
+    if (numeric) {
+      blk[0] = numeric_multiplier<F>(blk[0]);
+      blk[1] = numeric_multiplier<F>(blk[1]);
+    }
+    uint8_t* dst = data + base / 2;  // one byte per row: column 2g in the low nibble
+#pragma unroll
+    for (int i = 0; i < V; ++i, dst += a.rows / 2) {
+      const T* e = reinterpret_cast<const T*>(&raw[i]);
+      const float f0 = to_float(e[0]), f1 = to_float(e[1]);
+      *dst = static_cast<uint8_t>(numeric ? encode_e2m1_numeric<T, F>(f0, blk[0]) | encode_e2m1_numeric<T, F>(f1, blk[1]) << 4
+                                          : encode_e2m1<T, F>(f0, blk[0]) | encode_e2m1<T, F>(f1, blk[1]) << 4);
     }
   }
 }
