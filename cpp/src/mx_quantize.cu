@@ -13,7 +13,6 @@
 
 namespace jax_tmem {
 
-
 std::string mx_quantize_launch(const QuantizeLaunch& q, cudaStream_t stream) {
   // The format from the data and scale types: MXFP8 (e4m3 / e5m2, UE8M0), MXFP4 (e2m1, UE8M0), NVFP4 (e2m1, UE4M3).
   quant::QFmt fmt;

@@ -83,10 +83,8 @@ def _qmm(x, w, fx, fw, out_dtype, path, per_tensor=False, sr_key=None):
     cotangent) rounded stochastically with this PRNG key."""
     block = max(fx.block, fw.block)
     x, w = _pad_k(x, block), _pad_k(w, block)
-    # (per_tensor changes nothing for formats without a global scale: the MXFP8 recipe takes the fused
-    # quantize-dequantize too)
-    global_scales = per_tensor and (fx.global_scale or fw.global_scale)
-    y = _qdq_mm(x, w, fx, fw, out_dtype, path) if sr_key is None and not global_scales else None
+    # (_qdq_mm takes MXFP8 only, which has no global scale: the recipes' per_tensor calls take it too)
+    y = _qdq_mm(x, w, fx, fw, out_dtype, path) if sr_key is None else None
     if y is not None:
         return y
     gx, gw = (global_scale(x, fx), global_scale(w, fw)) if per_tensor else (None, None)
