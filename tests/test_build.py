@@ -249,19 +249,19 @@ def test_weight_only_4bit_kernel_built(sass, arch):
 
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_100a", "sm_103a"])
 def test_weight_only_many_token_kernels_built(sass, arch):
-    """The many-token 4-bit GEMMs (cpp/src/w4_gemm.cu) in every built arch: kernels/w4_wide.cuh, 36 instances
-    (32- / 64-token tiles x clusters of 1, 2, 4 x MXFP4 / NVFP4 x 3 output types) fed by TMA, widening with
-    byte permutes into bf16 mma.sync; kernels/w4_wgmma.cuh, 54 instances (16-, 32-, 64-token tiles), whose
+    """The many-token 4-bit GEMMs (cpp/src/w4_gemm.cu) in every built arch: kernels/w4_wide.cuh, 48 instances
+    (32- / 64-token tiles x clusters of 1, 2, 3, 4 x MXFP4 / NVFP4 x 3 output types) fed by TMA, widening with
+    byte permutes into bf16 mma.sync; kernels/w4_wgmma.cuh, 72 instances (16-, 32-, 64-token tiles), whose
     sm_90a code issues wgmma with A from registers (HGMMA.64xNx16 R, R, gdesc) and is empty elsewhere."""
     if arch not in _ext.build_info()["cuda_archs"]:
         pytest.skip(f"{arch} not built")
     funcs = _functions(_kernels_by_arch(sass)[arch])
     wide = {f: t for f, t in funcs.items() if "w4_wide_kernel" in f}
-    assert len(wide) == 36, f"{arch}: expected 36 mma.sync many-token kernels, got {len(wide)}"
+    assert len(wide) == 48, f"{arch}: expected 48 mma.sync many-token kernels, got {len(wide)}"
     for f, t in wide.items():
         assert "HMMA.16816.F32.BF16" in t and "UTMALDG" in t and "PRMT" in t, f"{f}: no TMA / widening / mma.sync"
     wg = {f: t for f, t in funcs.items() if "w4_wgmma_kernel" in f}
-    assert len(wg) == 54, f"{arch}: expected 54 wgmma many-token kernels, got {len(wg)}"
+    assert len(wg) == 72, f"{arch}: expected 72 wgmma many-token kernels, got {len(wg)}"
     for f, t in wg.items():
         if arch == "sm_90a":
             assert re.search(r"HGMMA\.64x(16|32|64)x16\.F32\.BF16 R\d+, R\d+, gdesc", t), f"{f}: no register-A wgmma"

@@ -122,21 +122,44 @@ WIDE_SHAPES = [(1, 17, 136, 512), (1, 33, 200, 1536), (2, 64, 96, 2048), (1, 64,
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("config", [-1, 10, 11, 12, 13, 14, 15, 16])
+@pytest.mark.parametrize("config", [-1, 10, 11, 12, 13, 14, 15, 16, 17, 18])
 @pytest.mark.parametrize("b,m,n,k", WIDE_SHAPES)
 @pytest.mark.parametrize("fmt,gs", [("mxfp4", None), ("nvfp4", 2.5)])
 def test_weight_only_many_token_kernel_matches_float64(config, b, m, n, k, fmt, gs):
     """The many-token 4-bit kernels (the heuristic above 16 tokens; config 10: the arch's; 11-13: mma.sync,
-    kernels/w4_wide.cuh; 14-16: wgmma, w4_wgmma.cuh, sm_90 only): K split over clusters of 1, 2 and 4 CTAs
-    (some with no stage of their own at K = 512), tails in N (128-row CTAs), K and M (16-, 32- and
+    kernels/w4_wide.cuh; 14-16: wgmma, w4_wgmma.cuh, sm_90 only; 17, 18: the two in clusters of 3): K split
+    over clusters of 1, 2, 3 and 4 CTAs (some with no stage of their own at K = 512), tails in N (128-row CTAs), K and M (16-, 32- and
     64-token tiles, 100 tokens over two), batches, rings that wrap (K = 16384); f32 out NaN-poisoned
     first, within f32 accumulation of float64, a second run bitwise equal."""
     where, why = _kernel_where()
     if not where.startswith("cuda") or why:
         pytest.skip(why or "the many-token 4-bit kernel runs on a GPU")
-    if config >= 14 and jax.devices()[0].compute_capability != "9.0":
+    if config in (14, 15, 16, 18) and jax.devices()[0].compute_capability != "9.0":
         pytest.skip("the wgmma many-token kernel is sm_90 only (elsewhere config 10 takes the mma.sync one)")
     _check_config("wo-wide", config, b, m, n, k, fmt, gs)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt,gs", [("mxfp4", None), ("nvfp4", 2.5)])
+def test_weight_only_heuristic_splits_k_in_three_where_row_tiles_are_few(fmt, gs):
+    """33-64 tokens, 22-32 row tiles of 128 (here N = 3000: 24) and K >= 3072 on an sm_90 GPU of 97-144 SMs:
+    the heuristic takes the wgmma kernel in clusters of 3 (config 18), as its result shows bit for bit (the
+    plain-load kernel it took before sums in another order), and is within f32 accumulation of float64."""
+    where, why = _kernel_where()
+    if not where.startswith("cuda") or why:
+        pytest.skip(why or "the many-token 4-bit kernel runs on a GPU")
+    dev = jax.devices()[0]
+    if dev.compute_capability != "9.0" or not 96 < getattr(dev, "core_count", 0) <= 144:
+        pytest.skip("the rule for clusters of 3 is sm_90's, for 97-144 SMs at this shape")
+    b, m, n, k = 1, 40, 3000, 3072
+    _check_config("wo-three", -1, b, m, n, k, fmt, gs)
+    x, wq, ws = _operands(seed_of("wo-three-bits", b, m, n, k, fmt, gs), b, m, n, k, fmt, gs)
+    call = jax.jit(lambda c, x, wq, ws: scaled_gemm.scaled_matmul_ffi(
+        x, wq, None, ws, np.dtype(np.float32), block_scale.get_format(fmt).block, config=c, global_scale=gs),
+        static_argnums=0)
+    picked, three, plain = (np.asarray(call(c, x, wq, ws)) for c in (-1, 18, 2))
+    np.testing.assert_array_equal(picked, three)
+    assert not np.array_equal(three, plain), "config 18 and the plain-load kernel gave the same bits: no test"
 
 
 @pytest.mark.gpu

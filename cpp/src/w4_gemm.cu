@@ -103,13 +103,46 @@ std::string launch_wide(const GemmLaunch& L, const w4::Params& prm) {
       L, prm, w4::w4_wide_kernel<OutT, MT, R, WR, WK, V, ST, CS>, (WR * WK + 1) * 32, ready);
 }
 
-// wgmma (sm_90a): 2 warpgroups of 64 rows.
+// wgmma (sm_90a): 2 warpgroups of 64 rows; per instantiation and device: the shared-memory attribute set.
+template <class OutT, int MT, int V, int CS>
+struct Wgmma {
+  static constexpr int kStages = MT == 8 ? 4 : MT == 4 ? 6 : 8;
+  using Plan = w4::WidePlan<1, 8, 1, V, kStages, MT>;
+  static constexpr auto kernel = w4::w4_wgmma_kernel<OutT, MT, V, kStages, CS>;
+  static inline std::atomic<int> ready[kMaxDevices];
+};
+// The clusters an instantiation can hold at once, per device (0 = not asked yet).
+template <class W>
+inline std::atomic<int> resident_cache[kMaxDevices];
+
 template <class OutT, int MT, int V, int CS>
 std::string launch_wgmma(const GemmLaunch& L, const w4::Params& prm) {
-  constexpr int ST = MT == 8 ? 4 : MT == 4 ? 6 : 8;
-  static std::atomic<int> ready[kMaxDevices];
-  return launch_ring<w4::WidePlan<1, 8, 1, V, ST, MT>, MT, V, CS>(L, prm, w4::w4_wgmma_kernel<OutT, MT, V, ST, CS>,
-                                                                 9 * 32, ready);
+  using W = Wgmma<OutT, MT, V, CS>;
+  return launch_ring<typename W::Plan, MT, V, CS>(L, prm, W::kernel, 9 * 32, W::ready);
+}
+
+// How many clusters of W's CS CTAs the device holds at once (an occupancy query, once per device; 0 when it
+// cannot tell). Clusters are placed within a GPC, so this is below SMs / CS: 39 of 3 and 30 of 4 on an H200
+// (Nsight Compute, 2026-11-26), i.e. 32 clusters of 4 (4096^2) run as two waves.
+template <class W, int CS>
+int resident_clusters(const GemmLaunch& L) {
+  if (L.device < 0 || L.device >= kMaxDevices || L.num_sms <= 0) return 0;
+  int n = resident_cache<W>[L.device].load(std::memory_order_acquire);
+  if (n == 0) {
+    if (!raise_smem_limit(W::kernel, W::Plan::kSmemBytes, L.device, W::ready).empty()) return 0;
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    cfg.gridDim = dim3(static_cast<unsigned>(CS * (L.num_sms / CS)), 1, 1);
+    cfg.blockDim = dim3(9 * 32, 1, 1);
+    cfg.dynamicSmemBytes = W::Plan::kSmemBytes;
+    set_cluster_x(cfg, attr, CS);
+    if (cudaOccupancyMaxActiveClusters(&n, W::kernel, &cfg) != cudaSuccess) {
+      (void)cudaGetLastError();  // a failed query is not a launch error
+      return 0;
+    }
+    resident_cache<W>[L.device].store(n, std::memory_order_release);
+  }
+  return n;
 }
 
 template <class OutT, int V, int CS>
@@ -124,17 +157,17 @@ std::string many_tokens(const GemmLaunch& L, const w4::Params& prm, bool wgmma) 
 
 // Config 10: the heuristic's many-token kernel (wgmma on sm_90 above 32 tokens, else mma.sync) and K split
 // (the most CTAs of 1, 2 or 4 per cluster that fit one wave, each with >= 8 stages of 256 K);
-// 11-13: mma.sync with 1, 2, 4 CTAs per cluster; 14-16: wgmma (sm_90 only) with 1, 2, 4. Token tiles of
-// 16 (wgmma), 32 or 64 (beyond 64: more tiles over grid.y).
+// 11-13: mma.sync with 1, 2, 4 CTAs per cluster; 14-16: wgmma (sm_90 only) with 1, 2, 4; 17, 18: mma.sync,
+// wgmma with 3. Token tiles of 16 (wgmma), 32 or 64 (beyond 64: more tiles over grid.y).
 template <class OutT, int V>
 std::string wide(const GemmLaunch& L, const w4::Params& prm, int config) {
   const GemmProblem& p = L.p;
   if (!tma_fits(p))
     return "weight-only 4-bit config " + std::to_string(config) + " (TMA) needs K / block a multiple of 16";
   const bool sm90 = L.cc == 90;
-  const bool wgmma = config == 10 ? sm90 && p.m > 32 : config >= 14;
+  const bool wgmma = config == 10 ? sm90 && p.m > 32 : (config >= 14 && config <= 16) || config == 18;
   if (wgmma && !sm90) return "weight-only 4-bit config " + std::to_string(config) + " (wgmma) runs on sm_90 only";
-  int cs = config == 10 ? 0 : 1 << ((config - 11) % 3);
+  int cs = config == 10 ? 0 : config >= 17 ? 3 : 1 << ((config - 11) % 3);
   if (cs == 0) {
     const int64_t sms = L.num_sms > 0 ? L.num_sms : 132, stages = (p.k + 255) / 256;
     const int64_t ctas = (p.n + 127) / 128 * ((p.m + 63) / 64) * p.batch;
@@ -144,6 +177,7 @@ std::string wide(const GemmLaunch& L, const w4::Params& prm, int config) {
   switch (cs) {
     case 1: return many_tokens<OutT, V, 1>(L, prm, wgmma);
     case 2: return many_tokens<OutT, V, 2>(L, prm, wgmma);
+    case 3: return many_tokens<OutT, V, 3>(L, prm, wgmma);
     default: return many_tokens<OutT, V, 4>(L, prm, wgmma);
   }
 }
@@ -152,8 +186,8 @@ std::string wide(const GemmLaunch& L, const w4::Params& prm, int config) {
 // 2: two chunks per step; 3: both; 4-9: the TMA-fed kernel (<= 16 tokens, K / block a multiple of 16):
 // 4: R = 1, 8 consumer warps, 4 stages; 5: R = 2, 8 warps, 4 stages; 6: R = 4, 8 warps, 3 stages; 7: R = 2,
 // 4 warps, 6 stages; 8: R = 3 (2 at 16 tokens), 12 warps, 3 stages; 9: R = 2 (1), 16 warps (12), 3 stages;
-// 10-16: the many-token kernels (`wide` above). -1: the heuristic.
-constexpr int kW4Configs = 17;
+// 10-18: the many-token kernels (`wide` above). -1: the heuristic.
+constexpr int kW4Configs = 19;
 
 template <class OutT, int MT, int V>
 std::string by_config(const GemmLaunch& L, const w4::Params& prm, int config) {
@@ -200,6 +234,18 @@ std::string by_tokens(const GemmLaunch& L, const w4::Params& prm) {
   // SMs (8192^2 MXFP4, M = 64: 31.6 us (wgmma) / 33.5 (mma.sync) against 71 for the plain-load kernel; M =
   // 32: 24.5 (mma.sync) / 27.7 / 37.5); 4096^2 stays on the plain-load kernel (M = 32: 11.2 against 14.5).
   if (config < 0 && m > 16 && tma_fits(L.p) && (L.p.n + 127) / 128 * 4 >= (L.num_sms > 0 ? L.num_sms : 132)) config = 10;
+  // 33 tokens and more on sm_90 where fewer 128-row CTAs than that fill at least half the SMs with K split in
+  // three (4096^2: 32 row tiles, 96 CTAs), K >= 3072: the wgmma kernel over clusters of 3 when every cluster
+  // fits one wave (H200, 2026-11-26, bench_w4.py: 4096^2 M = 64 16.6 / 16.8 us (MXFP4 / NVFP4) against 20.5 /
+  // 21.2 for the plain-load kernel and 19.5 in clusters of 2; M = 48 16.5 / 16.6 against 18.9 / 19.7; 5120^2's
+  // 40 clusters of 3 exceed the 39 resident and ran 1.5x slower than clusters of 2, which it keeps).
+  if (config < 0 && m > 32 && L.cc == 90 && tma_fits(L.p) && L.p.k >= 3072) {
+    const int64_t sms = L.num_sms > 0 ? L.num_sms : 132;
+    const int64_t clusters = (L.p.n + 127) / 128 * ((m + 63) / 64) * L.p.batch;
+    if (clusters * 3 * 2 >= sms && (L.p.n + 127) / 128 * 4 < sms &&
+        clusters <= resident_clusters<Wgmma<OutT, 8, V, 3>, 3>(L))
+      config = 18;
+  }
   if (config >= 10 && config < kW4Configs) return wide<OutT, V>(L, prm, config);
   if (config < 0) config = m <= 8 ? 0 : m <= 16 ? (L.p.n * L.p.k <= (int64_t(1) << 24) ? 3 : 1) : 2;
   if (m <= 8) return by_config<OutT, 1, V>(L, prm, config);
