@@ -132,14 +132,14 @@ if scaled_gemm.kernel_target(None, fw, jnp.bfloat16, 64)[0].startswith("cuda"):
         err = float(np.abs(np.asarray(out, np.float64) - ref).max() / np.abs(ref).max())
         print("weight-only", fmt, (bt, m, n, k), "rel err", err, flush=True)
         assert err < 1e-4
-    # The many-token kernels (w4_wide.cuh: mma.sync, configs 11-13; w4_wgmma.cuh on sm_90: 14-16), K split
-    # over clusters of 1, 2 and 4 CTAs (partial sums read through distributed shared memory).
+    # The many-token kernels (w4_wide.cuh: mma.sync, configs 11-13, 17; w4_wgmma.cuh on sm_90: 14-16, 18), K split
+    # over clusters of 1, 2, 3 and 4 CTAs (partial sums read through distributed shared memory).
     sm90 = jax.devices()[0].compute_capability == "9.0"
     for (bt, m, n, k, fmt) in [(1, 40, 264, 1536, "mxfp4"), (2, 64, 136, 1024, "nvfp4")]:
         x = jnp.asarray(rng.standard_normal((bt, m, k)), "bfloat16")
         wq, ws = jax_tmem.quantize(jnp.asarray(rng.standard_normal((bt, n, k)), "float32"), fmt)
         ref = np.einsum("bmk,bnk->bmn", np.asarray(x, np.float64), np.asarray(jax_tmem.dequantize(wq, ws), np.float64))
-        for cfg in (11, 12, 13) + ((14, 15, 16) if sm90 else ()):
+        for cfg in (11, 12, 13, 17) + ((14, 15, 16, 18) if sm90 else ()):
             out = jax.jit(lambda *a: scaled_gemm.scaled_matmul_ffi(*a, jnp.float32, block_scale.get_format(fmt).block,
                                                                    config=cfg))(x, wq, None, ws)
             err = float(np.abs(np.asarray(out, np.float64) - ref).max() / np.abs(ref).max())

@@ -16,9 +16,9 @@ for fmt, gs in [("nvfp4", 2.5), ("mxfp4", None), ("nvfp4", None)]:
     for (b, m, n, k) in [(1, 3, 72, 16384), (1, 1, 64, 16384), (1, 64, 136, 16384), (1, 29, 264, 16384)]:
         x, wq, ws = _operands(7, b, m, n, k, fmt, gs)
         ref, mag = _ref64(x, wq, ws, gs)
-        # 11-16: the many-token kernels (14-16: wgmma, sm_90 only)
-        wgmma = [14, 15, 16] if jax.devices()[0].compute_capability == "9.0" else []
-        for config in ([5, 6, 9] if m <= 16 else [11, 12, 13] + wgmma):
+        # 11-18: the many-token kernels (14-16, 18: wgmma, sm_90 only)
+        wgmma = [14, 15, 16, 18] if jax.devices()[0].compute_capability == "9.0" else []
+        for config in ([5, 6, 9] if m <= 16 else [11, 12, 13, 17] + wgmma):
             f = jax.jit(lambda x, wq, ws: scaled_gemm.scaled_matmul_ffi(x, wq, None, ws, np.dtype(np.float32), block_scale.get_format(fmt).block, config=config, global_scale=gs))
             nbad = 0; pat = set()
             for it in range(30):

@@ -145,15 +145,9 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
   if constexpr (kCluster > 1) set_cluster_x(cfg, attr, kCluster);
   int resident = L.num_sms / kCluster;
   if constexpr (kCluster > 1) {
-    // An occupancy query (no stream work), once per device.
-    int clusters = state.clusters[L.device].load(std::memory_order_acquire);
-    if (clusters == 0) {
-      cfg.gridDim = dim3(kCluster * (L.num_sms / kCluster), 1, 1);
-      cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg);
-      if (e != cudaSuccess) return std::string("cudaOccupancyMaxActiveClusters: ") + cudaGetErrorString(e);
-      if (clusters < 1) return "no cluster of this kernel fits on the GPU";
-      state.clusters[L.device].store(clusters, std::memory_order_release);
-    }
+    int clusters = 0;
+    err = resident_clusters(kernel, cfg, kCluster, L.num_sms, L.device, state.clusters, clusters);
+    if (!err.empty()) return err;
     resident = std::min(resident, clusters);
   }
   const GemmProblem& p = L.p;

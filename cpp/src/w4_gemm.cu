@@ -121,26 +121,20 @@ std::string launch_wgmma(const GemmLaunch& L, const w4::Params& prm) {
   return launch_ring<typename W::Plan, MT, V, CS>(L, prm, W::kernel, 9 * 32, W::ready);
 }
 
-// How many clusters of W's CS CTAs the device holds at once (an occupancy query, once per device; 0 when it
-// cannot tell). Clusters are placed within a GPC, so this is below SMs / CS: 39 of 3 and 30 of 4 on an H200
-// (Nsight Compute, 2026-11-26), i.e. 32 clusters of 4 (4096^2) run as two waves.
+// How many clusters of W's CS CTAs the device holds at once (launch.h; 0 when it cannot tell): 39 of 3 and
+// 30 of 4 on an H200, so 32 clusters of 4 (4096^2) run as two waves.
 template <class W, int CS>
-int resident_clusters(const GemmLaunch& L) {
-  if (L.device < 0 || L.device >= kMaxDevices || L.num_sms <= 0) return 0;
-  int n = resident_cache<W>[L.device].load(std::memory_order_acquire);
-  if (n == 0) {
-    if (!raise_smem_limit(W::kernel, W::Plan::kSmemBytes, L.device, W::ready).empty()) return 0;
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr[1];
-    cfg.gridDim = dim3(static_cast<unsigned>(CS * (L.num_sms / CS)), 1, 1);
-    cfg.blockDim = dim3(9 * 32, 1, 1);
-    cfg.dynamicSmemBytes = W::Plan::kSmemBytes;
-    set_cluster_x(cfg, attr, CS);
-    if (cudaOccupancyMaxActiveClusters(&n, W::kernel, &cfg) != cudaSuccess) {
-      (void)cudaGetLastError();  // a failed query is not a launch error
-      return 0;
-    }
-    resident_cache<W>[L.device].store(n, std::memory_order_release);
+int resident_clusters_of(const GemmLaunch& L) {
+  if (L.num_sms <= 0 || !raise_smem_limit(W::kernel, W::Plan::kSmemBytes, L.device, W::ready).empty()) return 0;
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  cfg.blockDim = dim3(9 * 32, 1, 1);
+  cfg.dynamicSmemBytes = W::Plan::kSmemBytes;
+  set_cluster_x(cfg, attr, CS);
+  int n = 0;
+  if (!resident_clusters(W::kernel, cfg, CS, L.num_sms, L.device, resident_cache<W>, n).empty()) {
+    (void)cudaGetLastError();  // a failed query is not a launch error: the heuristic takes another kernel
+    return 0;
   }
   return n;
 }
@@ -243,7 +237,7 @@ std::string by_tokens(const GemmLaunch& L, const w4::Params& prm) {
     const int64_t sms = L.num_sms > 0 ? L.num_sms : 132;
     const int64_t clusters = (L.p.n + 127) / 128 * ((m + 63) / 64) * L.p.batch;
     if (clusters * 3 * 2 >= sms && (L.p.n + 127) / 128 * 4 < sms &&
-        clusters <= resident_clusters<Wgmma<OutT, 8, V, 3>, 3>(L))
+        clusters <= resident_clusters_of<Wgmma<OutT, 8, V, 3>, 3>(L))
       config = 18;
   }
   if (config >= 10 && config < kW4Configs) return wide<OutT, V>(L, prm, config);

@@ -39,6 +39,25 @@ inline void set_cluster_x(cudaLaunchConfig_t& cfg, cudaLaunchAttribute (&attr)[1
   cfg.numAttrs = 1;
 }
 
+// How many clusters of x CTAs `kernel` can hold at once on `device` with `cfg`'s block and shared memory
+// (cluster attribute set): cudaOccupancyMaxActiveClusters, asked on the first call per device (a query, no
+// stream work) and kept in cache[device]. Clusters sit inside a GPC, so this can be below num_sms / x (an
+// H200: 39 clusters of 3, 30 of 4, for one 207 KB CTA per SM). `device` must be in range (raise_smem_limit
+// checks it, and runs first: the query needs the kernel's shared-memory limit).
+template <typename Kernel>
+std::string resident_clusters(Kernel kernel, cudaLaunchConfig_t cfg, int x, int num_sms, int device,
+                              std::atomic<int> (&cache)[kMaxDevices], int& clusters) {
+  clusters = cache[device].load(std::memory_order_acquire);
+  if (clusters == 0) {
+    cfg.gridDim = dim3(static_cast<unsigned>(x * (num_sms / x)), 1, 1);
+    const cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg);
+    if (e != cudaSuccess) return std::string("cudaOccupancyMaxActiveClusters: ") + cudaGetErrorString(e);
+    if (clusters < 1) return "no cluster of this kernel fits on the GPU";
+    cache[device].store(clusters, std::memory_order_release);
+  }
+  return "";
+}
+
 struct GemmLaunch {
   GemmProblem p;
   const void* inputs[kNumRoles];  // by role (operands.def); null for roles the call does not pass
