@@ -128,9 +128,9 @@ WIDE_SHAPES = [(1, 17, 136, 512), (1, 33, 200, 1536), (2, 64, 96, 2048), (1, 64,
 def test_weight_only_many_token_kernel_matches_float64(config, b, m, n, k, fmt, gs):
     """The many-token 4-bit kernels (the heuristic above 16 tokens; config 10: the arch's; 11-13: mma.sync,
     kernels/w4_wide.cuh; 14-16: wgmma, w4_wgmma.cuh, sm_90 only; 17, 18: the two in clusters of 3): K split
-    over clusters of 1, 2, 3 and 4 CTAs (some with no stage of their own at K = 512), tails in N (128-row CTAs), K and M (16-, 32- and
-    64-token tiles, 100 tokens over two), batches, rings that wrap (K = 16384); f32 out NaN-poisoned
-    first, within f32 accumulation of float64, a second run bitwise equal."""
+    over clusters of 1, 2, 3 and 4 CTAs (some with no stage of their own at K = 512), tails in N (128-row
+    CTAs), K and M (16-, 32- and 64-token tiles, 100 tokens over two), batches, rings that wrap (K = 16384);
+    f32 out NaN-poisoned first, within f32 accumulation of float64, a second run bitwise equal."""
     where, why = _kernel_where()
     if not where.startswith("cuda") or why:
         pytest.skip(why or "the many-token 4-bit kernel runs on a GPU")
