@@ -103,13 +103,6 @@ inline std::string launch_splitk_reduce(const GemmLaunch& L, int splits, int64_t
   return "";
 }
 
-// What a kernel instantiation keeps per device (see raise_smem_limit in launch.h): occupancy is a
-// property of one device too, so nothing here is process-wide: a slot per device ordinal.
-struct DeviceSlots {
-  std::atomic<int> ready[kMaxDevices];     // 1 once the shared-memory attribute is set on that device
-  std::atomic<int> clusters[kMaxDevices];  // co-resident clusters there (0 = not asked yet)
-};
-
 // Whether kernel config C splits its last wave along K (C::kTailSplit; kernels without it: no).
 template <class C, class = void>
 struct TailSplitOf {

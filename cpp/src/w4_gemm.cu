@@ -103,36 +103,33 @@ std::string launch_wide(const GemmLaunch& L, const w4::Params& prm) {
       L, prm, w4::w4_wide_kernel<OutT, MT, R, WR, WK, V, ST, CS>, (WR * WK + 1) * 32, ready);
 }
 
-// wgmma (sm_90a): 2 warpgroups of 64 rows; per instantiation and device: the shared-memory attribute set.
+// wgmma (sm_90a): 2 warpgroups of 64 rows; per instantiation, its per-device state (launch.h).
 template <class OutT, int MT, int V, int CS>
 struct Wgmma {
   static constexpr int kStages = MT == 8 ? 4 : MT == 4 ? 6 : 8;
   using Plan = w4::WidePlan<1, 8, 1, V, kStages, MT>;
   static constexpr auto kernel = w4::w4_wgmma_kernel<OutT, MT, V, kStages, CS>;
-  static inline std::atomic<int> ready[kMaxDevices];
+  static inline DeviceSlots slots;
 };
-// The clusters an instantiation can hold at once, per device (0 = not asked yet).
-template <class W>
-inline std::atomic<int> resident_cache[kMaxDevices];
 
 template <class OutT, int MT, int V, int CS>
 std::string launch_wgmma(const GemmLaunch& L, const w4::Params& prm) {
   using W = Wgmma<OutT, MT, V, CS>;
-  return launch_ring<typename W::Plan, MT, V, CS>(L, prm, W::kernel, 9 * 32, W::ready);
+  return launch_ring<typename W::Plan, MT, V, CS>(L, prm, W::kernel, 9 * 32, W::slots.ready);
 }
 
 // How many clusters of W's CS CTAs the device holds at once (launch.h; 0 when it cannot tell): 39 of 3 and
 // 30 of 4 on an H200, so 32 clusters of 4 (4096^2) run as two waves.
 template <class W, int CS>
 int resident_clusters_of(const GemmLaunch& L) {
-  if (L.num_sms <= 0 || !raise_smem_limit(W::kernel, W::Plan::kSmemBytes, L.device, W::ready).empty()) return 0;
+  if (L.num_sms <= 0 || !raise_smem_limit(W::kernel, W::Plan::kSmemBytes, L.device, W::slots.ready).empty()) return 0;
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
   cfg.blockDim = dim3(9 * 32, 1, 1);
   cfg.dynamicSmemBytes = W::Plan::kSmemBytes;
   set_cluster_x(cfg, attr, CS);
   int n = 0;
-  if (!resident_clusters(W::kernel, cfg, CS, L.num_sms, L.device, resident_cache<W>, n).empty()) {
+  if (!resident_clusters(W::kernel, cfg, CS, L.num_sms, L.device, W::slots.clusters, n).empty()) {
     (void)cudaGetLastError();  // a failed query is not a launch error: the heuristic takes another kernel
     return 0;
   }

@@ -39,6 +39,13 @@ inline void set_cluster_x(cudaLaunchConfig_t& cfg, cudaLaunchAttribute (&attr)[1
   cfg.numAttrs = 1;
 }
 
+// What a kernel instantiation keeps per device (raise_smem_limit, resident_clusters): occupancy is a
+// property of one device too, so nothing here is process-wide: a slot per device ordinal.
+struct DeviceSlots {
+  std::atomic<int> ready[kMaxDevices];     // 1 once the shared-memory attribute is set on that device
+  std::atomic<int> clusters[kMaxDevices];  // co-resident clusters there (0 = not asked yet)
+};
+
 // How many clusters of x CTAs `kernel` can hold at once on `device` with `cfg`'s block and shared memory
 // (cluster attribute set): cudaOccupancyMaxActiveClusters, asked on the first call per device (a query, no
 // stream work) and kept in cache[device]. Clusters sit inside a GPC, so this can be below num_sms / x (an
