@@ -550,12 +550,13 @@ def test_quantize_kernel_is_bit_identical_to_jax(fmt, gs, dtype, shape, axis, la
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("fmt", ["nvfp4", "mxfp8"])
+@pytest.mark.parametrize("fmt", ["nvfp4", "mxfp8", "mxfp4"])
 @pytest.mark.parametrize("where", ["kblocks", "batch"])
 def test_quantize_kernel_colwise_beyond_the_grid(fmt, where):
     """The colwise kernel's grid is (column spans, blocks of rows, batch) with y and z capped at 65535:
-    more blocks of rows (K / block = 65539) or more batch entries (65537) than that loop inside the kernel.
-    Bit for bit JAX's quantizer."""
+    more blocks of rows (K / block = 65539) or more batch entries (65537) than that loop inside the kernel
+    (the 4-bit column-pair kernel's prefetching grid: hundreds of blocks per thread). Bit for bit JAX's
+    quantizer."""
     f = block_scale.FORMATS[fmt]
     if block_scale._quantize_kernel_target(f, jnp.zeros((1, 32), jnp.bfloat16)):
         pytest.skip("no fused quantize kernel here")
@@ -563,6 +564,25 @@ def test_quantize_kernel_colwise_beyond_the_grid(fmt, where):
     rng = np.random.default_rng(seed_of("qk-grid", fmt, shape))
     x = jnp.asarray(rng.standard_normal(shape, np.float32), jnp.bfloat16)
     q = lambda path: jax.jit(lambda v: jax_tmem.quantize(v, fmt, axis=-2, path=path))(x)
+    _assert_kernel_is_xla(q)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt", ["nvfp4", "mxfp4"])
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16], ids=["bf16", "f16"])
+@pytest.mark.parametrize("shape", [(4, 4096, 4096), (2, 2080, 776), (32 * 2048, 512)])
+def test_quantize_kernel_colwise_pair_schedules(fmt, dtype, shape):
+    """The 4-bit column-pair kernel's two grids (16-bit x, colwise): one block per thread (MXFP4) and, for
+    NVFP4, the prefetching grid sized to the GPU, each thread taking several blocks with the next one's rows
+    loaded before this one's conversion ((32 * 2048, 512): ~6 blocks per thread on a 132-SM GPU; (4, 4096,
+    4096) ~2; (2, 2080, 776): a batch, and column pairs past the last whole warp). Bit for bit JAX's
+    quantizer."""
+    if block_scale._quantize_kernel_target(block_scale.FORMATS[fmt], jnp.zeros((1, 32), dtype)):
+        pytest.skip("no fused quantize kernel here")
+    rng = np.random.default_rng(seed_of("qk-pair", fmt, str(np.dtype(dtype)), shape))
+    x = jnp.asarray(rng.standard_normal(shape, np.float32) * np.exp2(rng.integers(-8, 9, shape[-1])), dtype)
+    g = jnp.float32(0.37) if fmt == "nvfp4" else None
+    q = lambda path: jax.jit(lambda v, gg: jax_tmem.quantize(v, fmt, axis=-2, path=path, global_scale=gg))(x, g)
     _assert_kernel_is_xla(q)
 
 
@@ -588,15 +608,18 @@ def test_quantize_kernel_nvfp4_odd_block_counts(gs, dtype, layout, shape, axis):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("fmt,gs", [("mxfp8", None), ("mxfp8_e5m2", None), ("mxfp4", None), ("nvfp4", None),
-                                    ("nvfp4", 1e-40), ("nvfp4", 2.0 ** -130), ("nvfp4", 3e37), ("nvfp4", 1e36)])
+                                    ("nvfp4", 1e-40), ("nvfp4", 2.0 ** -130), ("nvfp4", 3e37), ("nvfp4", 1e36),
+                                    ("nvfp4", -0.37)])
 @pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16, jnp.float32], ids=["bf16", "f16", "f32"])
 @pytest.mark.parametrize("axis", [-1, 0])
 def test_quantize_kernel_special_blocks_match_jax(fmt, gs, dtype, axis):
     """Blocks the kernel sends down its general path (a NaN, +-inf, an all-zero block: NVFP4's 0 / 0;
     NVFP4 global scales that put g * s outside 2^-126..2^126, where div.full.f32 rescales its operands,
-    or overflow it) next to ordinary ones in the same rows and columns: bit for bit JAX's quantizer.
-    The fast path (to_e2m1 without its NaN test, NVFP4's reciprocal taken once per block) must not be
-    taken for any of them."""
+    or overflow it; MXFP4 blocks of a max |x| above ~6 * 2^22, whose multiplier the column-pair kernel's
+    encoder cannot fold 2^-126 into) next to ordinary ones in the same rows and columns, and a negative
+    NVFP4 global scale (the column-pair kernel takes the signs from x's bits, flipped): bit for bit JAX's
+    quantizer. The fast path (to_e2m1 without its NaN test, NVFP4's reciprocal taken once per block) must
+    not be taken for any of the special blocks."""
     if block_scale._quantize_kernel_target(block_scale.FORMATS[fmt], jnp.zeros((1, 32), dtype)):
         pytest.skip("no fused quantize kernel here")
     rng = np.random.default_rng(seed_of("qk-special", fmt, str(gs), str(np.dtype(dtype)), axis))
@@ -615,6 +638,9 @@ def test_quantize_kernel_special_blocks_match_jax(fmt, gs, dtype, axis):
     blocks[7, 1] = rng.standard_normal(32) * sub
     blocks[8, 2] = rng.standard_normal(32) * sub
     blocks[8, 2, 3] = 1.5
+    if np.dtype(dtype) != np.float16:  # (float16 holds no max |x| that large)
+        blocks[9, 3] = rng.standard_normal(32) * 1e9
+        blocks[10, 4] = rng.standard_normal(32) * 3e7  # around the limit
     x = jnp.asarray(xm if axis == -1 else xm.T.copy(), dtype)  # axis 0: the blocks run down the columns
     q = lambda path: jax.jit(lambda v, g: jax_tmem.quantize(v, fmt, axis=axis, path=path,
                                                             global_scale=g))(x, None if gs is None else jnp.float32(gs))

@@ -227,10 +227,18 @@ def test_fused_quantize_kernel_built(sass, arch):
     assert len(colwise) == 8, f"{arch}: expected 8 CTA-tile colwise quantize kernels, got {sorted(colwise)}"
     for f, t in colwise.items():
         assert "LDG.E.128" in t, f"{f}: no 16-byte row loads"
+    # (x 2 dtypes, + NVFP4's prefetching form: "Lb1"), each with the pair encoder (e2m1_pair_byte: the signs
+    # by one mad.hi with 2^8 + 2^20); the rowwise 4-bit kernels of 16-bit x use it too
     pairs = {f: t for f, t in all_funcs.items() if "mx_quantize_colwise_pair_kernel" in f}
-    assert len(pairs) == 4 and all("QFmtE2E" in f or "QFmtE3E" in f for f in pairs), sorted(pairs)
+    assert len(pairs) == 6 and all("QFmtE2E" in f or "QFmtE3E" in f for f in pairs), sorted(pairs)
+    assert sorted(f for f in pairs if "ELb1E" in f) == sorted(f for f in pairs if "QFmtE3ELb1E" in f), sorted(pairs)
+    assert len([f for f in pairs if "ELb1E" in f]) == 2, sorted(pairs)
     for f, t in pairs.items():
         assert re.search(r"LDG\.E\.CONSTANT R", t) and "STG.E.U8" in t and "BAR" not in t, f"{f}: not 4-byte row loads and byte stores"
+        assert re.search(r"IMAD\.HI\.U32 R\d+, R\d+, 0x100100", t), f"{f}: no pair encoder"
+    for f, t in funcs.items():
+        if ("QFmtE2E" in f or "QFmtE3E" in f) and "IfL" not in f:  # 16-bit x to MXFP4 / NVFP4, rowwise
+            assert re.search(r"IMAD\.HI\.U32 R\d+, R\d+, 0x100100", t), f"{f}: no pair encoder"
 
 
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_100a", "sm_103a"])

@@ -76,6 +76,10 @@ ffi::Error cuda_quantize_handler(cudaStream_t stream, ffi::RemainingArgs args, f
   q.scale_count = static_cast<int64_t>(scales->element_count());
   q.colwise = colwise;
   q.swizzled = swizzled;
+  if (cudaGetDevice(&q.device) != cudaSuccess) return fail("cudaGetDevice failed");
+  if (q.device < 0 || q.device >= kMaxDevices)
+    return fail("device ordinal " + std::to_string(q.device) + " outside [0, " + std::to_string(kMaxDevices) + ")");
+  q.num_sms = cuda_device_sms(q.device);
   const std::string why = mx_quantize_launch(q, stream);
   return why.empty() ? ffi::Error::Success() : fail(why);
 }

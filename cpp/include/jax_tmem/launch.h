@@ -104,6 +104,7 @@ struct QuantizeLaunch {
   int64_t batch, rows, k;
   bool colwise, swizzled;
   bool dequant;  // MXFP8 rowwise: data receives dequantize(quantize(x)) as bf16 (`out` names the fp8 format)
+  int device, num_sms;  // the CUDA ordinal the call runs on and its SM count (grids sized to the GPU)
 };
 std::string mx_quantize_launch(const QuantizeLaunch& q, cudaStream_t stream);
 

@@ -183,6 +183,35 @@ __device__ __forceinline__ uint32_t encode_e2m1_numeric(float v, const Block& m)
   else return to_e2m1<false>(kRoundScaled<T, F> ? round_to<T>(y) : y);
 }
 
+// The column-pair kernel's encoders (kernels/mx_quantize_colwise.cuh): the e2m1 magnitude code of one value
+// in bits 0-2 with bits 3-7 zero (bits 8 and up may hold junk: only the low byte is stored), the sign put in
+// by e2m1_pair_byte from x's bits. e2m1_mag is to_e2m1<false>'s magnitude: a < 1 takes the low byte of
+// a + 2^22's bits (0x4a800000 + rint(2a): bits 3-22 are zero), a >= 1 its rounding to one mantissa bit with
+// the exponent re-biased before the shift (b - 252 * 2^22: the same code, no subtraction after).
+__device__ __forceinline__ uint32_t e2m1_mag(float y) {
+  const float a = fminf(fabsf(y), 6.0f);
+  const uint32_t b = __float_as_uint(a);
+  const uint32_t lo = __float_as_uint(__fadd_rn(a, 4194304.0f));
+  const uint32_t hi = (b + (0x1fffffu - 0x3f000000u) + ((b >> 22) & 1u)) >> 22;
+  return a < 1.0f ? lo : hi;
+}
+
+// to_e2m1_scaled16's magnitude for yt = x * m * 2^-126 (m = numeric_multiplier's power of two, m >= 2^-23
+// so that m * 2^-126 is exact): one multiply instead of two (min(|y|, 6) * 2^-126 = min(|yt|, 6 * 2^-126),
+// both exact for a 16-bit x). Bits 3 and up are zero.
+__device__ __forceinline__ uint32_t e2m1_mag_scaled16(float yt) {
+  const uint32_t b = __float_as_uint(fminf(fabsf(yt), 0x1.8p-124f));
+  return (b + 0x1fffffu + ((b >> 22) & 1u)) >> 22;
+}
+
+// The byte of two e2m1 codes, element 0 in the low nibble, from their magnitude codes (e2m1_mag) and the
+// signs in bits 15 and 31 of s (the two 16-bit x values' sign bits, flipped where the multiplier is
+// negative): the high half of (s & 0x80008000) * (2^8 + 2^20) holds bit 15 at bit 3 and bit 31 at bits 7 and
+// 19, and mad.hi adds the codes (no bit overlaps in the low byte). Bits 8 and up: junk.
+__device__ __forceinline__ uint32_t e2m1_pair_byte(uint32_t c0, uint32_t c1, uint32_t s) {
+  return __umulhi(s & 0x80008000u, 0x00100100u) + (c0 + (c1 << 4));
+}
+
 // Four fp8 codes in one word (element 0 in the low byte), two conversions of two values each. The
 // satfinite conversion is the clip to [-max, max] (an infinity becomes max, NaN stays NaN), so none is
 // done before it.
@@ -214,7 +243,7 @@ struct QuantArgs {
 // div.full.f32 is an odd function of the dividend and monotone in its magnitude for a fixed divisor (a
 // product with the divisor's reciprocal, one rounding; checked exhaustively over all 2^31 non-negative
 // dividends for 11 divisors on an H100, 2026-11-24: scripts/div_full_monotone.cu), so max |x_i / g| =
-// |max |x_i|| / g bit for bit, NaN included; and for 2^-126 <= |g| <= 2^126 div.full.f32(v, g) is v *
+// |max |x_i| / g| bit for bit, NaN included (for either sign of g); and for 2^-126 <= |g| <= 2^126 div.full.f32(v, g) is v *
 // MUFU.RCP(g) for every v (its SASS, CUDA 13.0: ptx::rcp_approx_ftz), so the reciprocal is taken once
 // per thread, not once per block.
 struct GScale {
@@ -237,10 +266,11 @@ __device__ __forceinline__ GScale global_scale(const QuantArgs& a) {
   return s;
 }
 
-// max |x| / g (NVFP4 with a global scale), else max |x|.
+// max |x / g| = |max |x| / g| (NVFP4 with a global scale), else max |x|. (The magnitude: a negative g made
+// every kernel's NVFP4 scales negative, where JAX's are of |x / g|, until 2026-11-27.)
 template <QFmt F>
 __device__ __forceinline__ float pre(float v, const GScale& s) {
-  if constexpr (QTraits<F>::kNv) return !s.on ? v : s.rcp ? v * s.r : ptx::div_full_f32(v, s.g);
+  if constexpr (QTraits<F>::kNv) return !s.on ? v : fabsf(s.rcp ? v * s.r : ptx::div_full_f32(v, s.g));
   else return v;
 }
 
@@ -329,8 +359,28 @@ __global__ void __launch_bounds__(256) mx_quantize_kernel(const T* __restrict__ 
             w[p][i] = word;
           }
         };
-        if (numeric_block<F>(max_abs_x, blk)) {  // the common case: one uniform branch per block
-          const Block m = numeric_multiplier<F>(blk);
+        const bool numeric = numeric_block<F>(max_abs_x, blk);
+        const Block m = numeric ? numeric_multiplier<F>(blk) : blk;
+        if (!std::is_same_v<T, float> && numeric && (Tr::kNv || m.f >= 0x1p-23f)) {
+          // 16-bit x (the common case): the column-pair kernel's encoders, two codes and their signs per
+          // 32-bit word of x (e2m1_pair_byte), four such bytes per word of output (byte permutes). MXFP4's
+          // multiplier takes 2^-126 in (e2m1_mag_scaled16: exact for m >= 2^-23, i.e. max |x| below ~6 * 2^22).
+          const float mm = Tr::kNv ? m.f : m.f * 0x1p-126f;
+          const uint32_t neg = m.f < 0.0f ? 0x80008000u : 0u;  // (NVFP4 with a negative global scale)
+#pragma unroll
+          for (int i = 0; i < kWords; ++i) {  // word i: the 8 elements of raw[p][i]
+            const uint32_t* rw = reinterpret_cast<const uint32_t*>(&raw[p][i]);
+            uint32_t b[4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              const float f0 = v[8 * i + 2 * q], f1 = v[8 * i + 2 * q + 1];
+              const uint32_t c0 = Tr::kNv ? e2m1_mag(f0 * mm) : e2m1_mag_scaled16(f0 * mm);
+              const uint32_t c1 = Tr::kNv ? e2m1_mag(f1 * mm) : e2m1_mag_scaled16(f1 * mm);
+              b[q] = e2m1_pair_byte(c0, c1, rw[q] ^ neg);
+            }
+            w[p][i] = __byte_perm(__byte_perm(b[0], b[1], 0x0040), __byte_perm(b[2], b[3], 0x0040), 0x5410);
+          }
+        } else if (numeric) {  // float32 x, or MXFP4 blocks of a huge max |x|
           pack([&](float x) { return encode_e2m1_numeric<T, F>(x, m); });
         } else {
           pack([&](float x) { return encode_e2m1<T, F>(x, blk); });
