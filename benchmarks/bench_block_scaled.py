@@ -99,14 +99,18 @@ def _bench_quantize(res, xs, ws, flops, r):
     # (colwise: along the first axis, the backward pass's layout; "kernel_colwise")
     forms = [(fmt, path, axis) for fmt in ("nvfp4", "mxfp4") for path, axis in (("kernel", -1), ("xla", -1), ("kernel", 0))]
     name = lambda fmt, path, axis: f"{fmt}_{path}" + ("_colwise" if axis == 0 else "")
-    q4 = _race({
-        name(fmt, path, axis): many_g(lambda a, b, gg, fmt=fmt, path=path, axis=axis: (
-            jax_tmem.quantize(a, fmt, axis=axis, path=path, global_scale=gg if fmt == "nvfp4" else None),
-            jax_tmem.quantize(b, fmt, axis=axis, path=path, global_scale=gg if fmt == "nvfp4" else None)))
-        for fmt, path, axis in forms}, (xs, ws, g), flops, r)
+    # (and XLA's x * 3 of the same operands in the same program shape: the copy bandwidth at this size, which
+    # carries the same per-execution cost of a 2r-kernel program as the quantizes; the 4 x 1 GiB copy does not)
+    contenders = {name(fmt, path, axis): many_g(lambda a, b, gg, fmt=fmt, path=path, axis=axis: (
+        jax_tmem.quantize(a, fmt, axis=axis, path=path, global_scale=gg if fmt == "nvfp4" else None),
+        jax_tmem.quantize(b, fmt, axis=axis, path=path, global_scale=gg if fmt == "nvfp4" else None)))
+        for fmt, path, axis in forms}
+    contenders["copy_same_size"] = many_g(lambda a, b, gg: (a * 3, b * 3))
+    q4 = _race(contenders, (xs, ws, g), flops, r)
     for fmt, path, axis in forms:
         key = name(fmt, path, axis)
         q4[f"{key}_tbps"] = q4bytes[fmt] / (q4[f"{key}_us"] * 1e-6) / 1e12
+    q4["copy_same_size_tbps"] = 2 * (4 * m * k) / (q4["copy_same_size_us"] * 1e-6) / 1e12
     res["quantize_fp4"] = q4
 
 
@@ -169,7 +173,8 @@ def _print_quantize(size, res, copy):
     print(f"{size}^2 x 2 quantize rowwise (TB/s): nvfp4 fused {q4['nvfp4_kernel_tbps']:.2f}, XLA "
           f"{q4['nvfp4_xla_tbps']:.2f}; mxfp4 fused {q4['mxfp4_kernel_tbps']:.2f}, XLA {q4['mxfp4_xla_tbps']:.2f}; "
           f"colwise: nvfp4 fused {q4['nvfp4_kernel_colwise_tbps']:.2f}, mxfp4 fused "
-          f"{q4['mxfp4_kernel_colwise_tbps']:.2f} (copy {copy:.2f})", flush=True)
+          f"{q4['mxfp4_kernel_colwise_tbps']:.2f} (copy {copy:.2f}; XLA's x * 3 of these operands "
+          f"{q4['copy_same_size_tbps']:.2f})", flush=True)
 
 
 def main():
