@@ -15,18 +15,11 @@
 namespace jax_tmem {
 namespace {
 
-// CTAs of 256 threads of `kernel` one SM holds at once on `device` (cudaOccupancyMaxActiveBlocksPerMultiprocessor,
-// asked once per device and kept per kernel instantiation). False if the query failed.
-template <typename Kernel>
-bool resident_ctas(Kernel kernel, int device, int& per_sm) {
-  static std::atomic<int> cache[kMaxDevices];
-  per_sm = cache[device].load(std::memory_order_acquire);
-  if (per_sm == 0) {
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 256, 0) != cudaSuccess) return false;
-    cache[device].store(per_sm, std::memory_order_release);
-  }
-  return true;
-}
+// Per-device occupancy of the prefetching column-pair kernel (resident_ctas), one cache per instantiation.
+template <class T, quant::QFmt F>
+struct PairPrefetchSlots {
+  static inline std::atomic<int> ctas[kMaxDevices];
+};
 
 }  // namespace
 
@@ -83,9 +76,9 @@ std::string mx_quantize_launch(const QuantizeLaunch& q, cudaStream_t stream) {
           // us per kernel at 4096^2 / 8192^2 (in a chain, interleaved): 23.1-24.2 / 69.2-70.2 -> 21.6-23.2 /
           // 65.9-66.9.
           if constexpr (quant::QTraits<F>::kNv) {
-            int per_sm = 0;
-            if (q.num_sms > 0 && resident_ctas(quant::mx_quantize_colwise_pair_kernel<T, F, true>, q.device, per_sm) &&
-                per_sm > 0) {
+            int per_sm = 0;  // (a failed query keeps the one-block grid: the same results)
+            if (q.num_sms > 0 && resident_ctas(quant::mx_quantize_colwise_pair_kernel<T, F, true>, 256, q.device,
+                                               PairPrefetchSlots<T, F>::ctas, per_sm).empty()) {
               // blocks per thread so that the grid is what the GPU holds at once, then as few CTAs as take them
               const int64_t y0 = std::max<int64_t>(1, int64_t(q.num_sms) * per_sm / (gx * gz));
               const int64_t per = (cols + y0 - 1) / y0;

@@ -65,6 +65,22 @@ std::string resident_clusters(Kernel kernel, cudaLaunchConfig_t cfg, int x, int 
   return "";
 }
 
+// How many CTAs of `threads` threads (no dynamic shared memory) `kernel` keeps resident per SM on `device`:
+// cudaOccupancyMaxActiveBlocksPerMultiprocessor, asked on the first call per device and kept in
+// cache[device] (a grid sized to what the GPU holds at once: the 4-bit colwise quantize's prefetching form).
+// `device` must be in range.
+template <typename Kernel>
+std::string resident_ctas(Kernel kernel, int threads, int device, std::atomic<int> (&cache)[kMaxDevices], int& per_sm) {
+  per_sm = cache[device].load(std::memory_order_acquire);
+  if (per_sm == 0) {
+    const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0);
+    if (e != cudaSuccess) return std::string("cudaOccupancyMaxActiveBlocksPerMultiprocessor: ") + cudaGetErrorString(e);
+    if (per_sm < 1) return "the kernel does not fit on an SM";
+    cache[device].store(per_sm, std::memory_order_release);
+  }
+  return "";
+}
+
 struct GemmLaunch {
   GemmProblem p;
   const void* inputs[kNumRoles];  // by role (operands.def); null for roles the call does not pass
