@@ -63,21 +63,25 @@ def _weights(model, dtype, layout, seed):
     return ws, per_layer, layers
 
 
-def _step(dot, dtype, layout, hidden):
-    """One decode step over every layer with `dot(x, w, dn)`; x (M, hidden) bf16."""
+def _step(dot, dtype, layout, hidden, residual=None):
+    """One decode step over every layer with `dot(x, w, dn)`; x (M, hidden) bf16. `residual(x, w, dn, r)`,
+    if given, computes r + x w in one call (the residual adds as the GEMM's addend); else r + dot(x, w, dn)."""
     dn = (((1,), (0,)), ((), ())) if layout == "KN" else (((1,), (1,)), ((), ()))
     fp8 = jnp.dtype(dtype).itemsize == 1
 
     def mm(x, w):
         return dot(x.astype(dtype) if fp8 else x, w, dn)
 
+    def add_mm(r, x, w):
+        return r + mm(x, w) if residual is None else residual(x.astype(dtype) if fp8 else x, w, dn, r)
+
     def run(x, ws):
         for wqkv, wo, wgu, wdown in ws:
             qkv = mm(x, wqkv)
-            h = x + mm(qkv[:, :hidden], wo)
+            h = add_mm(x, qkv[:, :hidden], wo)
             gu = mm(h, wgu)
             g, u = jnp.split(gu, 2, axis=1)
-            x = h + mm(jax.nn.silu(g) * u, wdown)
+            x = add_mm(h, jax.nn.silu(g) * u, wdown)
         return x
     return jax.jit(run)
 
@@ -110,7 +114,7 @@ def parse_variants(spec):
     return out
 
 
-def bench(model, dtype, layout, ms, copy_tbps, rounds, variants=None):
+def bench(model, dtype, layout, ms, copy_tbps, rounds, variants=None, fused=False):
     hidden, _ = MODELS[model]
     ws, per_layer, layers = _weights(model, dtype, layout, seed=len(model) * 7 + len(dtype) + (layout == 'NK'))
     contenders = {
@@ -119,8 +123,15 @@ def bench(model, dtype, layout, ms, copy_tbps, rounds, variants=None):
         "xla": _step(lambda x, w, dn: jax.lax.dot_general(x, w, dn, preferred_element_type=jnp.bfloat16),
                      dtype, layout, hidden),
     }
+    if fused:  # the residual adds as the GEMM's addend c (jax_tmem.dot_general(..., c=r)): one kernel less per add
+        contenders["fused"] = _step(
+            lambda x, w, dn: jax_tmem.dot_general(x, w, dn, preferred_element_type=jnp.bfloat16), dtype, layout,
+            hidden, residual=lambda x, w, dn, r: jax_tmem.dot_general(x, w, dn, preferred_element_type=jnp.bfloat16,
+                                                                        c=r))
+        variants = dict(variants or {}, fused=None)
     for name, forced in (variants or {}).items():
-        contenders[name] = _step(_forced_dot(forced, layout), dtype, layout, hidden)
+        if forced is not None:
+            contenders[name] = _step(_forced_dot(forced, layout), dtype, layout, hidden)
     rows = []
     for m in ms:
         x = jax.random.normal(jax.random.key(m), (m, hidden), jnp.float32).astype(jnp.bfloat16)
@@ -182,6 +193,8 @@ def main():
     ap.add_argument("--min-weight-mb", type=float, default=MIN_WEIGHT_BYTES / 1e6,
                     help="layers per program: enough for this many MB of weights")
     ap.add_argument("--variants", default="", help="more contenders with GEMMs forced through menu entries (see above)")
+    ap.add_argument("--fused", action="store_true", help="also our step with the residual adds fused into the O and "
+                    "down GEMMs (dot_general's c): as a serving program written for jax_tmem would run it")
     args = ap.parse_args()
     variants = parse_variants(args.variants)
     MIN_WEIGHT_BYTES = args.min_weight_mb * 1e6
@@ -191,7 +204,8 @@ def main():
     for model in csv(args.models):
         for dtype in csv(args.dtypes):
             for layout in csv(args.layouts):
-                rows += bench(model, dtype, layout, [int(m) for m in csv(args.ms)], copy_tbps, args.rounds, variants)
+                rows += bench(model, dtype, layout, [int(m) for m in csv(args.ms)], copy_tbps, args.rounds, variants,
+                              args.fused)
     bench_gemm.save_rows(args.out, "bench_decode", copy_tbps, rows)
     plot(rows, os.path.join(args.out, "bench_decode.png"))
 

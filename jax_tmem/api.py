@@ -83,7 +83,7 @@ def _quantize_configs(quantize, fn: str):
 # ---- public API -------------------------------------------------------------------------------
 
 def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None, *,
-                path: Optional[str] = None, quantize=None, recipe=None, **kwargs: Any):
+                path: Optional[str] = None, quantize=None, recipe=None, c=None, **kwargs: Any):
     """A drop-in for :func:`jax.lax.dot_general` that runs jax_tmem's kernels where they apply.
 
     Contracting and batch dims may sit anywhere: they become operand majorness (K-major or MN-major)
@@ -99,6 +99,11 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     ``jax.nn.BlockScaleConfig``, or ``[lhs, rhs(, grad)]``): both operands are quantized on the fly along
     the contraction and multiplied by :func:`scaled_dot_general` (its backward recipe too; ``precision``
     does not apply).
+
+    ``c``: optional addend of the result's shape and dtype (BLAS's C with beta = 1): the result is
+    ``dot + c``, summed in float32 in the kernel's epilogue and rounded once, with no separate XLA add (a
+    residual connection costs no extra pass over the activations: a decode layer's ``x + o_proj(h)``).
+    Its gradient is the output's. Not combined with ``quantize`` or ``recipe`` (add it after the call).
 
     ``recipe``: a training recipe (``jax_tmem.RECIPES``: "bf16" (default, no quantization), "fp8"
     (per-tensor current scaling, e4m3 forward, e5m2 gradients), "mxfp8", "nvfp4"; or a
@@ -117,7 +122,7 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     if out_sharding is not None:
         _out_sharding_mesh(out_sharding, "dot_general")
         y = dot_general(lhs, rhs, dimension_numbers, precision, preferred_element_type, path=path, quantize=quantize,
-                        recipe=recipe, **kwargs)
+                        recipe=recipe, c=c, **kwargs)
         return constrain(y, out_sharding, "dot_general")
     unknown = set(kwargs)
     if unknown:
@@ -126,6 +131,9 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     lhs, rhs = _check_array(lhs, "lhs"), _check_array(rhs, "rhs")
     (lc, rc), (lb, rb) = dimension_numbers
     lc, rc, lb, rb = (tuple(int(d) for d in x) for x in (lc, rc, lb, rb))
+    if c is not None:
+        return _dot_general_plus_c(lhs, rhs, ((lc, rc), (lb, rb)), precision, preferred_element_type, path, quantize,
+                                   recipe, c)
     if np.dtype(lhs.dtype) not in SUPPORTED_DTYPES or np.dtype(rhs.dtype) not in SUPPORTED_DTYPES:
         _config.record(_config.Decision("dot_general", f"{lhs.dtype} x {rhs.dtype}", "xla", "lax.dot_general",
                                         "dtype not handled by jax_tmem"))
@@ -172,6 +180,55 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     requested = path or _config.current_path()
     return gemm(lhs, rhs, None, None, ((lc, rc), (lb, rb)), out_dtype, Epilogue(), requested,
                  _allow_tf32(precision), -1)
+
+
+def _dot_general_plus_c(lhs, rhs, dn, precision, preferred_element_type, path, quantize, recipe, c):
+    """dot_general(..., c=c): the kernels add c in their epilogue; elsewhere the float32 product plus c."""
+    if quantize is not None or recipe is not None:
+        raise ValueError("jax_tmem.dot_general: c= is not combined with quantize= or recipe=; add c to the result")
+    (lc, rc), (lb, rb) = dn
+    _check_dims(lhs, rhs, lc, rc, lb, rb)
+    c = _check_array(c, "c")
+    want = _canon.output_shape(lhs.shape, rhs.shape, dn)
+    floating = all(jnp.issubdtype(x.dtype, jnp.floating) for x in (lhs, rhs))
+    if preferred_element_type is not None:
+        out_dtype = np.dtype(preferred_element_type)
+    else:
+        out_dtype = common_dtype(lhs.dtype, rhs.dtype) if floating else np.dtype(jnp.result_type(lhs, rhs))
+    if tuple(c.shape) != tuple(want) or np.dtype(c.dtype) != out_dtype:
+        raise ValueError(f"jax_tmem.dot_general: c must have the result's shape {tuple(want)} and dtype "
+                         f"{out_dtype.name}, got {tuple(c.shape)} {c.dtype}")
+    kernel_ok = (floating and np.dtype(lhs.dtype) in SUPPORTED_DTYPES and np.dtype(rhs.dtype) in SUPPORTED_DTYPES
+                 and out_dtype in _arch.OUT_TYPES)
+    if not kernel_ok:  # what the kernels would compute: the product in float32 (integers: exactly), plus c
+        acc = np.dtype("float32") if jnp.issubdtype(out_dtype, jnp.floating) else out_dtype
+        _config.record(_config.Decision("dot_general", f"{lhs.dtype} x {rhs.dtype}", "xla", "lax.dot_general + c",
+                                        f"{out_dtype.name} output with c (kernels write {_OUT_NAMES})"))
+        y = lax.dot_general(lhs, rhs, dn, precision=precision, preferred_element_type=acc)
+        return (y + c.astype(acc)).astype(out_dtype)
+    lhs, rhs = _promote_pair(lhs, rhs)
+    requested = path or _config.current_path()
+    m = int(np.prod([lhs.shape[d] for d in range(lhs.ndim) if d not in lc + lb], dtype=np.int64))
+    if _C_EPILOGUE_SLOWER[0] < m <= _C_EPILOGUE_SLOWER[1]:
+        # Where c in the kernel's epilogue measured slower than a separate add (see _C_EPILOGUE_SLOWER): the
+        # float32 product, then XLA's add and one rounding (the same result as the epilogue's).
+        # (the GEMM records its own path; this records where c goes)
+        _config.record(_config.Decision("dot_general c", f"M = {m}", "xla" if requested == "xla" else "kernel",
+                                        "float32 product, then XLA's add",
+                                        f"c is added by XLA for {_C_EPILOGUE_SLOWER[0]} < M <= "
+                                        f"{_C_EPILOGUE_SLOWER[1]} (the kernels' epilogue measured slower there)"))
+        y = gemm(lhs, rhs, None, None, dn, np.dtype("float32"), Epilogue(), requested, _allow_tf32(precision), -1)
+        return (y + c.astype(jnp.float32)).astype(out_dtype)
+    return gemm(lhs, rhs, None, c, dn, out_dtype, Epilogue(has_c=True), requested, _allow_tf32(precision), -1)
+
+
+# Output rows M (exclusive, inclusive] for which dot_general's c is added by XLA after a float32 product
+# instead of in the kernel's epilogue: in decode steps with the residual adds as c (bench_decode.py --fused,
+# H200 2026-11-27, xla / it against xla / ours unfused) the fused epilogue was slower at 16-256 tokens
+# (8B bf16 M = 64 0.77-0.79 against 0.88-0.89, M = 256 0.89-0.91 against 0.93; e4m3 (N, K) M = 64 0.64
+# against 0.98: the swap-AB GEMMs with c took 13-17 us more each, not yet explained) and faster at M = 1
+# (the mma.sync entries: 1.006-1.016 against 0.99-1.00 with (N, K) weights).
+_C_EPILOGUE_SLOWER = (8, 256)
 
 
 def einsum(subscripts, *operands, precision=None, preferred_element_type=None, out_sharding=None,

@@ -9,6 +9,7 @@ prints the optimized HLO's op mix per layer and the step time (command buffers a
   --trace : both contenders under jax.profiler (CUPTI), a few executions each: per layer, the kernels in
   launch order with their durations and the idle gap before each, then busy time against the GPU span.
   Set XLA_FLAGS=--xla_gpu_enable_command_buffer= to see every kernel as XLA launches it without graphs.
+  --fused : a third contender, our step with the residual adds as the O and down GEMMs' c.
 Usage: python3 -P scripts/decode_probe.py [--model 8b] [--dtype bfloat16] [--layout KN] [--m 16] [--layers 4]"""
 import argparse
 import collections
@@ -20,6 +21,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # dispatch_probe (also under python -P)
 
 
 def summarize(path):
@@ -59,15 +61,8 @@ def trace(name, f, x, ws, layers, runs=3):
         for _ in range(runs):
             jax.block_until_ready(f(x, ws))
     prof = ProfileData.from_file(glob.glob(d + "/**/*.xplane.pb", recursive=True)[0])
-    ev = []
-    for plane in prof.planes:
-        if not plane.name.startswith("/device:GPU"):
-            continue
-        for line in plane.lines:
-            if "stream" not in line.name.lower() or "memcpy" in line.name.lower():
-                continue
-            ev += [(e.start_ns, e.duration_ns, e.name) for e in line.events]
-    ev.sort()
+    from dispatch_probe import gpu_events  # the kernels of the trace's GPU streams, by start time
+    ev = gpu_events(prof)
     if not ev:
         print(f"{name}: no kernel events in the trace")
         return
@@ -100,6 +95,7 @@ def main():
     ap.add_argument("--once", default="")
     ap.add_argument("--trace", action="store_true")
     ap.add_argument("--sum", default="")
+    ap.add_argument("--fused", action="store_true", help="also our step with the residual adds as the GEMMs' c")
     args = ap.parse_args()
     if args.sum:
         return summarize(args.sum)
@@ -125,6 +121,11 @@ def main():
         "xla": bench_decode._step(lambda a, w, dn: jax.lax.dot_general(a, w, dn, preferred_element_type=jnp.bfloat16),
                                   args.dtype, args.layout, hidden),
     }
+    if args.fused:  # the residual adds as the O and down GEMMs' addend (bench_decode.py --fused)
+        fns["fused"] = bench_decode._step(
+            lambda a, w, dn: jax_tmem.dot_general(a, w, dn, preferred_element_type=jnp.bfloat16), args.dtype,
+            args.layout, hidden,
+            residual=lambda a, w, dn, r: jax_tmem.dot_general(a, w, dn, preferred_element_type=jnp.bfloat16, c=r))
     if args.trace:
         for name, f in fns.items():
             trace(name, f, x, ws, args.layers)

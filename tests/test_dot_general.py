@@ -14,7 +14,7 @@ from jax_tmem._core import canon as _canon
 from jax_tmem.ops import gemm as gemm_op
 from jax_tmem.ops.gemm import Epilogue
 from conftest import (BF16, E4M3, E5M2, F16, F32, PATHS, assert_close, f32_tol, f64, like_ref, rand,
-                      ref_dot_general, run_path)
+                      ref_dot_general, ref_epilogue, ref_matmul, run_path)
 
 M, N, K, B, B2, K2, M2, N2 = 5, 6, 7, 3, 2, 4, 9, 8
 
@@ -292,3 +292,59 @@ def test_under_jit_with_closure_and_flax_style_call(path, seed):
     out = run_path(path, f, x, w)
     assert out.shape == (2, M2, N2)
     assert_close(out, ref_dot_general(x, w, dn([2], [0])), BF16, 64)
+
+
+# dot_general's addend c (a residual connection in the GEMM's epilogue): decode-sized M (the swap-AB and
+# mma.sync decode entries on a GPU), the weight stored (N, K) and (K, N), tails in every dimension.
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("w_layout", ["NK", "KN"])
+@pytest.mark.parametrize("m,n,k", [(1, 136, 264), (7, 200, 520), (16, 264, 1032), (61, 72, 136), (130, 264, 256)])
+@pytest.mark.parametrize("dt,out_dt", [(BF16, BF16), (E4M3, BF16), (F16, F32)], ids=lambda x: np.dtype(x).name)
+def test_dot_general_c(path, w_layout, m, n, k, dt, out_dt, seed):
+    x = rand(seed, (m, k), dt)
+    w = rand(seed + 1, (n, k) if w_layout == "NK" else (k, n), dt)
+    r = rand(seed + 2, (m, n), out_dt, scale=4.0)
+    dn = (((1,), (1,)), ((), ())) if w_layout == "NK" else (((1,), (0,)), ((), ()))
+    f = lambda x, w, r: jax_tmem.dot_general(x, w, dn, preferred_element_type=out_dt, c=r)
+    out = run_path(path, f, x, w, r)
+    # where c goes is on the record: XLA adds it after a float32 product for 8 < M <= 256, else the epilogue
+    routed = [d for d in jax_tmem.decisions() if d.op == "dot_general c"]
+    assert bool(routed) == (8 < m <= 256), routed
+    wk = w if w_layout == "NK" else jnp.swapaxes(w, 0, 1)
+    ref = ref_epilogue(ref_matmul(x, jnp.swapaxes(wk, 0, 1)), c=r)
+    assert_close(out, ref, out_dt, k)
+    # c really was added: without it the result is off by |c| (scale 4), far beyond rounding
+    assert np.max(np.abs(f64(out) - ref_matmul(x, jnp.swapaxes(wk, 0, 1)))) > 1.0
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_dot_general_c_gradients(path, seed):
+    """d/dx, d/dw, d/dc of sum(sin(x w^T + c)) (bf16 operands, f32 result and c) against float64."""
+    x = rand(seed, (9, 40), BF16)
+    w = rand(seed + 1, (24, 40), BF16)
+    r = rand(seed + 2, (9, 24), F32)
+    dn = (((1,), (1,)), ((), ()))
+    loss = lambda x, w, r: jnp.sum(jnp.sin(jax_tmem.dot_general(x, w, dn, preferred_element_type=jnp.float32, c=r)))
+    with jax_tmem.use_path(path):
+        got = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(x, w, r)
+    g = np.cos(f64(x) @ f64(w).T + f64(r))
+    want = (g @ f64(w), g.T @ f64(x), g)
+    for gg, e, name in zip(got, want, ("x", "w", "c")):
+        assert gg.dtype == (F32 if name == "c" else BF16), name
+        np.testing.assert_allclose(f64(gg), e, rtol=0, atol=1e-2 * float(np.max(np.abs(e))), err_msg=name)
+
+
+def test_dot_general_c_errors():
+    x, w = rand(0, (4, 8), BF16), rand(1, (6, 8), BF16)
+    dn = (((1,), (1,)), ((), ()))
+    with pytest.raises(ValueError, match=r"c must have the result's shape \(4, 6\) and dtype bfloat16"):
+        jax_tmem.dot_general(x, w, dn, preferred_element_type=jnp.bfloat16, c=rand(2, (4, 5), BF16))
+    with pytest.raises(ValueError, match="c must have .* dtype bfloat16, got .* float32"):
+        jax_tmem.dot_general(x, w, dn, preferred_element_type=jnp.bfloat16, c=rand(2, (4, 6), F32))
+    with pytest.raises(ValueError, match="not combined with quantize= or recipe="):
+        jax_tmem.dot_general(x, w, dn, c=rand(2, (4, 6), BF16), recipe="fp8")
+    # integer operands: XLA's product plus c, exactly
+    xi, wi = jnp.ones((3, 4), jnp.int8), jnp.full((4, 2), 2, jnp.int8)
+    y = jax_tmem.dot_general(xi, wi, (((1,), (0,)), ((), ())), preferred_element_type=jnp.int32,
+                             c=jnp.full((3, 2), 5, jnp.int32))
+    assert y.dtype == jnp.int32 and np.all(np.asarray(y) == 13)
