@@ -102,8 +102,10 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
 
     ``c``: optional addend of the result's shape and dtype (BLAS's C with beta = 1): the result is
     ``dot + c``, summed in float32 in the kernel's epilogue and rounded once, with no separate XLA add (a
-    residual connection costs no extra pass over the activations: a decode layer's ``x + o_proj(h)``).
-    Its gradient is the output's. Not combined with ``quantize`` or ``recipe`` (add it after the call).
+    residual connection costs no extra pass over the activations: a decode layer's ``x + o_proj(h)``);
+    for 8 < M <= 256 output rows XLA adds it to the float32 product instead (the same value; the epilogue
+    measured slower there, ``JAX_TMEM_LOG=1`` says so). Its gradient is the output's. Not combined with
+    ``quantize`` or ``recipe`` (add it after the call).
 
     ``recipe``: a training recipe (``jax_tmem.RECIPES``: "bf16" (default, no quantization), "fp8"
     (per-tensor current scaling, e4m3 forward, e5m2 gradients), "mxfp8", "nvfp4"; or a
