@@ -128,10 +128,9 @@ def bench(model, dtype, layout, ms, copy_tbps, rounds, variants=None, fused=Fals
             lambda x, w, dn: jax_tmem.dot_general(x, w, dn, preferred_element_type=jnp.bfloat16), dtype, layout,
             hidden, residual=lambda x, w, dn, r: jax_tmem.dot_general(x, w, dn, preferred_element_type=jnp.bfloat16,
                                                                         c=r))
-        variants = dict(variants or {}, fused=None)
     for name, forced in (variants or {}).items():
-        if forced is not None:
-            contenders[name] = _step(_forced_dot(forced, layout), dtype, layout, hidden)
+        contenders[name] = _step(_forced_dot(forced, layout), dtype, layout, hidden)
+    extra = [k for k in contenders if k not in ("jax_tmem", "xla")]  # reported as xla / it
     rows = []
     for m in ms:
         x = jax.random.normal(jax.random.key(m), (m, hidden), jnp.float32).astype(jnp.bfloat16)
@@ -149,7 +148,7 @@ def bench(model, dtype, layout, ms, copy_tbps, rounds, variants=None, fused=Fals
               f"({res['jax_tmem_tbps']:.2f} TB/s, {res['jax_tmem_pct_copy']:.0f} % copy)  xla "
               f"{res['xla_us_per_layer']:8.1f} ({res['xla_pct_copy']:.0f} %)  xla/ours {res['xla_over_ours'][0]:.2f} "
               f"({res['xla_over_ours'][1]:.2f}-{res['xla_over_ours'][2]:.2f})", flush=True)
-        for name in variants or {}:
+        for name in extra:
             paired = sorted(times["xla"][i] / times[name][i] for i in range(rounds))
             res[f"xla_over_{name}"] = [statistics.median(paired), paired[0], paired[-1]]
             print(f"      variant {name:>12}: {res[name + '_us_per_layer']:8.1f} us/layer  xla/it "
