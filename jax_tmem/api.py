@@ -224,14 +224,9 @@ def _dot_general_plus_c(lhs, rhs, dn, precision, preferred_element_type, path, q
     return gemm(lhs, rhs, None, c, dn, out_dtype, Epilogue(has_c=True), requested, _allow_tf32(precision), -1)
 
 
-# Output rows M (exclusive, inclusive] for which dot_general's c is added by XLA after a float32 product
-# instead of in the kernel's epilogue: in decode steps with the residual adds as c (bench_decode.py --fused,
-# H200 2026-11-27, xla / it against xla / ours unfused) the fused epilogue was slower at 16-256 tokens
-# (8B bf16 M = 64 0.77-0.79 against 0.88-0.89, M = 256 0.89-0.91 against 0.93; e4m3 (N, K) M = 64 0.64
-# against 0.98: the swap-AB GEMMs with c took 13-17 us more each: their epilogue's loads of c each sat in a
-# type branch with their conversion, one memory round trip per element (SASS); fix on branch
-# c-epilogue-loads, not yet run) and no slower at M = 1 (the mma.sync entries: 1.006-1.016 against 0.99-1.00
-# with (N, K) weights).
+# Output rows M (exclusive, inclusive] for which c is added by XLA after a float32 product: there the fused
+# epilogue measured slower in decode steps (bench_decode.py --fused, H200 2026-11-27; docs/PERF.md): each load
+# of c in its own type branch (SASS); the fix is on branch c-epilogue-loads, not yet run on a GPU.
 _C_EPILOGUE_SLOWER = (8, 256)
 
 
