@@ -282,13 +282,37 @@ def cache_case(cache_dir, acts):
         emit(case=f"cache/{act}", err=float(np.abs(np.asarray(y) - ref).max()), new_entries=len(os.listdir(cache_dir)) - before)
 
 
+def addend_c(rng):
+    """dot_general(..., c=r): the addend follows the output (sharded as it, added after any sum over a split
+    contraction), for each layout and each of the three ways c is added (M <= 8 and M > 256: the kernel's
+    epilogue; between: a float32 product and XLA's add): the collectives of lax.dot_general + r."""
+    mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "model"))
+    layouts = [("data", P("data", None), P(), P("data", None)), ("column", P("data", None), P(None, "model"), P("data", "model")),
+               ("row", P(None, "model"), P("model", None), P()), ("fsdp", P("data", "model"), P("model", None), P("data", None))]
+    dn = (((1,), (0,)), ((), ()))
+    for m in (8, 64, 512):
+        x = rng.standard_normal((m, 128)).astype(np.float32)
+        w = (rng.standard_normal((128, 96)) * 0.1).astype(np.float32)
+        r = rng.standard_normal((m, 96)).astype(np.float32)
+        ref = x.astype(np.float64) @ w.astype(np.float64) + r
+        for name, sx, sw, sc in layouts:
+            X, W, R = (jax.device_put(a, NamedSharding(mesh, s)) for a, s in ((x, sx), (w, sw), (r, sc)))
+            ours = jax.jit(lambda a, b, c: jax_tmem.dot_general(a, b, dn, c=c, path="kernel"))
+            lax_ = jax.jit(lambda a, b, c: jax.lax.dot_general(a, b, dn, preferred_element_type=jnp.float32) + c)
+            y = ours(X, W, R)
+            emit(case=f"c/{name}/{m}", err=float(np.abs(np.asarray(y) - ref).max()), spec=str(y.sharding.spec),
+                 spec_xla=str(lax_(X, W, R).sharding.spec), ours=collectives(ours, X, W, R),
+                 xla=collectives(lax_, X, W, R))
+
+
 if __name__ == "__main__":
     rng = np.random.default_rng(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
     if len(sys.argv) > 2 and sys.argv[2] == "cache":
         cache_case(sys.argv[3], sys.argv[4].split(","))
     elif len(sys.argv) > 2 and sys.argv[2] == "more":
         import traceback
-        for section in (scatter_and_explicit, block_scaled, transpose_call, recipes_and_memory, partial_products):
+        for section in (scatter_and_explicit, block_scaled, transpose_call, recipes_and_memory, partial_products,
+                        addend_c):
             try:  # a failing section is reported (its cases are then missing), the others still run
                 section(rng)
             except Exception:  # noqa: BLE001

@@ -244,3 +244,22 @@ def test_a_failing_partition_rule_gathers_instead_of_crashing():
     assert out[1] is local and out[2] == NamedSharding(mesh, P()) and out[3] == (NamedSharding(mesh, P()),) * 3
     d = [d for d in jax_tmem.decisions() if d.op == "partition"][-1]
     assert d.target == "gathers every operand" and "KeyError" in d.reason and "no such factor" in d.reason, d
+
+
+def _spec(s):  # "P('data', None)" and "P('data',)" name the same sharding
+    inner = s[s.index("(") + 1:s.rindex(")")]
+    parts = [p.strip() for p in inner.split(",") if p.strip()] if inner else []
+    while parts and parts[-1] == "None":
+        parts.pop()
+    return parts
+
+
+@pytest.mark.parametrize("case", [f"c/{l}/{m}" for l in LAYOUTS for m in (8, 64, 512)])
+def test_the_addend_c_follows_the_output(more, case):
+    """dot_general(..., c=r) (epilogue for M = 8 and 512, XLA's add at 64): the collectives, output sharding and
+    values of lax.dot_general + r, with r sharded as the output."""
+    r = more[case]
+    assert r["err"] < 1e-4, r
+    assert r["ours"] == r["xla"], f"collectives differ from lax.dot_general + c: {r}"
+    assert r["ours"]["all-gather"] == 0, r
+    assert _spec(r["spec"]) == _spec(r["spec_xla"]), r
