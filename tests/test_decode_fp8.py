@@ -8,6 +8,7 @@ float64 reference, NaN-poisoned outputs, bitwise repeatable, bitwise equal to th
 (N, K), no transpose in the compiled program, command buffers on and off identical."""
 from __future__ import annotations
 
+import os
 import re
 import textwrap
 
@@ -180,3 +181,79 @@ def test_fp8_kn_command_buffers_on_and_off_agree():
     outs = command_buffer_runs(prog)
     assert np.isfinite(outs[0]).all()
     np.testing.assert_array_equal(outs[0], outs[1])
+
+
+# ---- sm_100a / sm_103a: the decode benchmark's programs lowered for a Blackwell GPU, statically -----------
+
+def _bench_decode():
+    import importlib.util
+    path = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "bench_decode.py")
+    spec = importlib.util.spec_from_file_location("bench_decode_for_tests", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture
+def as_if_on(monkeypatch):
+    """Plans and lowers programs as on a GPU of the given compute capability (no GPU needed): the CUDA
+    lowering rules run and the C++ planner picks the kernels; nothing is compiled or executed."""
+    from jax_tmem._core import ext as _ext
+    if not _arch.families("sm_100a") or not _arch.families("sm_90a"):
+        pytest.skip("the extension lists no kernel families (no jax_tmem extension built)")
+    info = dict(_ext.build_info(), cuda=True, cuda_archs="sm_90a;sm_100a;sm_103a")
+    monkeypatch.setattr(_ext, "build_info", lambda: info)
+    monkeypatch.setattr(_ext, "cuda_built", lambda: (True, ""))
+    monkeypatch.setattr(_ext, "ensure_registered", lambda platform: (True, ""))
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    monkeypatch.setenv("JAX_TMEM_ENABLE_SM100", "1")  # what a B200 user sets for "auto" to take the kernels
+
+    def on(cc, sms):
+        monkeypatch.setattr(_arch, "device_cc", lambda: (cc, ""))
+        monkeypatch.setattr(_arch, "device_sms", lambda: sms)
+    return on
+
+
+def _lowered_step(bench, model, dtype, m):
+    """The bench_decode step (one layer: QKV, O, gate+up, down; weights (K, N) as Flax stores them), lowered
+    for CUDA: (StableHLO text, the GEMM decisions)."""
+    from jax_tmem._core import config as _config
+    hidden, shapes = bench.MODELS[model]
+    step = bench._step(lambda x, w, dn: jax_tmem.dot_general(x, w, dn, preferred_element_type=BF16), dtype, "KN",
+                       hidden)
+    _config.clear_decisions()
+    txt = step.trace(jax.ShapeDtypeStruct((m, hidden), BF16),
+                     [[jax.ShapeDtypeStruct((k, n), dtype) for k, n in shapes]]).lower(
+                         lowering_platforms=("cuda",)).as_text()
+    return txt, [d for d in _config.decisions() if d.op == "gemm"]
+
+
+@pytest.mark.parametrize("cc,arch,sms", [(100, "sm_100a", 148), (103, "sm_103a", 148)])
+@pytest.mark.parametrize("model", ["8b", "70b"])
+@pytest.mark.parametrize("dtype", [E4M3, BF16])
+def test_blackwell_decode_programs_read_kn_weights_in_place(as_if_on, cc, arch, sms, model, dtype):
+    """Issue 15: on sm_100a / sm_103a, where tcgen05 reads MN-major 8-bit operands, bench_decode's programs
+    (M 1-256, fp8 and bf16 weights stored (K, N)) dispatch every GEMM to a kernel with no transpose in the
+    program (checked statically; these kernels have never run on Blackwell hardware)."""
+    as_if_on(cc, sms)
+    bench = _bench_decode()
+    for m in (1, 8, 16, 32, 64, 128, 256):
+        txt, gemms = _lowered_step(bench, model, dtype, m)
+        assert len(gemms) == 4 and all(d.path == "kernel" and f"cuda {arch}" in d.target for d in gemms), \
+            "\n".join(map(str, gemms))
+        assert txt.count("@jax_tmem_gemm") == 4, (m, txt.count("@jax_tmem_gemm"))
+        assert "stablehlo.transpose" not in txt and "@jax_tmem_transpose8" not in txt, (m, arch)
+
+
+def test_the_static_check_sees_a_transposed_weight(as_if_on):
+    """The check above can fail: on sm_90a a prefill-sized fp8 (K, N) weight is transposed (wgmma reads 8-bit
+    operands K-major only; the swap-AB decode entries read it in place up to 256 tokens)."""
+    bench = _bench_decode()
+    as_if_on(90, 132)
+    txt, gemms = _lowered_step(bench, "8b", E4M3, 16)
+    assert txt.count("@jax_tmem_gemm") == 4 and "@jax_tmem_transpose8" not in txt
+    txt, gemms = _lowered_step(bench, "8b", E4M3, 512)
+    assert txt.count("@jax_tmem_transpose8") == 4 and all("cuda sm_90a" in d.target for d in gemms[-4:]), txt[:2000]
+    as_if_on(100, 148)
+    txt, gemms = _lowered_step(bench, "8b", E4M3, 512)
+    assert "@jax_tmem_transpose8" not in txt and "stablehlo.transpose" not in txt
