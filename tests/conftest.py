@@ -333,3 +333,23 @@ def recipe_kernel_path(recipe: str) -> str:
         if not where:
             return "auto"
     return "kernel"
+
+
+@pytest.fixture
+def as_if_on(monkeypatch):
+    """Plans and lowers programs as on a GPU of the given compute capability (no GPU needed): the CUDA
+    lowering rules run and the C++ planner picks the kernels; nothing is compiled or executed."""
+    from jax_tmem._core import arch as _arch, ext as _ext
+    if not _arch.families("sm_100a") or not _arch.families("sm_90a"):
+        pytest.skip("the extension lists no kernel families (no jax_tmem extension built)")
+    info = dict(_ext.build_info(), cuda=True, cuda_archs="sm_90a;sm_100a;sm_103a")
+    monkeypatch.setattr(_ext, "build_info", lambda: info)
+    monkeypatch.setattr(_ext, "cuda_built", lambda: (True, ""))
+    monkeypatch.setattr(_ext, "ensure_registered", lambda platform: (True, ""))
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    monkeypatch.setenv("JAX_TMEM_ENABLE_SM100", "1")  # what a B200 user sets for "auto" to take the kernels
+
+    def on(cc, sms):
+        monkeypatch.setattr(_arch, "device_cc", lambda: (cc, ""))
+        monkeypatch.setattr(_arch, "device_sms", lambda: sms)
+    return on

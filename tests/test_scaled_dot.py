@@ -175,3 +175,43 @@ def test_dot_general_and_matmul_quantize_on_the_fly():
         jax_tmem.dot_general(x, w, dn, quantize=["mxfp8"])
     with pytest.raises(ValueError, match="not a block-scaled format"):
         jax_tmem.matmul(a, b, quantize="int4")
+
+
+def _lowered_for_cuda(fn, *avals):
+    """(custom-call targets, number of stablehlo.dot_general, the decisions) of fn lowered for CUDA."""
+    import re
+    from jax_tmem._core import config as _config
+    _config.clear_decisions()
+    txt = jax.jit(fn).trace(*avals).lower(lowering_platforms=("cuda",)).as_text()
+    return sorted(set(re.findall(r"custom_call @(\w+)", txt))), txt.count("stablehlo.dot_general"), _config.decisions()
+
+
+@pytest.mark.parametrize("cc,arch", [(100, "sm_100a"), (103, "sm_103a")])
+@pytest.mark.parametrize("fmt", ["mxfp8", "mxfp4", "nvfp4"])
+def test_blackwell_block_scaled_programs_lower_to_the_kernels(as_if_on, cc, arch, fmt):
+    """Issue 14, statically (no GPU; these kernels have never run on Blackwell hardware): on sm_100a / sm_103a
+    (with JAX_TMEM_ENABLE_SM100=1) quantize + scaled_matmul and dot_general(quantize=) lower to the fused
+    quantize kernel and the block-scaled tcgen05 GEMM, with no XLA dot anywhere in the program."""
+    as_if_on(cc, 148)
+    x, w = jax.ShapeDtypeStruct((256, 4096), jnp.bfloat16), jax.ShapeDtypeStruct((2048, 4096), jnp.bfloat16)
+
+    def two_steps(x, w):
+        (a, sa), (b, sb) = jax_tmem.quantize(x, fmt), jax_tmem.quantize(w, fmt)
+        return jax_tmem.scaled_matmul(a[None], b[None], sa[None], sb[None], preferred_element_type=jnp.bfloat16)
+
+    for fn in (two_steps, lambda x, w: jax_tmem.dot_general(x, w, (((1,), (1,)), ((), ())), quantize=fmt)):
+        calls, dots, decisions = _lowered_for_cuda(fn, x, w)
+        assert calls == ["jax_tmem_gemm", "jax_tmem_quantize"] and dots == 0, (calls, dots)
+        assert all(d.path == "kernel" for d in decisions), "\n".join(map(str, decisions))
+        assert any(d.op == "scaled_matmul" and f"cuda {arch}" in d.target for d in decisions), \
+            "\n".join(map(str, decisions))
+
+
+def test_the_block_scaled_lowering_check_sees_xla_on_hopper(as_if_on):
+    """The check above can fail: sm_90a has no 4-bit tensor-core operands, so an nvfp4 x nvfp4 GEMM lowers to
+    XLA's dequantize + dot there (the fused quantize kernel still runs)."""
+    as_if_on(90, 132)
+    x, w = jax.ShapeDtypeStruct((256, 4096), jnp.bfloat16), jax.ShapeDtypeStruct((2048, 4096), jnp.bfloat16)
+    calls, dots, decisions = _lowered_for_cuda(
+        lambda x, w: jax_tmem.dot_general(x, w, (((1,), (1,)), ((), ())), quantize="nvfp4"), x, w)
+    assert "jax_tmem_gemm" not in calls and dots >= 1, (calls, dots)
