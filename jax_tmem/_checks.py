@@ -1,0 +1,97 @@
+"""Trace-time checks of the public API's arguments (each error names the argument and the fix), and the
+operand promotion rule shared by matmul and dot_general."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jax_tmem._core import arch as _arch, dtypes as _dtypes
+from jax_tmem.ops.gemm import ACTIVATIONS, common_dtype
+
+SUPPORTED_DTYPES = _dtypes.OPERAND_DTYPES  # the operand column of dtypes.def
+_SUPPORTED_NAMES = ", ".join(d.name for d in SUPPORTED_DTYPES)
+_OUT_NAMES = ", ".join(d.name for d in _dtypes.OUTPUT_DTYPES)
+
+
+def _check_array(x, name: str):
+    if not isinstance(x, (jax.Array, np.ndarray, jax.core.Tracer)) and not hasattr(x, "__jax_array__"):
+        raise TypeError(f"jax_tmem: {name} must be a JAX or NumPy array, got {type(x).__name__}")
+    return jnp.asarray(x)
+
+
+def _check_dtype(x, name: str):
+    if np.dtype(x.dtype) not in SUPPORTED_DTYPES:
+        raise TypeError(f"jax_tmem: {name} has dtype {x.dtype}; supported: {_SUPPORTED_NAMES}")
+
+
+def _check_out_dtype(dt, name: str):
+    dt = np.dtype(dt)
+    if dt not in _arch.OUT_TYPES:
+        raise TypeError(f"jax_tmem: {name}={dt} is not supported; use one of {_OUT_NAMES}")
+    return dt
+
+
+def _check_path(path):
+    if path is not None and path not in ("auto", "kernel", "xla"):
+        raise ValueError(f"jax_tmem: path={path!r} is not supported; use 'auto', 'kernel' or 'xla' (or None)")
+
+
+def _check_activation(activation):
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"jax_tmem: activation={activation!r} is not supported; use one of "
+                         f"{[k for k in ACTIVATIONS]}")
+
+
+def _allow_tf32(precision) -> bool:
+    """tf32 tensor cores are allowed where JAX's precision allows them (DEFAULT, or the config default)."""
+    if precision is None:
+        precision = jax.config.jax_default_matmul_precision
+    if isinstance(precision, (tuple, list)):
+        return all(_allow_tf32(p if p is not None else jax.config.jax_default_matmul_precision) for p in precision)
+    if precision is None:
+        return True
+    if isinstance(precision, str):
+        return precision.lower() in ("default", "bfloat16", "tensorfloat32", "fastest")
+    return precision == lax.Precision.DEFAULT
+
+
+def _quantize_configs(quantize, fn: str):
+    """``quantize=`` of dot_general / matmul as scaled_dot_general's configs: a format name ("mxfp8", ...)
+    or BlockScaleConfig for lhs, rhs and the gradient alike, or a list of 2-3 of them."""
+    if isinstance(quantize, (list, tuple)):
+        if len(quantize) not in (2, 3):
+            raise ValueError(f"jax_tmem.{fn}: quantize must be a format name, a jax.nn.BlockScaleConfig, or a list of "
+                             f"2-3 of them ([lhs, rhs] or [lhs, rhs, grad]), got {len(quantize)}")
+        return list(quantize)
+    return [quantize] * 3
+
+
+def _check_dims(lhs, rhs, lc, rc, lb, rb):
+    if len(lc) != len(rc):
+        raise ValueError(f"jax_tmem: lhs has {len(lc)} contracting dims and rhs {len(rc)}; they must pair up")
+    if len(lb) != len(rb):
+        raise ValueError(f"jax_tmem: lhs has {len(lb)} batch dims and rhs {len(rb)}; they must pair up")
+    for name, x, dims in (("lhs", lhs, lc + lb), ("rhs", rhs, rc + rb)):
+        if any(d < 0 or d >= x.ndim for d in dims) or len(set(dims)) != len(dims):
+            raise ValueError(f"jax_tmem: {name} dims {dims} are out of range or repeated for shape {x.shape}")
+    for l, r in zip(lc, rc):
+        if lhs.shape[l] != rhs.shape[r]:
+            raise ValueError(f"jax_tmem: contracting dim lhs[{l}]={lhs.shape[l]} != rhs[{r}]={rhs.shape[r]} "
+                             f"(shapes {lhs.shape} and {rhs.shape})")
+    for l, r in zip(lb, rb):
+        if lhs.shape[l] != rhs.shape[r]:
+            raise ValueError(f"jax_tmem: batch dim lhs[{l}]={lhs.shape[l]} != rhs[{r}]={rhs.shape[r]} "
+                             f"(shapes {lhs.shape} and {rhs.shape})")
+
+
+def _promote_pair(lhs, rhs):
+    """Same-width float operands stay as they are; fp8 x fp8 mixes stay (the kernels take them);
+    other mixes are promoted like jnp.matmul (e.g. bf16 x f32 -> f32)."""
+    a, b = np.dtype(lhs.dtype), np.dtype(rhs.dtype)
+    if a == b or (a in _arch.FP8 and b in _arch.FP8):
+        return lhs, rhs
+    common = common_dtype(a, b)
+    return lhs.astype(common), rhs.astype(common)
