@@ -342,7 +342,7 @@ def as_if_on(monkeypatch):
     from jax_tmem._core import arch as _arch, ext as _ext
     if not _arch.families("sm_100a") or not _arch.families("sm_90a"):
         pytest.skip("the extension lists no kernel families (no jax_tmem extension built)")
-    info = dict(_ext.build_info(), cuda=True, cuda_archs="sm_90a;sm_100a;sm_103a")
+    info = dict(_ext.build_info(), cuda=True, cuda_archs="sm_90a,sm_100a,sm_103a")
     monkeypatch.setattr(_ext, "build_info", lambda: info)
     monkeypatch.setattr(_ext, "cuda_built", lambda: (True, ""))
     monkeypatch.setattr(_ext, "ensure_registered", lambda platform: (True, ""))
