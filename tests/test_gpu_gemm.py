@@ -320,6 +320,27 @@ def test_every_menu_config(config, dtypes, layout):
         np.testing.assert_array_equal(o1, o2)
 
 
+@pytest.mark.parametrize("config", ALL_CONFIGS, ids=lambda c: f"config{c}")
+@pytest.mark.parametrize("out_dtype", [BF16, F16, F32], ids=lambda d: d.name)
+def test_every_menu_config_accumulates_into_c(config, out_dtype):
+    """Each entry of the menu, forced, with the whole epilogue (bias + gelu + alpha) accumulating into c
+    of every output type (c is read by each epilogue form: the register epilogue, the TMA-store ones, the
+    one-split swap-AB / split-K stores, the decode kernels'), on shapes with tails in every dim and batches:
+    against the float64 reference, bitwise repeatable."""
+    arch = _require_kernels()
+    entry = next((e for e in _menu(arch) if e["config"] == config), None)
+    if entry is None:
+        pytest.skip(f"config {config} is not in the {arch} menu")
+    _require_config(arch, config)
+    if entry["split"] == "decode":
+        why = isa.entry_reads(arch, config, BF16, BF16, a_mn_major=False, b_mn_major=False)
+        if why:
+            pytest.skip(why)
+    for m, n, k, batch in [(5, 264, 200, 0), (264, 136, 56, 2), (1000, 776, 328, 0)]:
+        epilogue_case(config, (BF16, BF16), "K", m, n, k, batch, out_dtype, True,
+                      seed_of("every-c", config, out_dtype, m, n, k))
+
+
 @pytest.mark.parametrize("config", [11, 12, 13, 14, 15, 16, 17, 18, 19],
                          ids=["swapab16", "swapab32", "swapab64", "128x128_splitk", "swap64x16", "swap64x32", "swap64x64",
                               "swapab128", "swapab256"])
