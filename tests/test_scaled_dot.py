@@ -215,3 +215,27 @@ def test_the_block_scaled_lowering_check_sees_xla_on_hopper(as_if_on):
     calls, dots, decisions = _lowered_for_cuda(
         lambda x, w: jax_tmem.dot_general(x, w, (((1,), (1,)), ((), ())), quantize="nvfp4"), x, w)
     assert "jax_tmem_gemm" not in calls and dots >= 1, (calls, dots)
+
+
+@pytest.mark.parametrize("recipe", ["mxfp8", "nvfp4"])
+def test_blackwell_recipe_quantizes_scales_into_the_kernels_layout(as_if_on, recipe):
+    """On sm_100a the training recipes' quantizes write the 128x4 scale tiles tcgen05.cp copies (the fused
+    kernel's swizzled output): the forward and backward programs hold no swizzle of the scales in XLA (the
+    transposes left are of high-precision operands, which the K-major block-scaled kernels need)."""
+    import re
+    as_if_on(100, 148)
+    x = jax.ShapeDtypeStruct((512, 1024), jnp.bfloat16)
+    w1, w2 = jax.ShapeDtypeStruct((1024, 2048), jnp.bfloat16), jax.ShapeDtypeStruct((2048, 1024), jnp.bfloat16)
+
+    def loss(w1, w2, x):
+        dg = lambda a, b: jax_tmem.dot_general(a, b, (((a.ndim - 1,), (0,)), ((), ())), recipe=recipe)
+        return jnp.sum(dg(jax.nn.gelu(dg(x, w1)), w2).astype(jnp.float32) ** 2)
+
+    txt = jax.jit(jax.grad(loss, argnums=(0, 1))).trace(w1, w2, x).lower(lowering_platforms=("cuda",)).as_text()
+    assert "@jax_tmem_gemm" in txt and "@jax_tmem_quantize" in txt
+    transposes = [ln for ln in txt.splitlines() if "stablehlo.transpose" in ln]
+    of_scales = [ln for ln in transposes if re.search(r"x(ui8|f8E8M0FNU|f8E4M3FN)>", ln)]
+    assert not of_scales, "\n".join(of_scales)
+    assert all(re.search(r"x(bf16|f32)>", ln) for ln in transposes), "\n".join(transposes)
+    swizzled = re.findall(r"@jax_tmem_quantize\(.*?swizzled = (true|false)", txt)
+    assert swizzled and set(swizzled) == {"true"}, swizzled

@@ -88,8 +88,11 @@ def _qmm(x, w, fx, fw, out_dtype, path, per_tensor=False, sr_key=None):
     if y is not None:
         return y
     gx, gw = (global_scale(x, fx), global_scale(w, fw)) if per_tensor else (None, None)
-    xq, xs = block_scale.quantize(x, fx, global_scale=gx, stochastic_rounding=sr_key)
-    wq, ws = block_scale.quantize(w, fw, global_scale=gw)
+    # where the block-scaled kernel takes the product, the scales in the layout it reads, written by the quantize
+    where, _ = scaled_gemm.route(fx, fw, x.dtype, x.shape[2])
+    layout = scaled_gemm.kernel_scale_layout(where, x.shape[2], block) if scaled_gemm.takes_kernel(where, path) else "plain"
+    xq, xs = block_scale.quantize(x, fx, global_scale=gx, stochastic_rounding=sr_key, scale_layout=layout)
+    wq, ws = block_scale.quantize(w, fw, global_scale=gw, scale_layout=layout)
     return scaled_gemm.scaled_matmul(xq, wq, xs, ws, out_dtype, lhs_global_scale=gx, rhs_global_scale=gw, path=path)
 
 

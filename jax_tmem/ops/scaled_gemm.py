@@ -247,6 +247,14 @@ def route(fa, fb, lhs_dtype=None, k=None) -> tuple[str, str]:
     return where, why
 
 
+def kernel_scale_layout(where: str, k: int, block: int) -> str:
+    """The scale layout the custom call at ``where`` reads for K = ``k``: "swizzled" (the 128x4 tiles) on
+    sm_100a / sm_103a (what tcgen05.cp copies) and on sm_90a where K / block is not a multiple of 4 (its
+    kernel reads plain scales a word per 4 columns), else "plain". Quantizing with this layout lets the
+    fused quantize kernel write what the GEMM reads (no swizzle op in between)."""
+    return "swizzled" if where.startswith("cuda sm_10") or (where.startswith("cuda") and (k // block) % 4) else "plain"
+
+
 def takes_kernel(where: str, path: str) -> bool:
     """Whether a two-operand (both block-scaled) scaled_matmul runs the custom call (else XLA's path):
     path "kernel", or "auto" on a trusted Blackwell build (on Hopper XLA's path is faster: AUTO_PREFERS_XLA)."""
@@ -270,7 +278,6 @@ def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, out_dtype, lhs_global_scale=
     where, why = route(fa, fb, lhs.dtype, lhs.shape[2])
     if path == "kernel" and not where:
         raise ValueError(f'jax_tmem.scaled_matmul: path="kernel": {why}; use path="auto" (XLA)')
-    blackwell = where.startswith("cuda sm_10")
     if fa is None:  # weight-only: the 4-bit kernel (every arch), "auto" up to W4_AUTO_MAX_M rows
         if path == "auto" and where.startswith("cuda") and not why and lhs.shape[1] > W4_AUTO_MAX_M:
             why = (f"M = {lhs.shape[1]} > {W4_AUTO_MAX_M}: the weight-only kernel re-reads the weights per 32 rows; "
@@ -290,8 +297,7 @@ def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, out_dtype, lhs_global_scale=
         # Pre-swizzled scales go to the call as they are. The sm_100a kernel reads the 128x4 layout only (its
         # 512-byte blocks are what tcgen05.cp copies); the sm_90a kernel reads plain scales a word per 4
         # columns, so with K / 32 not a multiple of 4 it takes the 128x4 layout too (a small XLA op).
-        if (lhs_scales.ndim == 5 or rhs_scales.ndim == 5 or blackwell
-                or (where.startswith("cuda") and (lhs.shape[2] // fa.block) % 4)):
+        if lhs_scales.ndim == 5 or rhs_scales.ndim == 5 or kernel_scale_layout(where, lhs.shape[2], fa.block) == "swizzled":
             sw = lambda given, plain: given if given.ndim == 5 else block_scale.swizzle_scales(plain)
             return scaled_matmul_ffi(lhs, rhs, sw(lhs_scales, sa), sw(rhs_scales, sb), out_dtype, fa.block, layout=1,
                                      global_scale=gs)
