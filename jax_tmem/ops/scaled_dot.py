@@ -83,20 +83,20 @@ def _qmm(x, w, fx, fw, out_dtype, path, per_tensor=False, sr_key=None):
     cotangent) rounded stochastically with this PRNG key."""
     block = max(fx.block, fw.block)
     x, w = _pad_k(x, block), _pad_k(w, block)
+    where, why = scaled_gemm.route(fx, fw, x.dtype, x.shape[2])  # scaled_matmul's own decision
     # (_qdq_mm takes MXFP8 only, which has no global scale: the recipes' per_tensor calls take it too)
-    y = _qdq_mm(x, w, fx, fw, out_dtype, path) if sr_key is None else None
+    y = _qdq_mm(x, w, fx, fw, out_dtype, path, where, why) if sr_key is None else None
     if y is not None:
         return y
     gx, gw = (global_scale(x, fx), global_scale(w, fw)) if per_tensor else (None, None)
     # where the block-scaled kernel takes the product, the scales in the layout it reads, written by the quantize
-    where, _ = scaled_gemm.route(fx, fw, x.dtype, x.shape[2])
     layout = scaled_gemm.kernel_scale_layout(where, x.shape[2], block) if scaled_gemm.takes_kernel(where, path) else "plain"
     xq, xs = block_scale.quantize(x, fx, global_scale=gx, stochastic_rounding=sr_key, scale_layout=layout)
     wq, ws = block_scale.quantize(w, fw, global_scale=gw, scale_layout=layout)
     return scaled_gemm.scaled_matmul(xq, wq, xs, ws, out_dtype, lhs_global_scale=gx, rhs_global_scale=gw, path=path)
 
 
-def _qdq_mm(x, w, fx, fw, out_dtype, path):
+def _qdq_mm(x, w, fx, fw, out_dtype, path, where, why):
     """Where scaled_matmul would run XLA's path (exact bf16 dequantize + bf16 dot: a GPU whose tensor cores
     take no MX operands, e.g. sm_90a) for MXFP8 operands quantized here from high precision: each operand's
     dequantize(quantize(.)) in one pass of the fused kernel (block_scale.quantize_dequantize: the same bf16
@@ -104,8 +104,7 @@ def _qdq_mm(x, w, fx, fw, out_dtype, path):
     from jax_tmem._core import config as _config
     if path not in ("auto", "xla") or fx.name not in block_scale.QDQ_FORMATS or fw.name not in block_scale.QDQ_FORMATS:
         return None
-    where, why = scaled_gemm.route(fx, fw, x.dtype, x.shape[2])  # scaled_matmul's own decision
-    if scaled_gemm.takes_kernel(where, path):
+    if scaled_gemm.takes_kernel(where, path):  # (where, why: scaled_matmul's own decision)
         return None  # the block-scaled kernel takes it (a trusted tcgen05 build)
     xd = block_scale.quantize_dequantize(x, fx)
     wd = block_scale.quantize_dequantize(w, fw) if xd is not None else None
