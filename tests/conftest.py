@@ -353,3 +353,12 @@ def as_if_on(monkeypatch):
         monkeypatch.setattr(_arch, "device_cc", lambda: (cc, ""))
         monkeypatch.setattr(_arch, "device_sms", lambda: sms)
     return on
+
+
+def lower_for_cuda(fn, *avals):
+    """(StableHLO text, the decisions recorded) of ``fn`` traced and lowered for CUDA (with ``as_if_on``:
+    as on that GPU; nothing compiled)."""
+    from jax_tmem._core import config as _config
+    _config.clear_decisions()
+    txt = jax.jit(fn).trace(*avals).lower(lowering_platforms=("cuda",)).as_text()
+    return txt, _config.decisions()

@@ -22,7 +22,7 @@ from jax_tmem import isa, report
 from jax_tmem._core import arch as _arch, canon as _canon
 from jax_tmem.ops import gemm as gemm_op
 
-from conftest import BF16, E4M3, E5M2, F32, command_buffer_runs, rand, seed_of
+from conftest import BF16, E4M3, E5M2, F32, command_buffer_runs, lower_for_cuda, rand, seed_of
 
 KN = (((1,), (0,)), ((), ()))  # x (M, K) . w (K, N)
 NK = (((1,), (1,)), ((), ()))  # x (M, K) . w (N, K)
@@ -197,15 +197,12 @@ def _bench_decode():
 def _lowered_step(bench, model, dtype, m):
     """The bench_decode step (one layer: QKV, O, gate+up, down; weights (K, N) as Flax stores them), lowered
     for CUDA: (StableHLO text, the GEMM decisions)."""
-    from jax_tmem._core import config as _config
     hidden, shapes = bench.MODELS[model]
     step = bench._step(lambda x, w, dn: jax_tmem.dot_general(x, w, dn, preferred_element_type=BF16), dtype, "KN",
                        hidden)
-    _config.clear_decisions()
-    txt = step.trace(jax.ShapeDtypeStruct((m, hidden), BF16),
-                     [[jax.ShapeDtypeStruct((k, n), dtype) for k, n in shapes]]).lower(
-                         lowering_platforms=("cuda",)).as_text()
-    return txt, [d for d in _config.decisions() if d.op == "gemm"]
+    txt, decisions = lower_for_cuda(step, jax.ShapeDtypeStruct((m, hidden), BF16),
+                                    [[jax.ShapeDtypeStruct((k, n), dtype) for k, n in shapes]])
+    return txt, [d for d in decisions if d.op == "gemm"]
 
 
 @pytest.mark.parametrize("cc,arch,sms", [(100, "sm_100a", 148), (103, "sm_103a", 148)])

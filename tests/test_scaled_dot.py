@@ -11,7 +11,7 @@ import pytest
 
 import jax_tmem
 
-from conftest import seed_of
+from conftest import lower_for_cuda, seed_of
 
 
 def _rand(seed, shape, dtype=jnp.float32):
@@ -180,10 +180,8 @@ def test_dot_general_and_matmul_quantize_on_the_fly():
 def _lowered_for_cuda(fn, *avals):
     """(custom-call targets, number of stablehlo.dot_general, the decisions) of fn lowered for CUDA."""
     import re
-    from jax_tmem._core import config as _config
-    _config.clear_decisions()
-    txt = jax.jit(fn).trace(*avals).lower(lowering_platforms=("cuda",)).as_text()
-    return sorted(set(re.findall(r"custom_call @(\w+)", txt))), txt.count("stablehlo.dot_general"), _config.decisions()
+    txt, decisions = lower_for_cuda(fn, *avals)
+    return sorted(set(re.findall(r"custom_call @(\w+)", txt))), txt.count("stablehlo.dot_general"), decisions
 
 
 @pytest.mark.parametrize("cc,arch", [(100, "sm_100a"), (103, "sm_103a")])
@@ -231,7 +229,7 @@ def test_blackwell_recipe_quantizes_scales_into_the_kernels_layout(as_if_on, rec
         dg = lambda a, b: jax_tmem.dot_general(a, b, (((a.ndim - 1,), (0,)), ((), ())), recipe=recipe)
         return jnp.sum(dg(jax.nn.gelu(dg(x, w1)), w2).astype(jnp.float32) ** 2)
 
-    txt = jax.jit(jax.grad(loss, argnums=(0, 1))).trace(w1, w2, x).lower(lowering_platforms=("cuda",)).as_text()
+    txt, _ = lower_for_cuda(jax.grad(loss, argnums=(0, 1)), w1, w2, x)
     assert "@jax_tmem_gemm" in txt and "@jax_tmem_quantize" in txt
     transposes = [ln for ln in txt.splitlines() if "stablehlo.transpose" in ln]
     of_scales = [ln for ln in transposes if re.search(r"x(ui8|f8E8M0FNU|f8E4M3FN)>", ln)]
