@@ -8,6 +8,7 @@ through the same path.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any, Optional
 
@@ -47,7 +48,7 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     ``c``: optional addend of the result's shape and dtype (BLAS's C with beta = 1): the result is
     ``dot + c``, summed in float32 in the kernel's epilogue and rounded once, with no separate XLA add (a
     residual connection costs no extra pass over the activations: a decode layer's ``x + o_proj(h)``);
-    for 8 < M <= 256 output rows XLA adds it to the float32 product instead (the same value; the epilogue
+    for more than 8 output rows XLA adds it to the float32 product instead (the same value; the epilogue
     measured slower there, ``JAX_TMEM_LOG=1`` says so). Its gradient is the output's. Not combined with
     ``quantize`` or ``recipe`` (add it after the call).
 
@@ -154,24 +155,30 @@ def _dot_general_plus_c(lhs, rhs, dn, precision, preferred_element_type, path, q
         return (y + c.astype(acc)).astype(out_dtype)
     lhs, rhs = _promote_pair(lhs, rhs)
     requested = path or _config.current_path()
+    return _gemm_plus_c(lhs, rhs, None, c, dn, out_dtype, Epilogue(has_c=True), requested, _allow_tf32(precision),
+                        "dot_general")
+
+
+def _gemm_plus_c(lhs, rhs, bias, c, dn, out_dtype, epi, requested, tf32, fn: str):
+    """gemm(...) with the addend c: in the kernels' epilogue for M <= _C_IN_EPILOGUE_UP_TO output rows, else
+    the float32 result of the rest of the epilogue plus c in XLA, rounded once (the same value)."""
+    (lc, _), (lb, _) = dn
     m = int(np.prod([lhs.shape[d] for d in range(lhs.ndim) if d not in lc + lb], dtype=np.int64))
-    if _C_EPILOGUE_SLOWER[0] < m <= _C_EPILOGUE_SLOWER[1]:
-        # Where c in the kernel's epilogue measured slower than a separate add (see _C_EPILOGUE_SLOWER): the
-        # float32 product, then XLA's add and one rounding (the same result as the epilogue's).
-        # (the GEMM records its own path; this records where c goes)
-        _config.record(_config.Decision("dot_general c", f"M = {m}", "xla" if requested == "xla" else "kernel",
-                                        "float32 product, then XLA's add",
-                                        f"c is added by XLA for {_C_EPILOGUE_SLOWER[0]} < M <= "
-                                        f"{_C_EPILOGUE_SLOWER[1]} (the kernels' epilogue measured slower there)"))
-        y = gemm(lhs, rhs, None, None, dn, np.dtype("float32"), Epilogue(), requested, _allow_tf32(precision), -1)
-        return (y + c.astype(jnp.float32)).astype(out_dtype)
-    return gemm(lhs, rhs, None, c, dn, out_dtype, Epilogue(has_c=True), requested, _allow_tf32(precision), -1)
+    if m <= _C_IN_EPILOGUE_UP_TO:
+        return gemm(lhs, rhs, bias, c, dn, out_dtype, epi, requested, tf32, -1)
+    # (the GEMM records its own path; this records where c goes)
+    _config.record(_config.Decision(f"{fn} c", f"M = {m}", "xla" if requested == "xla" else "kernel",
+                                    "float32 product, then XLA's add",
+                                    f"c is added by XLA for M > {_C_IN_EPILOGUE_UP_TO} (the kernels' "
+                                    "epilogue measured slower there)"))
+    y = gemm(lhs, rhs, bias, None, dn, np.dtype("float32"), dataclasses.replace(epi, has_c=False), requested, tf32, -1)
+    return (y + c.astype(jnp.float32)).astype(out_dtype)
 
 
-# Output rows M (exclusive, inclusive] for which c is added by XLA after a float32 product: there the fused
-# epilogue measured slower in decode steps (bench_decode.py --fused, H200 2026-11-27; docs/PERF.md): each load
-# of c in its own type branch (SASS); the fix is on branch c-epilogue-loads, not yet run on a GPU.
-_C_EPILOGUE_SLOWER = (8, 256)
+# c goes into the kernels' epilogue only for M <= this (the swap-AB decode GEMMs); above it XLA adds c after a
+# float32 product, which measured faster everywhere we timed it (H200, docs/PERF.md "2026-11-27 07:44-"):
+# decode steps M 16-256 (bench_decode.py --fused) and large GEMMs (7-20 % at 4096^3 .. 512x14336x4096).
+_C_IN_EPILOGUE_UP_TO = 8
 
 
 def einsum(subscripts, *operands, precision=None, preferred_element_type=None, out_sharding=None,
@@ -255,7 +262,9 @@ def matmul(a, b, *, bias=None, activation: Optional[str] = None, out_dtype=None,
       out_dtype: float32, bfloat16 or float16. Default: the input dtype (bfloat16 for fp8 inputs,
         float32 for int8).
       alpha: a Python float scaling the product (e.g. the product of per-tensor fp8 scales).
-      c: optional array of the output's shape and dtype, added last (accumulate into an existing output).
+      c: optional array of the output's shape and dtype, added last (accumulate into an existing output):
+        in the kernel's epilogue for M <= 8 rows, else by XLA to the float32 result (the same value, one
+        rounding; the epilogue measured slower there).
       precision: as in ``jnp.matmul``; float32 runs as tf32 only for DEFAULT precision.
       path: "auto", "kernel" or "xla" for this call (default: see ``jax_tmem.use_path``).
       quantize: None, or a block-scaled format as in :func:`dot_general`: a and b are quantized on the fly
@@ -341,7 +350,10 @@ def matmul(a, b, *, bias=None, activation: Optional[str] = None, out_dtype=None,
         return y
     requested = path or _config.current_path()
     epi = Epilogue(activation=activation, alpha=float(alpha), has_bias=bias is not None, has_c=c is not None)
-    y = gemm(a, b, bias, c, dn, out_dtype, epi, requested, _allow_tf32(precision), -1)
+    if c is None:
+        y = gemm(a, b, bias, None, dn, out_dtype, epi, requested, _allow_tf32(precision), -1)
+    else:
+        y = _gemm_plus_c(a, b, bias, c, dn, out_dtype, epi, requested, _allow_tf32(precision), "matmul")
     for ax in squeeze:
         y = jnp.squeeze(y, axis=ax)
     return y

@@ -284,8 +284,8 @@ def cache_case(cache_dir, acts):
 
 def addend_c(rng):
     """dot_general(..., c=r): the addend follows the output (sharded as it, added after any sum over a split
-    contraction), for each layout and each of the three ways c is added (M <= 8 and M > 256: the kernel's
-    epilogue; between: a float32 product and XLA's add): the collectives of lax.dot_general + r."""
+    contraction), for each layout and both ways c is added (M <= 8: the kernel's epilogue; M = 64 and 512: a
+    float32 product and XLA's add): the collectives of lax.dot_general + r."""
     mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "model"))
     layouts = [("data", P("data", None), P(), P("data", None)), ("column", P("data", None), P(None, "model"), P("data", "model")),
                ("row", P(None, "model"), P("model", None), P()), ("fsdp", P("data", "model"), P("model", None), P("data", None))]

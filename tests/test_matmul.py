@@ -143,14 +143,17 @@ def test_activation_bias(path, activation, has_bias, seed):
 @pytest.mark.parametrize("dt,out_dt", [(BF16, BF16), (F32, F32), (F16, F16), (E5M2, F32), (E4M3, F16)],
                          ids=lambda x: np.dtype(x).name)
 @pytest.mark.parametrize("alpha", [0.5, -1.75, 3.0])
-def test_alpha_and_c(path, dt, out_dt, alpha, seed):
-    m, n, k = 17, 33, 129
+@pytest.mark.parametrize("m", [5, 17])
+def test_alpha_and_c(path, dt, out_dt, alpha, m, seed):
+    n, k = 33, 129
     a, b = rand(seed, (m, k), dt), rand(seed + 1, (k, n), dt)
     c = rand(seed + 2, (m, n), out_dt, scale=5.0)
     bias = rand(seed + 3, (n,), F32)
     act = ACTIVATIONS[seed % len(ACTIVATIONS)]
     f = lambda a, b, bias, c: jax_tmem.matmul(a, b, bias=bias, activation=act, alpha=alpha, c=c, out_dtype=out_dt)
     out = run_path(path, f, a, b, bias, c)
+    # where c goes is on the record: the epilogue for M <= 8, else XLA's add to the float32 result
+    assert bool([d for d in jax_tmem.decisions() if d.op == "matmul c"]) == (m > 8)
     ref = ref_epilogue(ref_matmul(a, b), alpha=alpha, bias=bias, activation=act, c=c)
     assert_close(out, ref, out_dt, k)
     # c is added after the activation, and alpha scales only the product

@@ -256,7 +256,7 @@ def _spec(s):  # "P('data', None)" and "P('data',)" name the same sharding
 
 @pytest.mark.parametrize("case", [f"c/{l}/{m}" for l in LAYOUTS for m in (8, 64, 512)])
 def test_the_addend_c_follows_the_output(more, case):
-    """dot_general(..., c=r) (epilogue for M = 8 and 512, XLA's add at 64): the collectives, output sharding and
+    """dot_general(..., c=r) (epilogue for M = 8, XLA's add at 64 and 512): the collectives, output sharding and
     values of lax.dot_general + r, with r sharded as the output."""
     r = more[case]
     assert r["err"] < 1e-4, r
