@@ -160,15 +160,15 @@ def _dot_general_plus_c(lhs, rhs, dn, precision, preferred_element_type, path, q
 
 
 def _gemm_plus_c(lhs, rhs, bias, c, dn, out_dtype, epi, requested, tf32, fn: str):
-    """gemm(...) with the addend c: in the kernels' epilogue for M <= _C_IN_EPILOGUE_UP_TO output rows, else
-    the float32 result of the rest of the epilogue plus c in XLA, rounded once (the same value)."""
+    """gemm(...) with the addend c (or none): in the kernels' epilogue for M <= _C_IN_EPILOGUE_UP_TO output
+    rows, else the float32 result of the rest of the epilogue plus c in XLA, rounded once (the same value)."""
     (lc, _), (lb, _) = dn
     m = int(np.prod([lhs.shape[d] for d in range(lhs.ndim) if d not in lc + lb], dtype=np.int64))
-    if m <= _C_IN_EPILOGUE_UP_TO:
+    if c is None or m <= _C_IN_EPILOGUE_UP_TO:
         return gemm(lhs, rhs, bias, c, dn, out_dtype, epi, requested, tf32, -1)
     # (the GEMM records its own path; this records where c goes)
     _config.record(_config.Decision(f"{fn} c", f"M = {m}", "xla" if requested == "xla" else "kernel",
-                                    "float32 product, then XLA's add",
+                                    "float32 result, then XLA's add",
                                     f"c is added by XLA for M > {_C_IN_EPILOGUE_UP_TO} (the kernels' "
                                     "epilogue measured slower there)"))
     y = gemm(lhs, rhs, bias, None, dn, np.dtype("float32"), dataclasses.replace(epi, has_c=False), requested, tf32, -1)
@@ -350,10 +350,7 @@ def matmul(a, b, *, bias=None, activation: Optional[str] = None, out_dtype=None,
         return y
     requested = path or _config.current_path()
     epi = Epilogue(activation=activation, alpha=float(alpha), has_bias=bias is not None, has_c=c is not None)
-    if c is None:
-        y = gemm(a, b, bias, None, dn, out_dtype, epi, requested, _allow_tf32(precision), -1)
-    else:
-        y = _gemm_plus_c(a, b, bias, c, dn, out_dtype, epi, requested, _allow_tf32(precision), "matmul")
+    y = _gemm_plus_c(a, b, bias, c, dn, out_dtype, epi, requested, _allow_tf32(precision), "matmul")
     for ax in squeeze:
         y = jnp.squeeze(y, axis=ax)
     return y
