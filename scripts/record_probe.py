@@ -9,6 +9,15 @@ Questions, before any change to jax_tmem's launch path:
 Usage (a GPU machine with nvcc and jaxlib >= 0.11.2; builds into --tmp):
     python3 scripts/record_probe.py --out $OUT
 Each variant runs in its own process (a crash in the record API does not end the probe); one JSON line each.
+
+Answer on jaxlib 0.11.2 (H200, 2026-11-27 10:07, docs/PERF.md section 2026-11-27 10:06): (1) never. The record
+handler registered through jax.ffi.register_ffi_target(..., {"execute": ..., "record": ...}) was called 0 times
+in every variant; XLA logged "FFI handler requested or required fallback to stream capture" for each call and
+traced the execute handler into a child graph as before. The registration goes through PJRT's GPU custom-call
+extension, whose arguments in XLA's published source (PJRT_Gpu_Register_Custom_Call_Args, extension version 2)
+hold instantiate / prepare / initialize / execute handlers only (the plugin's own source was not read).
+(2) every variant exact.
+(3) moot while (1) holds.
 """
 from __future__ import annotations
 
