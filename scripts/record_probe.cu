@@ -153,5 +153,29 @@ XLA_FFI_Error* probe_record(XLA_FFI_CallFrame* cf) {
   return fr->api->update_launch(fr->record_ctx, fr->commands[0], &args);
 }
 
+// The record stage without JAX's registration (which passes execute-stage handlers only: 2026-11-27 10:07):
+// XLA hands every handler its own XLA_FFI_Api, whose XLA_FFI_Handler_Register takes a whole bundle, record
+// included, into the registry XLA's compiler looks custom-call targets up in. This handler, registered through
+// JAX for execute only, registers probe_execute + probe_record under `jax_tmem_record_probe_direct` the first
+// time it runs (so a program using that target must be compiled after one call of this one), then behaves as
+// probe_execute.
+XLA_FFI_Error* probe_bootstrap(XLA_FFI_CallFrame* cf) {
+  if (answer_metadata(cf)) return nullptr;
+  static std::atomic<int> registered{0};
+  if (registered.exchange(1) == 0) {
+    static const char kName[] = "jax_tmem_record_probe_direct";
+    static const char kPlatform[] = "CUDA";
+    XLA_FFI_Handler_Register_Args ra{};
+    ra.struct_size = XLA_FFI_Handler_Register_Args_STRUCT_SIZE;
+    ra.name = {kName, sizeof(kName) - 1};
+    ra.platform = {kPlatform, sizeof(kPlatform) - 1};
+    ra.bundle.execute = probe_execute;
+    ra.bundle.record = probe_record;
+    ra.traits = XLA_FFI_HANDLER_TRAITS_COMMAND_BUFFER_COMPATIBLE;
+    if (XLA_FFI_Error* e = cf->api->XLA_FFI_Handler_Register(&ra)) return e;
+  }
+  return probe_execute(cf);
+}
+
 }  // extern "C"
 #endif  // PROBE_KERNEL_ONLY
