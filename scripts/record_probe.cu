@@ -9,8 +9,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <vector>
 
 extern "C" __global__ void probe_axpb(const float* __restrict__ x, float* __restrict__ y, float a, float b,

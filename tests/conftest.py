@@ -269,14 +269,19 @@ def run_path(path: str, fn, *args, jit: bool = True, expect=None):
         if not (path == "kernel" and jax.default_backend() == "gpu" and NO_KERNEL in str(e)):
             raise
         return _not_on_the_gpu_kernels(str(e), fn, args, jit)
-    # (how a layout is moved, or where dot_general's / matmul's c is added: not the GEMM's path)
-    ds = [d for d in jax_tmem.decisions() if d.op not in ("transpose", "dot_general c", "matmul c")]
+    ds = path_decisions()
     assert ds, "no path decision was recorded"
     for d in ds if expect != "any" else ():
         assert d.path == expect, f"expected path {expect!r}, got {d}"
         if expect == "kernel":
             assert d.target == "cpu reference handler" or jax.default_backend() != "cpu", str(d)
     return out
+
+
+def path_decisions():
+    """The recent decisions of where a product ran (not how a layout is moved, nor where dot_general's / matmul's
+    c is added)."""
+    return [d for d in jax_tmem.decisions() if d.op not in ("transpose", "dot_general c", "matmul c")]
 
 
 def _run_under(path: str, fn, args, jit: bool):
