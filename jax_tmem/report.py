@@ -277,6 +277,13 @@ def main() -> int:
             tb = f"  ({nbytes * r['jax_tmem'] / (2 * m * n * k):.2f} TB/s vs {nbytes * r['jnp.dot'] / (2 * m * n * k):.2f})"
         _line(f"  {m}x{n}x{k} {dt}: jax_tmem {r['jax_tmem']:.1f}  jnp.dot {r['jnp.dot']:.1f}  "
               f"ratio {r['jax_tmem'] / r['jnp.dot']:.2f}{tb}")
+    rs = _ext.record_status()
+    if rs["wanted"] or rs["available"]:
+        _line("")
+        _line("XLA FFI record stage (JAX_TMEM_FFI_RECORD=1, experimental): "
+              + (f"{'on' if rs['wanted'] else 'off'}; calls recorded {rs['created']}, updated {rs['updated']}, "
+                 f"traced instead {rs['captured']}, failed {rs['failed']}" if rs["available"] else "not built")
+              + (f" ({rs['last_reason']})" if rs["last_reason"] else ""))
     _line("")
     _line("RESULT: " + ("all correctness checks passed" if not failures else f"{failures} correctness check(s) FAILED"))
     return 1 if failures else 0

@@ -99,3 +99,25 @@ def test_no_hand_written_file_over_the_limit():
                 if n > MAX_LINES and rel not in GENERATED:
                     over[rel] = n
     assert not over, f"files over {MAX_LINES} lines (split them: one concern per file): {over}"
+
+
+def test_every_launch_goes_through_launch_kernel():
+    """Every kernel launch and memset of the CUDA launchers goes through jax_tmem/record.h (launch_kernel,
+    zero_async), so that the FFI record stage sees all of a call's work: no <<<>>>, cudaLaunchKernelEx or
+    cudaMemsetAsync elsewhere in cpp/ (the record_kernels.cu zeroing kernel included)."""
+    import re
+    bad = []
+    for base in ("cpp/src", "cpp/include"):
+        for dirpath, _, files in os.walk(os.path.join(ROOT, base)):
+            for f in files:
+                path = os.path.join(dirpath, f)
+                rel = os.path.relpath(path, ROOT)
+                if rel == "cpp/include/jax_tmem/record.h" or not f.endswith((".cu", ".cuh", ".cc", ".h", ".inc")):
+                    continue
+                for i, line in enumerate(open(path, encoding="utf-8"), 1):
+                    code = line.split("//")[0]
+                    if re.search(r"<<<|\bcudaLaunchKernelEx\s*\(|\bcudaMemsetAsync\s*\(|\bcudaLaunchKernel\s*\(", code):
+                        bad.append(f"{rel}:{i}: {line.strip()}")
+    if not os.path.isdir(os.path.join(ROOT, "cpp")):
+        pytest.skip("no source checkout next to the tests")
+    assert not bad, "launches outside jax_tmem/record.h:\n" + "\n".join(bad)

@@ -60,7 +60,7 @@ std::string launch(const GemmLaunch& L) {
   const Params prm{static_cast<int>(p.m), static_cast<int>(p.n), static_cast<int>(p.k), w_batched, x_batched, x_rows,
                    epilogue::make_args(p, L.out, L.inputs)};
   const dim3 grid(static_cast<unsigned>(row_tiles), static_cast<unsigned>(tok_tiles), static_cast<unsigned>(p.batch));
-  kernel<<<grid, (kWarps * KS + 1) * 32, P::kSmemBytes, L.stream>>>(wmap, xmap, prm);
+  (void)launch_kernel(launch_config(grid, dim3((kWarps * KS + 1) * 32), P::kSmemBytes, L.stream), kernel, wmap, xmap, prm);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return std::string("decode kernel launch failed: ") + cudaGetErrorString(e);
   return "";

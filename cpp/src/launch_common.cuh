@@ -96,7 +96,7 @@ inline std::string launch_splitk_reduce(const GemmLaunch& L, int splits, int64_t
   cfg.stream = L.stream;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  cudaError_t err = cudaLaunchKernelEx(&cfg, splitk_reduce_kernel<kReduceCols>, static_cast<const float*>(L.ws),
+  cudaError_t err = launch_kernel(cfg, splitk_reduce_kernel<kReduceCols>, static_cast<const float*>(L.ws),
                                        splits, rows, n, ws_ld, e);
   if (err == cudaSuccess) err = cudaGetLastError();
   if (err != cudaSuccess) return std::string("split-K reduce launch failed: ") + cudaGetErrorString(err);
@@ -178,9 +178,9 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
       prm.ws = L.ws;
       prm.splits = static_cast<int>(ctas);
       prm.ws_ld = static_cast<int>(menu::tail_tiles(tiles, grid, p.splits));  // the tiles dealt out (sched::TailSplit)
-      cudaError_t e = cudaMemsetAsync(L.ws + ctas * int64_t(C::TILE_M) * C::BLOCK_N, 0, sizeof(unsigned int) * ctas,
-                                      L.stream);  // the ready flags
-      if (e != cudaSuccess) return std::string("tail split: cudaMemsetAsync: ") + cudaGetErrorString(e);
+      cudaError_t e = zero_async(L.ws + ctas * int64_t(C::TILE_M) * C::BLOCK_N, sizeof(unsigned int) * ctas,
+                                 L.stream);  // the ready flags
+      if (e != cudaSuccess) return std::string("tail split: clearing the ready flags: ") + cudaGetErrorString(e);
     }
   }
   // Every kernel takes a third map, for the TMA-store epilogue (zeroed and unused otherwise).
@@ -191,7 +191,7 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
                               128 / dtype_bytes(p.out_type), C::OUT_BOX_ROWS);
     if (!err.empty()) return "output (TMA store epilogue): " + err;
   }
-  cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_out, prm);
+  cudaError_t e = launch_kernel(cfg, kernel, map_a, map_b, map_out, prm);
   if (e == cudaSuccess) e = cudaGetLastError();
   if (e != cudaSuccess) return std::string("kernel launch failed: ") + cudaGetErrorString(e);
   if constexpr (C::kPartialOut != 0)

@@ -20,6 +20,10 @@
 #include "jax_tmem/host_convert.h"
 #include "jax_tmem/legality.h"
 #include "jax_tmem/menu.h"
+#if JAX_TMEM_HAS_CUDA
+#include "jax_tmem/kernel_images.h"
+#include "jax_tmem/record_stage.h"
+#endif
 #include "jax_tmem/scheduler.cuh"
 #include "jax_tmem/tmem_plan.h"
 
@@ -314,6 +318,45 @@ NB_MODULE(_jax_tmem, m) {
     d["cuda"] = cuda;
     return d;
   }, "FFI handler capsules by platform: {'cpu': {name: capsule}, 'cuda': {...}}.");
+
+  m.def("record_handlers", []() {
+    nb::dict d;
+#if JAX_TMEM_HAS_CUDA && JAX_TMEM_HAS_FFI_RECORD
+    d["jax_tmem_gemm"] = encapsulate(jax_tmem::record::record_handler<JaxTmemCudaGemm>);
+    d["jax_tmem_quantize"] = encapsulate(jax_tmem::record::record_handler<JaxTmemCudaQuantize>);
+    d["jax_tmem_transpose8"] = encapsulate(jax_tmem::record::record_handler<JaxTmemCudaTranspose8>);
+#endif
+    return d;
+  }, "Record-stage handler capsules of the CUDA custom calls ({} where the FFI headers have no record stage).");
+
+  m.def("record_stats", []() {
+    nb::dict d;
+#if JAX_TMEM_HAS_CUDA
+    const jax_tmem::record::Stats s = jax_tmem::record::stats();
+    d["available"] = s.available;
+    d["created"] = s.created;
+    d["updated"] = s.updated;
+    d["captured"] = s.captured;
+    d["failed"] = s.failed;
+    d["last_reason"] = s.last_reason;
+#else
+    d["available"] = false;
+    d["last_reason"] = "built without CUDA";
+#endif
+    return d;
+  }, "What the FFI record stage did in this process: calls created / updated as kernel nodes, traced instead.");
+
+  m.def("kernel_image", [](const std::string& name, int sm) {
+#if JAX_TMEM_HAS_CUDA
+    std::string why;
+    const jax_tmem::images::Cubin* c = jax_tmem::images::find(name.c_str(), sm, &why);
+    if (c == nullptr) throw std::invalid_argument(why);
+    return nb::bytes(reinterpret_cast<const char*>(c->data), c->size);
+#else
+    throw std::invalid_argument("built without CUDA");
+    return nb::bytes("", 0);
+#endif
+  }, nb::arg("name"), nb::arg("sm"), "The sm_<sm> cubin of this extension that defines kernel `name` (mangled).");
 
   m.def("build_info", []() {
     nb::dict d;

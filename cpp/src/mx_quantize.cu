@@ -55,7 +55,7 @@ std::string mx_quantize_launch(const QuantizeLaunch& q, cudaStream_t stream) {
   const int64_t items = q.batch * cols * (q.colwise ? q.rows / vec : q.rows);
   if (items == 0) return "";
   // The 128x4 tiles' padding is zero (jax_tmem.swizzle_scales): clear the whole buffer, the kernel fills the rest.
-  if (q.swizzled && cudaMemsetAsync(q.scales, 0, static_cast<size_t>(q.scale_count), stream) != cudaSuccess)
+  if (q.swizzled && zero_async(q.scales, static_cast<size_t>(q.scale_count), stream) != cudaSuccess)
     return "clearing the swizzled scales failed";
   auto go = [&](auto tag) {
     using T = decltype(tag);
@@ -85,30 +85,33 @@ std::string mx_quantize_launch(const QuantizeLaunch& q, cudaStream_t stream) {
               const dim3 grid(static_cast<unsigned>(gx),
                               static_cast<unsigned>(std::min<int64_t>((cols + per - 1) / per, 65535)),
                               static_cast<unsigned>(gz));
-              quant::mx_quantize_colwise_pair_kernel<T, F, true><<<grid, 256, 0, stream>>>(xp, d, s, a);
+              (void)launch_kernel(launch_config(grid, dim3(256), 0, stream), quant::mx_quantize_colwise_pair_kernel<T, F, true>,
+                                 xp, d, s, a);
               return;
             }
           }
           const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(std::min<int64_t>(cols, 65535)),
                           static_cast<unsigned>(gz));
-          quant::mx_quantize_colwise_pair_kernel<T, F><<<grid, 256, 0, stream>>>(xp, d, s, a);
+          (void)launch_kernel(launch_config(grid, dim3(256), 0, stream), quant::mx_quantize_colwise_pair_kernel<T, F>, xp, d,
+                             s, a);
         } else {
           const int64_t row_groups = (cols * v + 31) / 32;  // 32 rows: one MX block of rows, two NVFP4 ones
           const dim3 grid(static_cast<unsigned>(std::min<int64_t>((q.rows / vec + 31) / 32, int64_t(1) << 20)),
                           static_cast<unsigned>(std::min<int64_t>(row_groups, 65535)),
                           static_cast<unsigned>(std::min<int64_t>(q.batch, 65535)));
-          quant::mx_quantize_colwise_kernel<T, F><<<grid, 256, 0, stream>>>(xp, d, s, a);
+          (void)launch_kernel(launch_config(grid, dim3(256), 0, stream), quant::mx_quantize_colwise_kernel<T, F>, xp, d, s, a);
         }
       } else {  // a thread per kRowBlocks blocks
         constexpr int64_t per = quant::kRowBlocks<F>;
         const unsigned ctas = static_cast<unsigned>(std::min<int64_t>(((items + per - 1) / per + 255) / 256, int64_t(1) << 20));
         if constexpr (F == quant::QFmt::kE4M3 || F == quant::QFmt::kE5M2) {
           if (q.dequant) {  // d: bf16 values of x's shape
-            quant::mx_quantize_kernel<T, F, true><<<ctas, 256, 0, stream>>>(xp, d, s, a);
+            (void)launch_kernel(launch_config(dim3(ctas), dim3(256), 0, stream), quant::mx_quantize_kernel<T, F, true>, xp, d,
+                               s, a);
             return;
           }
         }
-        quant::mx_quantize_kernel<T, F><<<ctas, 256, 0, stream>>>(xp, d, s, a);
+        (void)launch_kernel(launch_config(dim3(ctas), dim3(256), 0, stream), quant::mx_quantize_kernel<T, F>, xp, d, s, a);
       }
     };
     using Q = quant::QFmt;

@@ -18,13 +18,15 @@ std::string transpose8_launch(const void* x, void* y, int64_t batch, int64_t row
   if (rows % 4 || cols % 4) {  // not whole words: the byte-per-thread kernel
     const int64_t blocks = (batch * rows * cols + transpose::kThreads - 1) / transpose::kThreads;
     if (blocks == 0) return "";
-    transpose::transpose8_bytes_kernel<<<static_cast<unsigned>(std::min<int64_t>(blocks, int64_t(1) << 20)),
-                                         transpose::kThreads, 0, stream>>>(xp, yp, a);
+    (void)launch_kernel(launch_config(dim3(static_cast<unsigned>(std::min<int64_t>(blocks, int64_t(1) << 20))),
+                                      dim3(transpose::kThreads), 0, stream),
+                        transpose::transpose8_bytes_kernel, xp, yp, a);
   } else {
     const int64_t tiles = batch * a.row_tiles * a.col_tiles;
     if (tiles == 0) return "";
     if (tiles >= (int64_t(1) << 31)) return "too many tiles (" + std::to_string(tiles) + ") for one launch";
-    transpose::transpose8_kernel<<<static_cast<unsigned>(tiles), transpose::kThreads, 0, stream>>>(xp, yp, a);
+    (void)launch_kernel(launch_config(dim3(static_cast<unsigned>(tiles)), dim3(transpose::kThreads), 0, stream),
+                        transpose::transpose8_kernel, xp, yp, a);
   }
   const cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? "" : std::string("transpose launch failed: ") + cudaGetErrorString(e);

@@ -24,7 +24,7 @@ std::string launch(const GemmLaunch& L, const w4::Params& prm) {
   const GemmProblem& p = L.p;
   const dim3 grid(static_cast<unsigned>((p.n + 16 * R - 1) / (16 * R)), static_cast<unsigned>((p.m + 8 * MT - 1) / (8 * MT)),
                   static_cast<unsigned>(p.batch));
-  w4::w4_gemm_kernel<OutT, MT, R, KW, V, NB><<<grid, KW * 32, 0, L.stream>>>(prm);
+  (void)launch_kernel(launch_config(grid, dim3(KW * 32), 0, L.stream), w4::w4_gemm_kernel<OutT, MT, R, KW, V, NB>, prm);
   const cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? "" : std::string("weight-only 4-bit kernel launch failed: ") + cudaGetErrorString(e);
 }
@@ -66,7 +66,8 @@ std::string launch_tma(const GemmLaunch& L, const w4::Params& prm) {
   if (!err.empty()) return err;
   const dim3 grid(static_cast<unsigned>((p.n + Plan::kRows - 1) / Plan::kRows),
                   static_cast<unsigned>((p.m + 8 * MT - 1) / (8 * MT)), static_cast<unsigned>(p.batch));
-  kernel<<<grid, (KW + 1) * 32, Plan::kSmemBytes, L.stream>>>(maps[0], maps[1], maps[2], prm);
+  (void)launch_kernel(launch_config(grid, dim3((KW + 1) * 32), Plan::kSmemBytes, L.stream), kernel, maps[0], maps[1],
+                     maps[2], prm);
   const cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? "" : std::string("weight-only 4-bit (TMA) kernel launch failed: ") + cudaGetErrorString(e);
 }
@@ -90,7 +91,7 @@ std::string launch_ring(const GemmLaunch& L, const w4::Params& prm, Kernel kerne
   cfg.dynamicSmemBytes = Plan::kSmemBytes;
   cfg.stream = L.stream;
   if constexpr (CS > 1) set_cluster_x(cfg, attr, CS);
-  const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, maps[0], maps[1], maps[2], prm);
+  const cudaError_t e = launch_kernel(cfg, kernel, maps[0], maps[1], maps[2], prm);
   return e == cudaSuccess ? "" : std::string("weight-only 4-bit (many tokens) kernel launch failed: ") + cudaGetErrorString(e);
 }
 

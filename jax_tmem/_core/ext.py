@@ -9,6 +9,7 @@ words, which ``python -m jax_tmem`` and ``JAX_TMEM_LOG=1`` show.
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from typing import Any
 
@@ -83,10 +84,29 @@ def ensure_registered(platform: str) -> tuple[bool, str]:
         targets = mod.registrations().get(platform, {})
         if not targets:
             return False, f"the extension has no {platform} handlers ({mod.build_info()['cuda_reason'] or 'not built'})"
+        records = mod.record_handlers() if platform == "cuda" and record_wanted() else {}
         for name, capsule in targets.items():
-            jax.ffi.register_ffi_target(name, capsule, platform=platform.upper() if platform == "cuda" else platform)
+            fn = {"execute": capsule, "record": records[name]} if name in records else capsule
+            jax.ffi.register_ffi_target(name, fn, platform=platform.upper() if platform == "cuda" else platform)
         _registered.add(platform)
     return True, ""
+
+
+def record_wanted() -> bool:
+    """Whether the CUDA custom calls register XLA FFI's record stage (opt-in, JAX_TMEM_FFI_RECORD=1: their
+    launches become kernel nodes of XLA's command buffers instead of stream-captured child graphs; jaxlib >=
+    0.11.2 headers at build time; not yet the default: see docs/PERF.md)."""
+    return os.environ.get("JAX_TMEM_FFI_RECORD", "0") == "1"
+
+
+def record_status() -> dict:
+    """The record stage in this process: wanted (JAX_TMEM_FFI_RECORD=1), available (built with it), and the
+    counts of calls recorded as kernel nodes (created, updated), handed back to tracing (captured, with the last
+    reason) or failed."""
+    mod, why = load()
+    if mod is None or not hasattr(mod, "record_stats"):
+        return dict(wanted=record_wanted(), available=False, last_reason=why or "the extension predates the record stage")
+    return dict(wanted=record_wanted(), **mod.record_stats())
 
 
 @functools.lru_cache(maxsize=None)

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "jax_tmem/gemm_problem.h"
+#include "jax_tmem/record.h"  // launch_kernel / zero_async: every launch of the launchers below
 
 namespace jax_tmem {
 
