@@ -284,6 +284,9 @@ def main() -> int:
               + (f"{'on' if rs['wanted'] else 'off'}; calls recorded {rs['created']}, updated {rs['updated']}, "
                  f"traced instead {rs['captured']}, failed {rs['failed']}" if rs["available"] else "not built")
               + (f" ({rs['last_reason']})" if rs["last_reason"] else ""))
+        if rs["wanted"] and rs["available"]:
+            _line(f"  targets given to XLA with their record handlers: {', '.join(rs.get('registered', ())) or 'none'}"
+                  + (f" ({rs['register_error']})" if rs.get("register_error") else ""))
     _line("")
     _line("RESULT: " + ("all correctness checks passed" if not failures else f"{failures} correctness check(s) FAILED"))
     return 1 if failures else 0

@@ -79,29 +79,57 @@ def test_kernel_image_errors():
 
 
 class _FakeModule:
-    def __init__(self, record):
-        self._record = record
+    def __init__(self, built, registers):
+        self._built, self._registers = built, registers
 
     def registrations(self):
-        return {"cuda": {"jax_tmem_gemm": "exec-capsule"}}
+        return {"cuda": {"jax_tmem_gemm": "exec-capsule", "jax_tmem_quantize": "quantize-capsule"}}
 
-    def record_handlers(self):
-        return {"jax_tmem_gemm": "record-capsule"} if self._record else {}
+    def record_bootstrap(self):
+        return "boot-capsule" if self._built else None
+
+    def record_stats(self):
+        return {"registered": ["jax_tmem_gemm"] if self._registers else [],
+                "register_error": "" if self._registers else "jax_tmem_gemm: refused"}
 
     def build_info(self):
         return {"cuda_reason": ""}
 
 
-@pytest.mark.parametrize("wanted,built", [(False, True), (True, True), (True, False)])
-def test_registration_asks_for_the_record_stage_only_when_wanted(monkeypatch, wanted, built):
-    calls = []
-    monkeypatch.setattr(_ext, "load", lambda: (_FakeModule(built), ""))
+@pytest.mark.parametrize("wanted,built,boot", [(False, True, "ok"), (True, True, "ok"), (True, False, "ok"),
+                                               (True, True, "raises"), (True, True, "refused")])
+def test_registration_gives_xla_the_record_stage_only_when_wanted(monkeypatch, wanted, built, boot):
+    """Wanted and built: the bootstrap target through JAX, one call of it, and the targets it gave XLA (with
+    their record handlers) are not registered again through JAX; every other case registers every target
+    through JAX (execute only) and says why in record_status()."""
+    calls, boots = [], []
+    monkeypatch.setattr(_ext, "load", lambda: (_FakeModule(built, boot != "refused"), ""))
     monkeypatch.setattr(_ext, "_registered", set())
+    monkeypatch.setattr(_ext, "_bootstrap_error", "")
     monkeypatch.setattr(jax.ffi, "register_ffi_target", lambda name, fn, platform: calls.append((name, fn, platform)))
+
+    def call_bootstrap():
+        boots.append(1)
+        if boot == "raises":
+            raise RuntimeError("no GPU")
+    monkeypatch.setattr(_ext, "_call_bootstrap", call_bootstrap)
     monkeypatch.setenv("JAX_TMEM_FFI_RECORD", "1" if wanted else "0")
     assert _ext.ensure_registered("cuda") == (True, "")
-    want = {"execute": "exec-capsule", "record": "record-capsule"} if wanted and built else "exec-capsule"
-    assert calls == [("jax_tmem_gemm", want, "CUDA")]
+    through_jax = [c for c in calls if c[0] != "jax_tmem_record_bootstrap"]
+    if wanted and built:
+        assert calls[0] == ("jax_tmem_record_bootstrap", "boot-capsule", "CUDA") and boots == [1]
+    else:
+        assert boots == [] and all(c[0] != "jax_tmem_record_bootstrap" for c in calls)
+    if wanted and built and boot == "ok":
+        assert through_jax == [("jax_tmem_quantize", "quantize-capsule", "CUDA")]
+    else:
+        assert through_jax == [("jax_tmem_gemm", "exec-capsule", "CUDA"),
+                               ("jax_tmem_quantize", "quantize-capsule", "CUDA")]
+    why = {"raises": "the bootstrap call failed: RuntimeError: no GPU", "refused": "jax_tmem_gemm: refused"}
+    if wanted and not built:
+        assert _ext._bootstrap_error == "the extension was built without the record stage"
+    elif wanted:
+        assert _ext._bootstrap_error == why.get(boot, "")
 
 
 def test_record_status_says_what_it_did():
@@ -129,6 +157,8 @@ def test_recorded_program_matches_the_traced_one():
     traced, recorded = _worker(False), _worker(True)
     assert traced["record"]["created"] == 0 and traced["record"]["updated"] == 0, traced["record"]
     st = recorded["record"]
+    assert traced["record"]["registered"] == [], traced["record"]  # no bootstrap without JAX_TMEM_FFI_RECORD=1
+    assert sorted(st["registered"]) == ["jax_tmem_gemm", "jax_tmem_quantize", "jax_tmem_transpose8"], st
     assert st["failed"] == 0 and st["captured"] == 0, st
     assert st["created"] >= recorded["calls"], st          # every call of the program became kernel nodes
     assert st["updated"] >= recorded["calls"], st          # and was updated as its buffers moved

@@ -164,6 +164,18 @@ const jax_tmem::menu::ConfigTable& config_table(const std::string& arch) {
   if (arch == "sm_100a" || arch == "sm_103a") return jax_tmem::menu::kSm100Table;
   throw std::invalid_argument("arch must be sm_90a, sm_100a or sm_103a, got " + arch);
 }
+
+#if JAX_TMEM_HAS_CUDA && JAX_TMEM_HAS_FFI_RECORD
+// The bootstrap call's handler: the CUDA targets, each with its execute and record handlers.
+XLA_FFI_Error* JaxTmemRecordBootstrap(XLA_FFI_CallFrame* call_frame) {
+  using jax_tmem::record::record_handler;
+  static const jax_tmem::record::Target kTargets[] = {
+      {"jax_tmem_gemm", JaxTmemCudaGemm, record_handler<JaxTmemCudaGemm>},
+      {"jax_tmem_quantize", JaxTmemCudaQuantize, record_handler<JaxTmemCudaQuantize>},
+      {"jax_tmem_transpose8", JaxTmemCudaTranspose8, record_handler<JaxTmemCudaTranspose8>}};
+  return jax_tmem::record::bootstrap(call_frame, kTargets, 3);
+}
+#endif
 }  // namespace
 
 NB_MODULE(_jax_tmem, m) {
@@ -319,15 +331,14 @@ NB_MODULE(_jax_tmem, m) {
     return d;
   }, "FFI handler capsules by platform: {'cpu': {name: capsule}, 'cuda': {...}}.");
 
-  m.def("record_handlers", []() {
-    nb::dict d;
+  m.def("record_bootstrap", []() -> nb::object {
 #if JAX_TMEM_HAS_CUDA && JAX_TMEM_HAS_FFI_RECORD
-    d["jax_tmem_gemm"] = encapsulate(jax_tmem::record::record_handler<JaxTmemCudaGemm>);
-    d["jax_tmem_quantize"] = encapsulate(jax_tmem::record::record_handler<JaxTmemCudaQuantize>);
-    d["jax_tmem_transpose8"] = encapsulate(jax_tmem::record::record_handler<JaxTmemCudaTranspose8>);
+    return encapsulate(JaxTmemRecordBootstrap);
+#else
+    return nb::none();
 #endif
-    return d;
-  }, "Record-stage handler capsules of the CUDA custom calls ({} where the FFI headers have no record stage).");
+  }, "The bootstrap call's handler capsule (its first call gives XLA the CUDA targets' execute + record bundles; "
+     "record.h), or None where the FFI headers have no record stage.");
 
   m.def("record_stats", []() {
     nb::dict d;
@@ -339,6 +350,8 @@ NB_MODULE(_jax_tmem, m) {
     d["captured"] = s.captured;
     d["failed"] = s.failed;
     d["last_reason"] = s.last_reason;
+    d["registered"] = s.registered;
+    d["register_error"] = s.register_error;
 #else
     d["available"] = false;
     d["last_reason"] = "built without CUDA";

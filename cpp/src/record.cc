@@ -214,9 +214,52 @@ XLA_FFI_Error* record_stage(XLA_FFI_CallFrame* cf, XLA_FFI_Handler* execute) {
   return nullptr;
 }
 
+namespace {
+std::vector<std::string> g_registered;  // under g_reason_mu
+std::string g_register_error;
+}  // namespace
+
+XLA_FFI_Error* bootstrap(XLA_FFI_CallFrame* cf, const Target* targets, int num_targets) {
+  for (XLA_FFI_InternalExtension* e = cf->extension_start; e != nullptr; e = e->next) {
+    if (e->type != XLA_FFI_Extension_Metadata) continue;  // XLA asking for version and traits
+    XLA_FFI_Metadata* md = reinterpret_cast<XLA_FFI_Metadata_Extension*>(e)->metadata;
+    md->api_version.major_version = XLA_FFI_API_MAJOR;
+    md->api_version.minor_version = XLA_FFI_API_MINOR;
+    md->traits = 0;  // never traced into a command buffer: it must run once, on the host
+    return nullptr;
+  }
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    static const char kPlatform[] = "CUDA";
+    for (int i = 0; i < num_targets; ++i) {
+      XLA_FFI_Handler_Register_Args ra{};
+      ra.struct_size = XLA_FFI_Handler_Register_Args_STRUCT_SIZE;
+      ra.name = {targets[i].name, std::char_traits<char>::length(targets[i].name)};
+      ra.platform = {kPlatform, sizeof(kPlatform) - 1};
+      ra.bundle.execute = targets[i].execute;
+      ra.bundle.record = targets[i].record;
+      ra.traits = XLA_FFI_HANDLER_TRAITS_COMMAND_BUFFER_COMPATIBLE;
+      XLA_FFI_Error* err = cf->api->XLA_FFI_Handler_Register(&ra);
+      std::lock_guard<std::mutex> lock(g_reason_mu);
+      if (err == nullptr) {
+        g_registered.emplace_back(targets[i].name);
+        continue;
+      }
+      XLA_FFI_Error_GetDetails_Args ga{};
+      ga.struct_size = XLA_FFI_Error_GetDetails_Args_STRUCT_SIZE;
+      ga.error = err;
+      cf->api->XLA_FFI_Error_GetDetails(&ga);
+      g_register_error = std::string(targets[i].name) + ": " + (ga.message != nullptr ? ga.message : "(no message)");
+      destroy(cf->api, err);
+    }
+  });
+  return nullptr;
+}
+
 Stats stats() {
   std::lock_guard<std::mutex> lock(g_reason_mu);
-  return Stats{true, g_created.load(), g_updated.load(), g_captured.load(), g_failed.load(), g_last_reason};
+  return Stats{true,          g_created.load(), g_updated.load(), g_captured.load(), g_failed.load(),
+               g_last_reason, g_registered,     g_register_error};
 }
 
 #else  // jaxlib's FFI headers have no record stage (before 0.11.2): every launch is executed
@@ -226,7 +269,7 @@ Sink* active() { return nullptr; }
 cudaError_t record_launch(Sink*, const void*, const cudaLaunchConfig_t&, void* const*, const size_t*, int) {
   return cudaErrorNotSupported;
 }
-Stats stats() { return Stats{false, 0, 0, 0, 0, "built against FFI headers without the record stage"}; }
+Stats stats() { return Stats{false, 0, 0, 0, 0, "built against FFI headers without the record stage", {}, ""}; }
 
 #endif
 

@@ -84,12 +84,44 @@ def ensure_registered(platform: str) -> tuple[bool, str]:
         targets = mod.registrations().get(platform, {})
         if not targets:
             return False, f"the extension has no {platform} handlers ({mod.build_info()['cuda_reason'] or 'not built'})"
-        records = mod.record_handlers() if platform == "cuda" and record_wanted() else {}
+        direct = _bootstrap_record(mod) if platform == "cuda" and record_wanted() else set()
         for name, capsule in targets.items():
-            fn = {"execute": capsule, "record": records[name]} if name in records else capsule
-            jax.ffi.register_ffi_target(name, fn, platform=platform.upper() if platform == "cuda" else platform)
+            if name not in direct:  # (those XLA has already, with their record handlers)
+                jax.ffi.register_ffi_target(name, capsule, platform=platform.upper() if platform == "cuda" else platform)
         _registered.add(platform)
     return True, ""
+
+
+_bootstrap_error = ""
+
+
+def _call_bootstrap():
+    """One call of the bootstrap target, compiled and run now, also when a trace asked for the registration
+    (ahead of time: lower, compile, call)."""
+    call = jax.ffi.ffi_call("jax_tmem_record_bootstrap", jax.ShapeDtypeStruct((1,), np.int32))
+    with jax.default_device(jax.devices("gpu")[0]):
+        jax.block_until_ready(jax.jit(call).lower().compile()())
+
+
+def _bootstrap_record(mod) -> set[str]:
+    """The CUDA targets registered with XLA itself with their record handlers, by one call of the extension's
+    bootstrap custom call (JAX's registration drops a "record" handler: cpp/include/jax_tmem/record_stage.h).
+    Empty, with the reason in record_status(), where that is not possible: the targets are then registered
+    through JAX as usual (traced into command buffers)."""
+    global _bootstrap_error
+    boot = mod.record_bootstrap() if hasattr(mod, "record_bootstrap") else None
+    if boot is None:
+        _bootstrap_error = "the extension was built without the record stage"
+        return set()
+    try:
+        jax.ffi.register_ffi_target("jax_tmem_record_bootstrap", boot, platform="CUDA")
+        _call_bootstrap()
+    except Exception as e:  # visible in record_status() and the report, never silent
+        _bootstrap_error = f"the bootstrap call failed: {type(e).__name__}: {e}"
+        return set()
+    st = mod.record_stats()
+    _bootstrap_error = st.get("register_error", "")
+    return set(st.get("registered", ()))
 
 
 def record_wanted() -> bool:
@@ -106,7 +138,10 @@ def record_status() -> dict:
     mod, why = load()
     if mod is None or not hasattr(mod, "record_stats"):
         return dict(wanted=record_wanted(), available=False, last_reason=why or "the extension predates the record stage")
-    return dict(wanted=record_wanted(), **mod.record_stats())
+    st = dict(mod.record_stats())
+    if _bootstrap_error:
+        st["register_error"] = _bootstrap_error
+    return dict(wanted=record_wanted(), **st)
 
 
 @functools.lru_cache(maxsize=None)

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "xla/ffi/api/c_api.h"
 
@@ -24,6 +25,8 @@ struct Stats {
   long long captured;       // calls handed back to stream capture (no kernel image), see last_reason
   long long failed;         // calls that returned an error from the record stage
   std::string last_reason;  // why the last captured call was not recorded
+  std::vector<std::string> registered;  // targets whose bundle (execute + record) bootstrap() gave XLA
+  std::string register_error;           // why bootstrap() could not, if it could not
 };
 Stats stats();
 
@@ -37,6 +40,20 @@ template <XLA_FFI_Handler* Execute>
 XLA_FFI_Error* record_handler(XLA_FFI_CallFrame* call_frame) {
   return record_stage(call_frame, Execute);
 }
+
+// A custom call's handler bundle for XLA: its execute handler and its record handler.
+struct Target {
+  const char* name;
+  XLA_FFI_Handler* execute;
+  XLA_FFI_Handler* record;
+};
+
+// The execute handler of a one-off bootstrap call. JAX registers FFI targets with execute-stage handlers only
+// (jaxlib 0.11.2: a "record" key is dropped, docs/PERF.md 2026-11-27 10:06), but XLA hands every handler its
+// own XLA_FFI_Api, whose XLA_FFI_Handler_Register takes a whole bundle into the registry XLA's compiler reads.
+// The first call registers each target's bundle there (programs compiled afterwards get the record stage);
+// later calls do nothing. It writes no output.
+XLA_FFI_Error* bootstrap(XLA_FFI_CallFrame* call_frame, const Target* targets, int num_targets);
 #endif
 
 }  // namespace jax_tmem::record
