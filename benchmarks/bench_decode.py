@@ -207,6 +207,11 @@ def main():
                               args.fused)
     bench_gemm.save_rows(args.out, "bench_decode", copy_tbps, rows)
     plot(rows, os.path.join(args.out, "bench_decode.png"))
+    from jax_tmem._core import ext
+    rs = ext.record_status()
+    if rs.get("wanted"):  # JAX_TMEM_FFI_RECORD=1: how our calls reached XLA's command buffers
+        print("record stage:", {k: rs.get(k) for k in ("created", "updated", "captured", "failed", "registered",
+                                                        "register_error", "last_reason")})
 
 
 if __name__ == "__main__":

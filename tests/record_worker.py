@@ -11,6 +11,7 @@ the executions agree and hold no NaN, the entries that could not run standalone,
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 
 import jax
@@ -35,8 +36,9 @@ def main():
     cc, why = _arch.device_cc()
     arch, why = _arch.arch_target(cc) if cc > 0 else ("", why)
     assert arch, why
-    key = iter(jax.random.split(jax.random.key(7), 64))
-    r = lambda shape, dt=BF16: jax.random.normal(next(key), shape, F32).astype(dt)
+    count = itertools.count()  # a fresh key per operand, however many entries the build has
+    r = lambda shape, dt=BF16: jax.random.normal(jax.random.fold_in(jax.random.key(7), next(count)), shape,
+                                                 F32).astype(dt)
     calls, skipped = [], []
     for e in isa.kernel_menu(arch):
         if not e["built"]:
@@ -78,7 +80,8 @@ def main():
     print("RESULT " + json.dumps(dict(
         arch=arch, calls=len(calls), skipped=skipped, digests=digests,
         exact=len(set(digests)) == 1 and not nan, errors=dict(nan=nan, distinct=len(set(digests))),
-        record={k: st.get(k, 0) for k in ("created", "updated", "captured", "failed")},
+        record=dict({k: st.get(k, 0) for k in ("created", "updated", "captured", "failed")},
+                    registered=sorted(st.get("registered", ())), register_error=st.get("register_error", "")),
         last_reason=st.get("last_reason", ""))), flush=True)
 
 

@@ -36,8 +36,8 @@ def _entries_by_arch(symbols: str) -> dict[int, list[str]]:
         if m:
             sm = int(m.group(1))
             continue
-        m = re.match(r"\s*STT_FUNC\s+STB_GLOBAL\s+\S+\s+STO_ENTRY\s+(\S+)", line) or \
-            re.match(r"\s*FUNC\s+GLOBAL\s+\S+\s+ENTRY\s+(\S+)", line)
+        # "FUNC GLOBAL DEFAULT ENTRY name" (CUDA 13's cuobjdump), "STT_FUNC STB_GLOBAL [STV_DEFAULT] STO_ENTRY name"
+        m = re.match(r"\s*(?:STT_)?FUNC\s+(?:STB_)?GLOBAL\b.*?\b(?:STO_)?ENTRY\s+(\S+)", line)
         if m and sm is not None:
             out.setdefault(sm, []).append(m.group(1))
     return out
@@ -48,8 +48,9 @@ def test_every_kernel_has_its_cubin():
     from test_build import _cuda_info, _find_tool, _run
     _cuda_info()
     mod, _ = _ext.load()
-    by_arch = _entries_by_arch(_run("-symbols"))
-    assert by_arch, "cuobjdump -symbols listed no kernel"
+    listing = _run("-symbols")
+    by_arch = _entries_by_arch(listing)
+    assert by_arch, f"no kernel found in cuobjdump -symbols' listing:\n{listing[:3000]}"
     cuobjdump = _find_tool("cuobjdump")
     for sm, names in by_arch.items():
         zero = [n for n in names if "zero_bytes_kernel" in n]
