@@ -398,7 +398,7 @@ NB_MODULE(_jax_tmem, m) {
       throw std::invalid_argument("out_dtype must be float32, bfloat16 or float16");
     if (num_sms < 1) throw std::invalid_argument("num_sms must be >= 1");
     if (batch < 1 || m_ < 1 || n < 1 || k < 1) throw std::invalid_argument("batch, m, n, k must be >= 1");
-    if (splits < 0 || splits > 1024) throw std::invalid_argument("splits must be in [0, 1024]");
+    if (splits < -1024 || splits > 1024) throw std::invalid_argument("splits must be in [-1024, 1024]");
     namespace menu = jax_tmem::menu;
     const menu::ConfigTable& table = config_table(arch);
     if (config != -1 && !table.find(config))
@@ -408,6 +408,12 @@ NB_MODULE(_jax_tmem, m) {
         !menu::mma_decode_reads(p.a_type, p.b_type, a_mn_major, b_mn_major, table.find(config)->block_m))
       throw std::invalid_argument(std::string("entry ") + std::to_string(config) + ": " + menu::kMmaDecodeOperands);
     const menu::Plan plan = arch == "sm_90a" ? menu::sm90_plan(p, num_sms) : menu::sm100_plan(p, num_sms);
+    if (menu::splits_in_kernel(splits) || menu::splits_in_kernel(plan.splits)) {  // the launcher's conditions
+      const menu::KernelConfig& c = *table.find(plan.config);
+      const std::string why = menu::in_kernel_refusal(arch == "sm_90a", c, menu::partial_tiles(p, c), plan.splits,
+                                                      num_sms);
+      if (!why.empty()) throw std::invalid_argument(why);
+    }
     return nb::make_tuple(plan.config, table.find(plan.config)->name, plan.splits, plan.ws_floats);
   }, nb::arg("arch"), nb::arg("batch"), nb::arg("m"), nb::arg("n"), nb::arg("k"), nb::arg("a_dtype"),
      nb::arg("config"), nb::arg("num_sms"), nb::arg("out_dtype"), nb::arg("a_mn_major"), nb::arg("splits"),

@@ -76,7 +76,8 @@ def arch_target(cc: int) -> tuple[str, str]:
 
 def split_config(config) -> tuple[int, int]:
     """The private ``config`` parameter: a menu entry (-1 = heuristic), or ``(entry, splits)`` to force
-    the K splits of a split-K entry too (tests and benchmarks)."""
+    the K splits of a split-K entry too (tests and benchmarks; ``-splits``: summed inside the kernel, no
+    reduce pass, sm_90a, every unit resident at once: menu::k_splits)."""
     if isinstance(config, tuple):
         return int(config[0]), int(config[1])
     return int(config), 0
@@ -111,10 +112,11 @@ def menu(arch: str) -> dict:
 
 
 def _splits_in_words(splits: int, split_k: bool, sms: int) -> str:
-    """A plan's ``splits`` for the decision log: K splits of a split-K entry; for a dense entry the CTAs
-    sharing its last wave plus ``sms`` x the whole waves they share too (menu::tail_share)."""
+    """A plan's ``splits`` for the decision log: K splits of a split-K entry (< 0: -splits of them summed
+    inside the kernel, menu::k_splits); for a dense entry the CTAs sharing its last wave plus ``sms`` x the
+    whole waves they share too (menu::tail_share)."""
     if split_k:
-        return f"{splits} K splits"
+        return f"{-splits} K splits summed in the kernel" if splits < 0 else f"{splits} K splits"
     mod, _ = _ext.load()
     ctas, waves = mod.tail_share(splits, sms)
     also = f" and the {waves} whole wave{'s' if waves > 1 else ''} before it" if waves else ""

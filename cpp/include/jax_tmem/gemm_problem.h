@@ -207,7 +207,8 @@ inline std::string validate(const GemmProblem& p, const InputShapes& in, int64_t
     if (elements >= 0 && in.count[i] != elements)
       return std::string(role_name(r)) + " has " + s(in.count[i]) + " elements, expected " + s(elements);
   }
-  if (p.splits < 0 || p.splits > 1024) return "splits must be in [0, 1024] (0 = heuristic), got " + s(p.splits);
+  if (p.splits < -1024 || p.splits > 1024)
+    return "splits must be in [-1024, 1024] (0 = heuristic; < 0: summed inside the kernel), got " + s(p.splits);
   int act = static_cast<int>(p.activation);
   if (act < 0 || act > 4) return "unknown activation code " + s(act);
   return "";

@@ -47,7 +47,8 @@ template <class C>
 __device__ __forceinline__ void partial_store(const float (&acc)[C::ACC_REGS], const Params& p, int batch,
                                               int split, int row0, int col0) {
   const int64_t slab = static_cast<int64_t>(split) * p.batch + batch;
-  if (p.splits == 1 && epilogue::plain(p.epi)) {  // one split, nothing to apply: cast and store
+  // ws_ld 0: one split, or K splits summed in this kernel (split_fixup): the output is finished here.
+  if (p.ws_ld == 0 && epilogue::plain(p.epi)) {  // nothing to apply: cast and store
     for_each_fragment_pair<C>(acc, row0, col0, p.m, p.n, [&](int row, int col, float v0, float v1) {
       if constexpr (C::kPartialOut == 1) {
         epilogue::store_element(v0, p.epi, int64_t(batch) * p.m + row, col, p.n);
@@ -60,7 +61,7 @@ __device__ __forceinline__ void partial_store(const float (&acc)[C::ACC_REGS], c
     return;
   }
   for_each_fragment_pair<C>(acc, row0, col0, p.m, p.n, [&](int row, int col, float v0, float v1) {
-    if (p.splits == 1) {  // one split: finish the output here (no workspace, no reduce pass)
+    if (p.ws_ld == 0) {  // finish the output here (no partial sums for a reduce pass)
       if constexpr (C::kPartialOut == 1) {
         epilogue::finish_element(v0, p.epi, int64_t(batch) * p.m + row, col, p.n);
         if (col + 1 < p.n) epilogue::finish_element(v1, p.epi, int64_t(batch) * p.m + row, col + 1, p.n);
@@ -281,46 +282,77 @@ __device__ __forceinline__ void epilogue_store_tma(float (&acc)[C::ACC_REGS], co
   }
 }
 
-// A piece of a tile of the last wave (sched::TailSplit), after its MMAs retired, in both consumer
-// warpgroups of CTA c. A piece that does not start at k-block 0 stores its accumulators as f32 to CTA c's
-// workspace slot (thread i's registers as float4s at i, i + threads, ...: coalesced both ways), raises
-// c's flag (release) and returns false: no epilogue. The owner's piece (k-block 0) waits for each later
-// piece's flag in CTA order (acquire), adds its partial sums into `acc` in that order (bitwise
-// repeatable) and returns true: it stores the tile.
+// A tile's piece of f32 partial sums in a workspace slot, shared by both consumer warpgroups: thread i's
+// registers as float4s at i, i + threads, ... (coalesced both ways); one ready flag (a 32-bit word) each.
 template <class C>
-__device__ __forceinline__ bool tail_fixup(float (&acc)[C::ACC_REGS], const epilogue::KernelParams& p,
-                                           const sched::TailSplit& tail, int t, int kb0) {
-  constexpr int kThreads = 128 * C::CONSUMERS, kVecs = C::ACC_REGS / 4;
+struct PieceSlots {
+  static constexpr int kThreads = 128 * C::CONSUMERS, kVecs = C::ACC_REGS / 4;
+  static constexpr int64_t kSlotVecs = int64_t(kVecs) * kThreads;  // = BLOCK_M x BLOCK_N floats / 4
   static_assert(C::ACC_REGS % 4 == 0, "float4 partial sums");
-  const int i = threadIdx.x - 128;  // the consumer threads follow the producer warpgroup
-  const int c = blockIdx.x;
-  float4* ws = reinterpret_cast<float4*>(p.ws);
-  constexpr int64_t kSlotVecs = int64_t(kVecs) * kThreads;
-  unsigned int* flags = reinterpret_cast<unsigned int*>(ws + tail.ctas * kSlotVecs);  // after the partial sums
-  if (kb0 != 0) {
-    float4* dst = ws + c * kSlotVecs + i;
+  float4* ws;
+  unsigned int* flags;  // after `slots` slots
+  __device__ PieceSlots(float* w, int64_t slots)
+      : ws(reinterpret_cast<float4*>(w)), flags(reinterpret_cast<unsigned int*>(ws + slots * kSlotVecs)) {}
+  // Stores the sums to `slot` and raises its flag (release).
+  __device__ __forceinline__ void put(const float (&acc)[C::ACC_REGS], int64_t slot) const {
+    const int i = threadIdx.x - 128;  // the consumer threads follow the producer warpgroup
+    float4* dst = ws + slot * kSlotVecs + i;
 #pragma unroll
     for (int v = 0; v < kVecs; ++v)
       __stcg(dst + v * kThreads, make_float4(acc[4 * v], acc[4 * v + 1], acc[4 * v + 2], acc[4 * v + 3]));
     __threadfence();
     ptx::named_barrier_sync(C::kTailBarrier, kThreads);
     if (i == 0)
-      ::cuda::atomic_ref<unsigned int, ::cuda::thread_scope_device>(flags[c]).store(1u, ::cuda::memory_order_release);
-    return false;
+      ::cuda::atomic_ref<unsigned int, ::cuda::thread_scope_device>(flags[slot]).store(1u, ::cuda::memory_order_release);
   }
-  for (int src_cta = tail.next_piece(c, t); src_cta >= 0; src_cta = tail.next_piece(src_cta, t)) {
+  // Waits for `slot`'s flag (acquire) and adds its sums into acc.
+  __device__ __forceinline__ void add(float (&acc)[C::ACC_REGS], int64_t slot) const {
+    const int i = threadIdx.x - 128;
     if (i == 0) {
-      ::cuda::atomic_ref<unsigned int, ::cuda::thread_scope_device> flag(flags[src_cta]);
+      ::cuda::atomic_ref<unsigned int, ::cuda::thread_scope_device> flag(flags[slot]);
       while (flag.load(::cuda::memory_order_acquire) == 0u) __nanosleep(32);
     }
     ptx::named_barrier_sync(C::kTailBarrier, kThreads);
-    const float4* src = ws + src_cta * kSlotVecs + i;
+    const float4* src = ws + slot * kSlotVecs + i;
 #pragma unroll
     for (int v = 0; v < kVecs; ++v) {
       const float4 q = __ldcg(src + v * kThreads);
       acc[4 * v] += q.x, acc[4 * v + 1] += q.y, acc[4 * v + 2] += q.z, acc[4 * v + 3] += q.w;
     }
   }
+};
+
+// A piece of a tile of the last wave (sched::TailSplit), after its MMAs retired, in both consumer
+// warpgroups of CTA c. A piece that does not start at k-block 0 stores its accumulators to CTA c's slot,
+// raises c's flag and returns false: no epilogue. The owner's piece (k-block 0) waits for each later
+// piece's flag in CTA order, adds its partial sums into `acc` in that order (bitwise repeatable) and
+// returns true: it stores the tile.
+template <class C>
+__device__ __forceinline__ bool tail_fixup(float (&acc)[C::ACC_REGS], const epilogue::KernelParams& p,
+                                           const sched::TailSplit& tail, int t, int kb0) {
+  const PieceSlots<C> slots(p.ws, tail.ctas);
+  const int c = blockIdx.x;
+  if (kb0 != 0) {
+    slots.put(acc, c);
+    return false;
+  }
+  for (int src_cta = tail.next_piece(c, t); src_cta >= 0; src_cta = tail.next_piece(src_cta, t)) slots.add(acc, src_cta);
+  return true;
+}
+
+// K splits summed inside the kernel (menu::k_splits: KernelParams splits > 1 with ws_ld 0; the launcher ran
+// every unit u = tile x splits + split on a CTA of its own at once). Split s > 0 stores its sums to slot u
+// and returns false; split 0 adds splits 1, 2, ... in that order (the reduce pass's order) and returns
+// true: it runs the epilogue.
+template <class C>
+__device__ __forceinline__ bool split_fixup(float (&acc)[C::ACC_REGS], const epilogue::KernelParams& p, int u,
+                                            int split, int units) {
+  const PieceSlots<C> slots(p.ws, units);
+  if (split != 0) {
+    slots.put(acc, u);
+    return false;
+  }
+  for (int s = 1; s < p.splits; ++s) slots.add(acc, u + s);
   return true;
 }
 

@@ -143,6 +143,8 @@ struct Config {
   // The last wave shared out along K where planned (sched::TailSplit; menu::tail_splits: the plain cooperative schedule).
   static constexpr bool kTailSplit = kPartialOut == 0 && !kPingPong && kClusterM_ == 1;
   static constexpr int kTailBarrier = 10;  // both consumer warpgroups, around the partial sums' flags
+  // K splits summed here, no reduce pass, where the launcher planned it (menu::k_splits; split_fixup).
+  static constexpr bool kSplitsInKernel = kPartialOut != 0;
   static constexpr int ACC_REGS = BLOCK_N / 2;         // f32 accumulators per consumer thread
 
   static_assert(BLOCK_N == 16 || BLOCK_N == 32 || BLOCK_N == 64 || BLOCK_N == 128 || BLOCK_N == 192 || BLOCK_N == 256,
@@ -458,6 +460,9 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
       // A piece of a last-wave tile: its owner adds the other pieces' partial sums; they store theirs.
       if constexpr (C::kTailSplit)
         if (tail.split_tile(t) && !tail_fixup<C>(acc, p, tail, t, kb0)) continue;
+      if constexpr (C::kSplitsInKernel)
+        if (p.splits > 1 && p.ws_ld == 0 && !split_fixup<C>(acc, p, first_tile + i * tile_step, split, num_units))
+          continue;
 
       // ---------------- epilogue: registers -> global ----------------
       // wgmma D fragment: acc[i] holds row 16*w + lane/4 + 8*((i/2)%2), col 8*(i/4) + 2*(lane%4) + i%2.

@@ -1,0 +1,174 @@
+"""K splits of the sm_90a split-K and swap-AB entries summed inside the GEMM kernel (menu::k_splits): no
+reduce pass. Forced with ``config=(entry, -splits)``; every work unit (tile x split) runs at once on an SM
+of its own, split s > 0 of a tile writes its f32 partial sums to a workspace slot and raises a flag, and
+split 0 waits for splits 1, 2, ... in that order, adds their sums in that order (the reduce pass's order)
+and runs the epilogue.
+
+- Host (the extension's own plan code, no GPU): the plan and its workspace (a slot per unit, then a flag
+  each), the refusals (more units than SMs, a dense entry, sm_100a), the decision log's words.
+- GPU (sm_90a): values against float64 for the 64- and 128-row swap-AB entries, the transposing 8-bit one,
+  the split-K entry, batches, tails and the fused epilogue; outputs NaN-poisoned; bitwise repeatable; the
+  same bits as the reduce pass where the epilogue is a plain cast; XLA's command buffers on and off agree.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jax_tmem import isa
+from jax_tmem._core import arch as _arch, ext as _ext
+from jax_tmem.ops import gemm as gemm_op
+
+from conftest import BF16, E4M3, F16, F32, assert_close, command_buffer_runs, rand, ref_epilogue, seed_of
+
+
+def _needs_ext():
+    if _ext.load()[0] is None:
+        pytest.skip(f"extension not built: {_ext.load()[1]}")
+
+
+@pytest.mark.parametrize("m,n,k,config,splits,slot", [
+    (64, 4096, 4096, 13, 4, 128 * 64),    # the 8B O projection at 64 tokens: 32 tiles x 4 = 128 units
+    (64, 4096, 14336, 13, 4, 128 * 64),   # the down projection
+    (16, 4096, 4096, 15, 2, 64 * 16),     # 64-row entry: 64 tiles x 2
+    (256, 512, 8192, 14, 8, 128 * 128),   # the split-K entry (not swapped): 2 x 4 tiles x 8
+])
+def test_plan_and_workspace(m, n, k, config, splits, slot):
+    _needs_ext()
+    p = isa.kernel_plan("sm_90a", m, n, k, config=config, splits=-splits, num_sms=132)
+    passed = isa.kernel_plan("sm_90a", m, n, k, config=config, splits=splits, num_sms=132)
+    assert (p["config"], p["splits"]) == (config, -splits), p
+    tiles = p["workspace_floats"] // (slot + 1) // splits
+    assert p["workspace_floats"] == tiles * splits * (slot + 1) and tiles * splits <= 132, (p, passed)
+    # the reduce pass's plan of the same splits: the output-shaped partial sums instead
+    assert passed["splits"] == splits and passed["workspace_floats"] == splits * m * ((n + 3) // 4 * 4), passed
+
+
+def test_what_is_refused_and_clamped():
+    _needs_ext()
+    with pytest.raises(ValueError, match="every unit resident at once: 48 tiles x 4 splits = 192 units > 132"):
+        isa.kernel_plan("sm_90a", 64, 6144, 4096, config=13, splits=-4, num_sms=132)
+    with pytest.raises(ValueError, match="has no K splits"):
+        isa.kernel_plan("sm_90a", 512, 4096, 4096, config=9, splits=-4, num_sms=132)
+    with pytest.raises(ValueError, match="sm_90a's only"):
+        isa.kernel_plan("sm_100a", 64, 4096, 4096, config=13, splits=-4, num_sms=148)
+    # one K block per split at most: K = 256 bf16 is one ring slot of the 64-row entry (4 x 128 B): one split
+    p = isa.kernel_plan("sm_90a", 16, 4096, 256, config=15, splits=-4, num_sms=132)
+    assert (p["splits"], p["workspace_floats"]) == (1, 0), p
+    # -1 is the heuristic's count, as 0 is
+    assert isa.kernel_plan("sm_90a", 64, 4096, 4096, config=13, splits=-1, num_sms=132)["splits"] >= 1
+    assert _arch._splits_in_words(-4, True, 132) == "4 K splits summed in the kernel"
+
+
+def _require_sm90():
+    if jax.default_backend() != "gpu":
+        pytest.skip("no CUDA GPU")
+    if _arch.device_cc()[0] != 90:
+        pytest.skip("K splits summed inside the kernel are the sm_90a entries' (sm_100a: the reduce pass)")
+
+
+# (M, N, K, batch, config, splits, in dtype, weight (K, N), out dtype, epilogue + c)
+CASES = [
+    (64, 4096, 4096, 1, 13, 4, BF16, False, BF16, False),   # the decode O projection
+    (64, 4104, 1000, 1, 13, 3, BF16, False, F32, True),     # N and K tails, f32 out, bias + gelu + c
+    (16, 4096, 4096, 1, 15, 2, BF16, False, BF16, True),    # 64-row entry, 16 tokens
+    (5, 2056, 3000, 1, 16, 2, F16, False, F16, False),      # M tail (5 of 32 columns)
+    (40, 1024, 4096, 1, 17, 8, BF16, False, BF16, False),   # 16 tiles x 8 splits
+    (32, 1024, 2048, 2, 16, 4, BF16, False, BF16, True),    # batch 2
+    (64, 2048, 4096, 1, 13, 4, E4M3, False, BF16, False),   # fp8 (N, K)
+    (100, 2048, 2048, 1, 18, 4, E4M3, True, BF16, True),    # fp8 (K, N): the transposing 128-token entry
+    (256, 512, 8192, 1, 14, 8, BF16, False, BF16, False),   # the split-K entry, not swapped
+]
+
+
+def _operands(case):
+    m, n, k, batch, config, splits, in_dtype, kn, out_dtype, epi_c = case
+    s = seed_of("splits-in-kernel", *case)
+    bs = (batch,) if batch > 1 else ()
+    nb = len(bs)
+    a, b = rand(s, bs + (m, k), in_dtype), rand(s + 1, bs + ((k, n) if kn else (n, k)), in_dtype)
+    dn = (((nb + 1,), (nb if kn else nb + 1,)), (tuple(range(nb)), tuple(range(nb))))
+    bias, c = rand(s + 2, (n,), F32), rand(s + 3, bs + (m, n), out_dtype)
+    return bs, a, b, dn, bias, c
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[3]}x{c[0]}x{c[1]}x{c[2]}-cfg{c[4]}-s{c[5]}-"
+                                                     f"{np.dtype(c[6]).name}{'-kn' if c[7] else ''}-"
+                                                     f"{np.dtype(c[8]).name}{'-epi' if c[9] else ''}")
+def test_splits_summed_in_the_kernel(case):
+    m, n, k, batch, config, splits, in_dtype, kn, out_dtype, epi_c = case
+    _require_sm90()
+    entry = _arch.menu("sm_90a")[config]
+    if not entry["built"]:
+        pytest.skip(entry["not_built"])
+    bs, a, b, dn, bias, c = _operands(case)
+    epi = gemm_op.Epilogue(activation="gelu", alpha=0.5, has_bias=True, has_c=True) if epi_c else gemm_op.Epilogue()
+    args = (a, b, bias, c) if epi_c else (a, b)
+
+    def run(cfg):
+        def f(poison, *xs):
+            del poison
+            return gemm_op.gemm(xs[0], xs[1], xs[2] if epi_c else None, xs[3] if epi_c else None, dn,
+                                np.dtype(out_dtype), epi, "kernel", True, cfg)
+        g = jax.jit(f, donate_argnums=0)
+        return [np.asarray(g(jnp.full(bs + (m, n), jnp.nan, out_dtype), *args).astype(jnp.float32)) for _ in range(3)]
+
+    o1, o2, o3 = run((config, -splits))
+    assert not np.isnan(o1).any(), "unwritten (NaN-poisoned) outputs"
+    np.testing.assert_array_equal(o1, o2)  # bitwise repeatable: splits added in a fixed order
+    np.testing.assert_array_equal(o1, o3)
+    a64, b64 = (np.asarray(t.astype(jnp.float32), np.float64) for t in (a, b))
+    y = np.einsum("...mk,...kn->...mn" if kn else "...mk,...nk->...mn", a64, b64)
+    ref = ref_epilogue(y, alpha=0.5, bias=np.asarray(bias, np.float64), activation="gelu",
+                       c=np.asarray(c.astype(jnp.float32), np.float64)) if epi_c else y
+    tol = BF16 if np.dtype(in_dtype) == E4M3 else None  # Hopper's fp8 wgmma accumulation (test_gpu_gemm._tol)
+    assert_close(o1.astype(out_dtype), ref, out_dtype, k, tol_dtype=tol)
+    passed = run((config, splits))[0]  # the reduce pass: the same sums in the same order
+    if epi_c:  # its epilogue is the reduce kernel's own code
+        assert_close(o1.astype(out_dtype), passed.astype(np.float64), out_dtype, k, tol_dtype=tol)
+    else:
+        np.testing.assert_array_equal(o1, passed)
+
+
+@pytest.mark.gpu
+def test_forced_beyond_one_wave_is_refused_at_trace_time():
+    _require_sm90()
+    x, w = rand(1, (64, 4096), BF16), rand(2, (6144, 4096), BF16)
+    dn = (((1,), (1,)), ((), ()))
+    sms = _arch.device_sms()
+    with pytest.raises(ValueError, match="resident at once"):
+        gemm_op.gemm(x, w, None, None, dn, np.dtype(BF16), gemm_op.Epilogue(), "kernel", True, (13, -(sms // 48 + 1)))
+
+
+@pytest.mark.gpu
+def test_command_buffers_on_and_off_agree():
+    """The flags' memset and the kernel inside XLA's command buffers, and launched one by one: the same
+    bits (a jitted chain of decode GEMMs with their K splits summed in the kernel)."""
+    _require_sm90()
+    prog = textwrap.dedent("""
+        import sys
+        import jax, jax.numpy as jnp, numpy as np
+        from jax_tmem.ops import gemm as gemm_op
+        dn = (((1,), (1,)), ((), ()))
+        k = jax.random.split(jax.random.key(5), 4)
+        x = jax.random.normal(k[0], (64, 2048), jnp.bfloat16)
+        ws = [jax.random.normal(k[i + 1], (2048, 2048), jnp.bfloat16) * 0.03 for i in range(3)]
+        @jax.jit
+        def chain(x, ws):
+            h, outs = x, []
+            for w in ws:
+                h = gemm_op.gemm(h, w, None, None, dn, jnp.dtype(jnp.bfloat16), gemm_op.Epilogue(), "kernel", True,
+                                 (13, -4))
+                outs.append(h)
+            return [o.astype(jnp.float32) for o in outs]
+        np.save(sys.argv[1], np.concatenate([np.asarray(o).ravel() for o in chain(x, ws)]))
+    """)
+    outs = command_buffer_runs(prog)
+    assert not np.isnan(outs[0]).any()
+    np.testing.assert_array_equal(outs[0], outs[1])
