@@ -210,8 +210,8 @@ def main():
     from jax_tmem._core import ext
     rs = ext.record_status()
     if rs.get("wanted"):  # JAX_TMEM_FFI_RECORD=1: how our calls reached XLA's command buffers
-        print("record stage:", {k: rs.get(k) for k in ("created", "updated", "captured", "failed", "registered",
-                                                        "register_error", "last_reason")})
+        print("record stage:", {k: rs.get(k) for k in ("created", "updated", "captured", "failed", "update_us",
+                                                        "update_xla_us", "registered", "register_error", "last_reason")})
 
 
 if __name__ == "__main__":

@@ -190,6 +190,13 @@ def main():
         for nm, ns in tot.most_common():
             if nm not in shown and re.search(args.grep, nm):
                 print(f"     host {ns / 1e3 / args.traced:9.1f} us/exec  {cnt[nm] / args.traced:6.1f} x  {nm}")
+    from jax_tmem._core import ext
+    rs = ext.record_status()
+    if rs.get("wanted"):  # JAX_TMEM_FFI_RECORD=1: the updates' host time, ours and XLA's (all programs, all calls)
+        n = max(rs.get("updated", 0), 1)
+        print(f"== record stage: {rs.get('created')} created, {rs.get('updated')} updated, {rs.get('captured')} "
+              f"captured, {rs.get('failed')} failed; per update {rs.get('update_us', 0) / n:.2f} us of host time, "
+              f"{rs.get('update_xla_us', 0) / n:.2f} of it in XLA's update_launch")
     return 0
 
 

@@ -80,7 +80,8 @@ def main():
     print("RESULT " + json.dumps(dict(
         arch=arch, calls=len(calls), skipped=skipped, digests=digests,
         exact=len(set(digests)) == 1 and not nan, errors=dict(nan=nan, distinct=len(set(digests))),
-        record=dict({k: st.get(k, 0) for k in ("created", "updated", "captured", "failed")},
+        record=dict({k: st.get(k, 0) for k in ("created", "updated", "captured", "failed", "update_us",
+                                               "update_xla_us")},
                     registered=sorted(st.get("registered", ())), register_error=st.get("register_error", "")),
         last_reason=st.get("last_reason", ""))), flush=True)
 

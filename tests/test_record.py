@@ -138,7 +138,8 @@ def test_record_status_says_what_it_did():
     assert st["wanted"] == (os.environ.get("JAX_TMEM_FFI_RECORD") == "1")
     assert isinstance(st["available"], bool) and isinstance(st["last_reason"], str)
     if st["available"]:
-        assert all(st[k] >= 0 for k in ("created", "updated", "captured", "failed"))
+        assert all(st[k] >= 0 for k in ("created", "updated", "captured", "failed", "update_us", "update_xla_us"))
+        assert st["update_us"] >= st["update_xla_us"]  # XLA's update_launch runs inside our record handler
 
 
 def _worker(record: bool) -> dict:
@@ -163,5 +164,6 @@ def test_recorded_program_matches_the_traced_one():
     assert st["failed"] == 0 and st["captured"] == 0, st
     assert st["created"] >= recorded["calls"], st          # every call of the program became kernel nodes
     assert st["updated"] >= recorded["calls"], st          # and was updated as its buffers moved
+    assert st["update_us"] > st["update_xla_us"] > 0, st     # the updates' host time, ours around XLA's
     assert recorded["digests"] == traced["digests"]        # bit for bit, every execution
     assert recorded["exact"] and traced["exact"], (recorded["errors"], traced["errors"])

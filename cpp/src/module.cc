@@ -352,6 +352,8 @@ NB_MODULE(_jax_tmem, m) {
     d["last_reason"] = s.last_reason;
     d["registered"] = s.registered;
     d["register_error"] = s.register_error;
+    d["update_us"] = s.update_ns / 1e3;          // host time of the updates: the whole record handler
+    d["update_xla_us"] = s.update_xla_ns / 1e3;  // of which in XLA's update_launch
 #else
     d["available"] = false;
     d["last_reason"] = "built without CUDA";

@@ -8,6 +8,7 @@
 #include "jax_tmem/record.h"
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -26,6 +27,11 @@ namespace jax_tmem::record {
 namespace {
 
 std::atomic<long long> g_created{0}, g_updated{0}, g_captured{0}, g_failed{0};
+std::atomic<long long> g_update_ns{0}, g_update_xla_ns{0};
+long long now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 std::mutex g_reason_mu;
 std::string g_last_reason;  // the last reason a call was traced instead of recorded
 
@@ -70,7 +76,10 @@ class Sink {
     const XLA_FFI_KernelArgs kargs{raw.data(), n};
     if (!create) {  // the same launches as when created, in the same order: new arguments only
       if (next_ >= *frame_->num_commands) return fail("an update recorded more launches than were created");
-      return check(frame_->api->update_launch(frame_->record_ctx, frame_->commands[next_++], &kargs));
+      const long long t0 = now_ns();
+      const cudaError_t e = check(frame_->api->update_launch(frame_->record_ctx, frame_->commands[next_++], &kargs));
+      g_update_xla_ns += now_ns() - t0;
+      return e;
     }
     const Image& im = image_of(func, cc_);
     if (im.cubin == nullptr) {
@@ -180,6 +189,7 @@ XLA_FFI_Error* record_stage(XLA_FFI_CallFrame* cf, XLA_FFI_Handler* execute) {
       cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
     return make_error(cf->api, "jax_tmem: the record stage cannot read the device's compute capability");
   Sink sink(frame, major * 10 + minor);
+  const long long t0 = frame->action == XLA_FFI_RecordAction_Create ? 0 : now_ns();
   XLA_FFI_CallFrame as_execute = *cf;
   as_execute.stage = XLA_FFI_ExecutionStage_EXECUTE;
   g_active = &sink;
@@ -210,6 +220,7 @@ XLA_FFI_Error* record_stage(XLA_FFI_CallFrame* cf, XLA_FFI_Handler* execute) {
                                      " launches, the call created " + std::to_string(*frame->num_commands));
     }
     ++g_updated;
+    g_update_ns += now_ns() - t0;
   }
   return nullptr;
 }
@@ -259,7 +270,7 @@ XLA_FFI_Error* bootstrap(XLA_FFI_CallFrame* cf, const Target* targets, int num_t
 Stats stats() {
   std::lock_guard<std::mutex> lock(g_reason_mu);
   return Stats{true,          g_created.load(), g_updated.load(), g_captured.load(), g_failed.load(),
-               g_last_reason, g_registered,     g_register_error};
+               g_last_reason, g_registered,     g_register_error, g_update_ns.load(), g_update_xla_ns.load()};
 }
 
 #else  // jaxlib's FFI headers have no record stage (before 0.11.2): every launch is executed
@@ -269,7 +280,7 @@ Sink* active() { return nullptr; }
 cudaError_t record_launch(Sink*, const void*, const cudaLaunchConfig_t&, void* const*, const size_t*, int) {
   return cudaErrorNotSupported;
 }
-Stats stats() { return Stats{false, 0, 0, 0, 0, "built against FFI headers without the record stage", {}, ""}; }
+Stats stats() { return Stats{false, 0, 0, 0, 0, "built against FFI headers without the record stage", {}, "", 0, 0}; }
 
 #endif
 
