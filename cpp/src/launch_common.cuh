@@ -103,28 +103,18 @@ inline std::string launch_splitk_reduce(const GemmLaunch& L, int splits, int64_t
   return "";
 }
 
-// Whether kernel config C splits its last wave along K (C::kTailSplit; kernels without it: no).
-template <class C, class = void>
-struct TailSplitOf {
-  static constexpr bool value = false;
-};
-template <class C>
-struct TailSplitOf<C, std::void_t<decltype(C::kTailSplit)>> {
-  static constexpr bool value = C::kTailSplit;
-};
-template <class C>
-constexpr bool tail_split_of() { return TailSplitOf<C>::value; }
-// Whether kernel config C sums K splits inside the kernel (C::kSplitsInKernel; menu::k_splits).
-template <class C, class = void>
-struct SplitsInKernelOf {
-  static constexpr bool value = false;
-};
-template <class C>
-struct SplitsInKernelOf<C, std::void_t<decltype(C::kSplitsInKernel)>> {
-  static constexpr bool value = C::kSplitsInKernel;
-};
-template <class C>
-constexpr bool splits_in_kernel_of() { return SplitsInKernelOf<C>::value; }
+// Flags that only some kernels' configs have, false where C lacks the member: the sm_90a Config's kTailSplit
+// (its last wave shared along K) and kSplitsInKernel (K splits summed in the kernel, menu::k_splits).
+#define JT_CONFIG_FLAG(fn, member)                                                    \
+  template <class C, class = void>                                                    \
+  struct fn##_t : std::false_type {};                                                 \
+  template <class C>                                                                  \
+  struct fn##_t<C, std::void_t<decltype(C::member)>> : std::bool_constant<C::member> {}; \
+  template <class C>                                                                  \
+  constexpr bool fn() { return fn##_t<C>::value; }
+JT_CONFIG_FLAG(tail_split_of, kTailSplit)
+JT_CONFIG_FLAG(splits_in_kernel_of, kSplitsInKernel)
+#undef JT_CONFIG_FLAG
 
 // Builds the maps and launches `kernel` on a persistent grid: one CTA (or one cluster of
 // CTAS_PER_TILE CTAs, launched with that cluster shape) per tile, at most as many as can be resident
