@@ -28,6 +28,15 @@
 #include <functional>
 #include <random>
 
+// The package's launches go through record.h (XLA FFI's record stage, record.cc); this probe launches for real.
+namespace jax_tmem::record {
+Sink* active() { return nullptr; }
+cudaError_t record_launch(Sink*, const void*, const cudaLaunchConfig_t&, void* const*, const size_t*, int) {
+  return cudaErrorNotSupported;
+}
+cudaError_t record_zero(Sink*, void*, size_t, cudaStream_t) { return cudaErrorNotSupported; }
+}  // namespace jax_tmem::record
+
 using namespace jax_tmem;
 using namespace jax_tmem::ptx;
 
@@ -53,7 +62,9 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const void* map, uint64_t
 //         requested 8 requests apart; the shared-memory image is four canonical K-major tiles with SBO 4 KB).
 // MODE 2: four MODE-0 boxes per stage, back to back (64 KB).
 // FEAT bits (the GEMM kernel's launch, one at a time): 1 = 256 threads, 2 = 206 KB of shared memory,
-// 4 = prefetch.tensormap + griddepcontrol.launch_dependents at the start.
+// 4 = prefetch.tensormap + griddepcontrol.launch_dependents at the start; 8 = each unit walks its K range
+// from a different start (tile x 7 k-blocks on, wrapping round), so that concurrent CTAs read different
+// columns of the weight (`stream_probe rot`: does the DRAM rate depend on every CTA reading the same columns?).
 template <int MODE, int STAGES, int FEAT = 0>
 __global__ void __launch_bounds__(256) stream_kernel(const __grid_constant__ CUtensorMap map, int n_tiles, int splits,
                                                     int k_elems, unsigned long long* sink) {
@@ -79,7 +90,8 @@ __global__ void __launch_bounds__(256) stream_kernel(const __grid_constant__ CUt
   for (int u = blockIdx.x; u < units; u += gridDim.x) {
     const int t = u / splits, s = u % splits;
     const int k0 = (int)((long long)kst * s / splits), k1 = (int)((long long)kst * (s + 1) / splits);
-    for (int kb = k0; kb < k1; ++kb) {
+    for (int kb_ = k0; kb_ < k1; ++kb_) {
+      const int kb = (FEAT & 8) ? k0 + (kb_ - k0 + t * 7) % (k1 - k0) : kb_;
       if (threadIdx.x == 0) {
         mbarrier_wait(&empty[st.stage], st.phase ^ 1u);
         uint8_t* dst = smem + st.stage * STAGE_BYTES;
@@ -395,6 +407,24 @@ int main(int argc, char** argv) {
   CK(cudaMemset(act, 0x3c, 64LL * 14336 * 2));
   CK(cudaMalloc(&out, 64LL * 28672 * 2));
   CK(cudaMalloc(&ws, 8LL * 64 * 28672 * 4));
+  if (argc > 1 && std::string(argv[1]) == "rot") {  // 128-row boxes, the same or rotated K order per tile
+    const CUtensorMapL2promotion P = CU_TENSOR_MAP_L2_PROMOTION_NONE;
+    for (const Shape& s : shapes) {
+      const double bytes = (double)s.n * s.k * 2;
+      const int tiles = (int)(s.n / 128);
+      for (int splits : {1, 2, 4}) {
+        const int units = tiles * splits, grid = units < sms ? units : sms;
+        const float a = run<0, 13>(bufs, s.n, s.k, splits, grid, P, sink, iters);
+        const float b = run<0, 13, 8>(bufs, s.n, s.k, splits, grid, P, sink, iters);
+        const float c = run<0, 9>(bufs, s.n, s.k, splits, grid, P, sink, iters);
+        const float d = run<0, 9, 8>(bufs, s.n, s.k, splits, grid, P, sink, iters);
+        printf("%lld x %lld, %d splits (%d CTAs): 13 stages %6.2f us (%.2f TB/s), rotated %6.2f (%.2f) | 9 stages "
+               "%6.2f (%.2f), rotated %6.2f (%.2f)\n", s.n, s.k, splits, grid, a, bytes / a / 1e6, b, bytes / b / 1e6,
+               c, bytes / c / 1e6, d, bytes / d / 1e6);
+      }
+    }
+    return 0;
+  }
   if (argc > 1 && std::string(argv[1]) == "dd") {  // the 16-bit decode kernel against ours
     dd_mode(bufs, act, out, iters);
     return 0;
