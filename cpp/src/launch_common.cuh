@@ -152,45 +152,33 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
   // the launcher swapped the operands, so the output is the kernel's n x m), then the reduce pass.
   const int64_t out_rows = p.batch * (C::kPartialOut == 2 ? p.n : p.m);
   const int64_t out_cols = C::kPartialOut == 2 ? p.m : p.n;
+  // menu::k_splits: splits < -1 are summed inside the kernel (one wave of units; split 0 of each tile adds the
+  // others' slots), else by the reduce pass (one split: the kernel finishes the output itself).
   const bool in_kernel = menu::splits_in_kernel(p.splits);
   if (in_kernel && !splits_in_kernel_of<C>())
     return "K splits summed inside the kernel (splits " + std::to_string(p.splits) + "): not this kernel's";
-  if constexpr (splits_in_kernel_of<C>()) {
-    if (in_kernel) {  // menu::k_splits: one wave of units, split 0 of each tile sums the others' slots
-      const int64_t k_blocks = (p.k + C::STAGE_K - 1) / C::STAGE_K, s = -p.splits, n_units = tiles * s;
-      if (s > k_blocks)
-        return "split-K: splits " + std::to_string(s) + " outside [1, " + std::to_string(k_blocks) + "] K blocks";
-      if (n_units > resident)
-        return "K splits summed inside the kernel: " + std::to_string(n_units) + " units, " + std::to_string(resident) +
-               " CTAs resident at once";
-      const int64_t tile_floats = int64_t(C::TILE_M) * C::BLOCK_N;
-      if (L.ws == nullptr || L.ws_count < menu::in_kernel_ws_floats(n_units, tile_floats))
-        return "split-K: the workspace has " + std::to_string(L.ws_count) + " floats, the plan needs " +
-               std::to_string(menu::in_kernel_ws_floats(n_units, tile_floats));
-      cudaError_t e = zero_async(L.ws + n_units * tile_floats, sizeof(unsigned int) * n_units, L.stream);  // flags
-      if (e != cudaSuccess) return std::string("split-K: clearing the ready flags: ") + cudaGetErrorString(e);
-      prm.ws = L.ws;
-      prm.ws_ld = 0;  // with splits > 1: summed in the kernel (KernelParams)
-      prm.splits = static_cast<int>(s);
-      units = n_units;
-    }
-  }
   if constexpr (C::kPartialOut != 0) {
-    if (!in_kernel) {  // the reduce pass sums the splits (or one split: finished here)
-      const int64_t k_blocks = (p.k + C::STAGE_K - 1) / C::STAGE_K;  // ring slots along K
-      if (p.splits < 1 || p.splits > k_blocks)
-        return "split-K: splits " + std::to_string(p.splits) + " outside [1, " + std::to_string(k_blocks) + "] K blocks";
-      // One split: the kernel finishes the output itself (epilogue::finish_element), no workspace or reduce.
-      const int64_t ld = p.splits > 1 ? menu::workspace_ld(out_cols) : 0;
-      if (p.splits > 1 && (L.ws == nullptr || L.ws_count < p.splits * out_rows * ld))
-        return "split-K: the workspace has " + std::to_string(L.ws_count) + " floats, the plan needs " +
-               std::to_string(p.splits * out_rows * ld);
-      if (tiles * p.splits >= (int64_t(1) << 31)) return "split-K: too many work units";
-      prm.ws = p.splits > 1 ? L.ws : nullptr;
-      prm.ws_ld = static_cast<int>(ld);
-      prm.splits = p.splits;
-      units = tiles * p.splits;
+    const int64_t k_blocks = (p.k + C::STAGE_K - 1) / C::STAGE_K, s = menu::k_splits(p.splits);  // ring slots
+    if (s < 1 || s > k_blocks)
+      return "split-K: splits " + std::to_string(s) + " outside [1, " + std::to_string(k_blocks) + "] K blocks";
+    if (tiles * s >= (int64_t(1) << 31)) return "split-K: too many work units";
+    units = tiles * s;
+    if (in_kernel && units > resident)
+      return "K splits summed inside the kernel: " + std::to_string(units) + " units, " + std::to_string(resident) +
+             " CTAs resident at once";
+    const int64_t tile_floats = int64_t(C::TILE_M) * C::BLOCK_N;
+    const int64_t ld = !in_kernel && s > 1 ? menu::workspace_ld(out_cols) : 0;  // ws_ld 0: finished in the kernel
+    const int64_t need = in_kernel ? menu::in_kernel_ws_floats(units, tile_floats) : s * out_rows * ld;
+    if (need > 0 && (L.ws == nullptr || L.ws_count < need))
+      return "split-K: the workspace has " + std::to_string(L.ws_count) + " floats, the plan needs " +
+             std::to_string(need);
+    if (in_kernel) {
+      cudaError_t e = zero_async(L.ws + units * tile_floats, sizeof(unsigned int) * units, L.stream);  // flags
+      if (e != cudaSuccess) return std::string("split-K: clearing the ready flags: ") + cudaGetErrorString(e);
     }
+    prm.ws = need > 0 ? L.ws : nullptr;
+    prm.ws_ld = static_cast<int>(ld);
+    prm.splits = static_cast<int>(s);
   }
   cfg.gridDim = dim3(kCluster * static_cast<int>(std::min<int64_t>(units, resident)), 1, 1);
   if constexpr (tail_split_of<C>()) {
