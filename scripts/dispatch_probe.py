@@ -13,6 +13,7 @@ benchmarks dispatch them:
 Run it under different XLA_FLAGS (command buffers on, off, custom calls outside them) in separate processes.
 
 Usage: python3 -P scripts/dispatch_probe.py [--programs decode,small,quantize] [--m 1] [--layers 8] [--donate]
+       [--kernels] (each kernel of one execution, in order: median duration and the gap before it)
 """
 import argparse
 import collections
@@ -136,6 +137,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--traced", type=int, default=6)
     ap.add_argument("--top", type=int, default=12)
+    ap.add_argument("--kernels", action="store_true", help="each kernel of one execution: median duration, gap")
     ap.add_argument("--donate", action="store_true", help="also each program with its outputs donated back")
     args = ap.parse_args()
     print("XLA_FLAGS:", os.environ.get("XLA_FLAGS", ""), "| device:", jax.devices()[0].device_kind, flush=True)
@@ -183,6 +185,11 @@ def main():
               f"{per} kernels/exec ({len(ev)} traced in {args.traced}); GPU busy "
               f"{statistics.median(busy):.1f} us, span {statistics.median(spans):.1f}, between executions "
               f"{', '.join(f'{b:.1f}' for b in between)} us", flush=True)
+        if args.kernels:  # each kernel of one execution, in order: its median duration over the executions
+            for i in range(per):
+                d = statistics.median(e[i][1] for e in execs) / 1e3
+                gap = statistics.median(e[i][0] - e[i - 1][0] - e[i - 1][1] for e in execs) / 1e3 if i else 0.0
+                print(f"     kernel {i:3d} {d:8.2f} us (gap before {gap:5.2f})  {execs[0][i][2][:90]}")
         tot, cnt = host_events(prof)
         for nm, ns in tot.most_common(args.top):
             print(f"     host {ns / 1e3 / args.traced:9.1f} us/exec  {cnt[nm] / args.traced:6.1f} x  {nm}")

@@ -5,6 +5,11 @@
 // times our real swap-AB kernels (sm90::run on the same weights) next to them: the gap between the two
 // is the kernel's own cost (docs/PERF.md, 2026-11-24: it was the epilogue's cold code). Every variant is
 // captured 200 times in one CUDA graph. `stream_probe N K splits` runs only our two kernels, for ncu.
+// `stream_probe o64`: the 64- and 16-token 4096-wide GEMMs against K (64 .. 14336) on our swap-AB entries, K
+// splits by the reduce pass or summed in a cluster (splits < 0), next to the pure stream (fixed cost vs per-k-block).
+// `stream_probe tl` (built with -DJT_TIMELINE): one launch of each, warm and after an L2 flush, with the kernel's
+// %globaltimer stamps per CTA (kernels/sm90_gemm.cuh JT_MARK): start, first TMA issued, first / last data, MMAs
+// retired, epilogue done.
 //
 //   nvcc -std=c++17 -O3 -arch=sm_90a -Icpp/include -Icpp/src -o /tmp/stream_probe scripts/stream_probe.cu && /tmp/stream_probe
 #include <cuda.h>
@@ -130,6 +135,16 @@ __global__ void ldg_kernel(const uint4* p, long long n16, unsigned long long* si
 
 __global__ void empty_kernel() {}
 
+// Reads with the default cache policy (allocating in L2): what a decode step's other GEMMs leave in L2.
+__global__ void l2_flush_kernel(const uint4* p, long long n16, unsigned long long* sink) {
+  uint32_t acc = 0;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n16; i += (long long)gridDim.x * blockDim.x) {
+    const uint4 v = p[i];
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x1234567) sink[0] = acc;
+}
+
 using EncodeFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*, const cuuint64_t*,
                               const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
                               CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
@@ -216,12 +231,15 @@ static float run(std::vector<void*>& bufs, long long n, long long k, int splits,
 
 // Our swap-AB decode kernel (menu entry 11: 128(N) x 16(M) tiles, partial sums + the reduce pass) on
 // out (M x N, bf16) = act (M x K) . W^T, W (N x K) row-major: the launch the dispatcher makes.
-template <int BM = 128>
+// iters > 0: the mean time per call of `iters` calls in a CUDA graph; iters < 0: one call on `stream` (the
+// timeline mode), returns 0.
+template <int BM = 128, int BN = 16>
 static float run_ours(std::vector<void*>& bufs, long long n, long long k, long long m, int splits, void* act,
-                      void* out, float* ws, int iters) {
-  constexpr int kStages =  // the menu entry's ring depth (sm90_configs.def)
-      menu::kSm90Table.at(BM == 128 ? menu::Sm90::k128x16SwapAB : menu::Sm90::k64x16SwapAB).stages;
-  using C = jax_tmem::sm90::Config<DType::kBF16, DType::kBF16, 16, kStages, false, false, false, false, 1, false, 2, BM>;
+                      void* out, float* ws, int iters, cudaStream_t stream = nullptr) {
+  constexpr menu::Sm90 kEntry = BN == 64 ? (BM == 128 ? menu::Sm90::k128x64SwapAB : menu::Sm90::k64x64SwapAB)
+                                         : (BM == 128 ? menu::Sm90::k128x16SwapAB : menu::Sm90::k64x16SwapAB);
+  constexpr int kStages = menu::kSm90Table.at(kEntry).stages;  // the menu entry's ring depth (sm90_configs.def)
+  using C = jax_tmem::sm90::Config<DType::kBF16, DType::kBF16, BN, kStages, false, false, false, false, 1, false, 2, BM>;
   GemmLaunch L = {};
   GemmProblem& p = L.p;
   p.m = n, p.n = m, p.k = k, p.lda = k, p.ldb = k;
@@ -229,18 +247,19 @@ static float run_ours(std::vector<void*>& bufs, long long n, long long k, long l
   p.splits = splits;
   L.out = out;
   L.ws = ws;
-  L.ws_count = (long long)splits * m * ((n + 3) / 4 * 4);
+  L.ws_count = (long long)std::abs(splits) * m * ((n + 3) / 4 * 4);
   L.num_sms = 132;
   L.cc = 90;
   L.device = 0;
   L.inputs[static_cast<int>(Role::kB)] = act;
   std::string err;
-  const float us = time_graph([&](cudaStream_t st, int i) {
+  const auto call = [&](cudaStream_t st, int i) {
     L.stream = st;
     L.inputs[static_cast<int>(Role::kA)] = bufs[i % bufs.size()];
     std::string e = jax_tmem::sm90::run<C>(L);
     if (!e.empty()) err = e;
-  }, iters);
+  };
+  const float us = iters > 0 ? time_graph(call, iters) : (call(stream, 0), 0.f);
   if (!err.empty()) printf("ours: %s\n", err.c_str());
   return us;
 }
@@ -423,6 +442,72 @@ int main(int argc, char** argv) {
                c, bytes / c / 1e6, d, bytes / d / 1e6);
       }
     }
+    return 0;
+  }
+#ifdef JT_TIMELINE
+  if (argc > 1 && std::string(argv[1]) == "tl") {  // -DJT_TIMELINE: where one decode GEMM's time goes, CTA by CTA
+    cudaStream_t st;
+    CK(cudaStreamCreate(&st));
+    const auto one = [&](const char* name, int ctas, const std::function<void(int)>& call) {
+      for (int cold = 0; cold < 2; ++cold) {
+        for (int w = 0; w < 3; ++w) call(w);  // warm: the same kernel just ran
+        if (cold) {  // another kernel streams 200 MB through L2 first (as a decode step's other GEMMs do)
+          l2_flush_kernel<<<264, 512, 0, st>>>((const uint4*)bufs[5], max_bytes / 16, sink);
+        }
+        CK(cudaStreamSynchronize(st));
+        std::vector<unsigned long long> z(264 * 8, 0), t(264 * 8);
+        CK(cudaMemcpyToSymbol(jt_timeline, z.data(), z.size() * 8));
+        cudaEvent_t e0, e1;
+        CK(cudaEventCreate(&e0));
+        CK(cudaEventCreate(&e1));
+        CK(cudaEventRecord(e0, st));
+        call(4);
+        CK(cudaEventRecord(e1, st));
+        CK(cudaStreamSynchronize(st));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        CK(cudaMemcpyFromSymbol(t.data(), jt_timeline, t.size() * 8));
+        unsigned long long t0 = ~0ull;
+        for (int c = 0; c < ctas; ++c) t0 = std::min(t0, t[c * 8]);
+        printf("%-34s %s: events %6.2f us | us after the first CTA's start (min / median / max over %d CTAs):\n", name,
+               cold ? "cold" : "warm", ms * 1000.f, ctas);
+        const char* what[8] = {"start", "first TMA issued", "first data", "last data", "MMAs retired", "epilogue done",
+                               "producer done", "producer setmaxnreg"};
+        for (int i = 0; i < 8; ++i) {
+          std::vector<double> v;
+          for (int c = 0; c < ctas; ++c)
+            if (t[c * 8 + i] != 0) v.push_back((t[c * 8 + i] - t0) / 1e3);
+          if (v.empty()) continue;
+          std::sort(v.begin(), v.end());
+          printf("    %-18s %7.2f %7.2f %7.2f\n", what[i], v.front(), v[v.size() / 2], v.back());
+        }
+      }
+    };
+    one("13: 128x64, M 64, 1 split", 32, [&](int i) { run_ours<128, 64>(bufs, 4096, 4096, 64, 1, act, out, ws, -1, st); });
+    one("17: 64x64, M 64, 2 splits (cluster)", 128,
+        [&](int i) { run_ours<64, 64>(bufs, 4096, 4096, 64, -2, act, out, ws, -1, st); });
+    one("13: 128x64, M 64, 2 splits (cluster)", 64,
+        [&](int i) { run_ours<128, 64>(bufs, 4096, 4096, 64, -2, act, out, ws, -1, st); });
+    one("11: 128x16, M 16, 1 split", 32, [&](int i) { run_ours<128, 16>(bufs, 4096, 4096, 16, 1, act, out, ws, -1, st); });
+    one("15: 64x16, M 16, 1 split", 64, [&](int i) { run_ours<64, 16>(bufs, 4096, 4096, 16, 1, act, out, ws, -1, st); });
+    return 0;
+  }
+#endif
+  if (argc > 1 && std::string(argv[1]) == "o64") {  // 64 tokens x 4096 x K: our 128x64 swap-AB entry against K
+    for (long long k : {64LL, 512LL, 1024LL, 2048LL, 4096LL, 14336LL}) {
+      for (int splits : {1, 2, 3, 4, -2, -3, -4}) {  // < 0: summed in a cluster (the kernel), else the reduce pass
+        if (k / 64 < std::abs(splits)) continue;
+        const float pure = run<0, 9>(bufs, 4096, k, std::abs(splits), 32 * std::abs(splits),
+                                     CU_TENSOR_MAP_L2_PROMOTION_NONE, sink, iters);
+        const float o64 = run_ours<128, 64>(bufs, 4096, k, 64, splits, act, out, ws, iters);
+        const float o64b = run_ours<64, 64>(bufs, 4096, k, 64, splits, act, out, ws, iters);
+        const float o16 = run_ours<128, 16>(bufs, 4096, k, 16, splits, act, out, ws, iters);
+        printf("4096 x %5lld, %2d splits: pure stream %6.2f us | ours M=64 128x64 (13) %6.2f | M=64 64x64 (17) %6.2f | "
+               "M=16 128x16 (11) %6.2f\n", k, splits, pure, o64, o64b, o16);
+      }
+    }
+    printf("empty kernel in a graph: %.2f us/launch\n",
+           time_graph([&](cudaStream_t st, int) { empty_kernel<<<132, 64, 0, st>>>(); }, iters));
     return 0;
   }
   if (argc > 1 && std::string(argv[1]) == "dd") {  // the 16-bit decode kernel against ours

@@ -1,11 +1,11 @@
 """K splits of the sm_90a split-K and swap-AB entries summed inside the GEMM kernel (menu::k_splits): no
-reduce pass. Forced with ``config=(entry, -splits)``; every work unit (tile x split) runs at once on an SM
-of its own, split s > 0 of a tile writes its f32 partial sums to a workspace slot and raises a flag, and
-split 0 waits for splits 1, 2, ... in that order, adds their sums in that order (the reduce pass's order)
-and runs the epilogue.
+reduce pass, no workspace. Forced with ``config=(entry, -splits)``; each tile's splits run as one
+thread-block cluster (split = rank, one unit per CTA, every cluster resident at once); the f32 sums meet in
+distributed shared memory and each CTA finishes the rows of its share of the consumer warps, adding the
+splits in order 0, 1, ... (the reduce pass's order).
 
-- Host (the extension's own plan code, no GPU): the plan and its workspace (a slot per unit, then a flag
-  each), the refusals (more units than SMs, a dense entry, sm_100a), the decision log's words.
+- Host (the extension's own plan code, no GPU): the plan (no workspace), the refusals (more units than SMs,
+  more than 8 splits, a dense entry, sm_100a), the decision log's words.
 - GPU (sm_90a): values against float64 for the 64- and 128-row swap-AB entries, the transposing 8-bit one,
   the split-K entry, batches, tails and the fused epilogue; outputs NaN-poisoned; bitwise repeatable; the
   same bits as the reduce pass where the epilogue is a plain cast; XLA's command buffers on and off agree.
@@ -32,20 +32,18 @@ def _needs_ext():
         pytest.skip(f"extension not built: {_ext.load()[1]}")
 
 
-@pytest.mark.parametrize("m,n,k,config,splits,slot", [
-    (64, 4096, 4096, 13, 4, 128 * 64),    # the 8B O projection at 64 tokens: 32 tiles x 4 = 128 units
-    (64, 4096, 14336, 13, 4, 128 * 64),   # the down projection
-    (16, 4096, 4096, 15, 2, 64 * 16),     # 64-row entry: 64 tiles x 2
-    (256, 512, 8192, 14, 8, 128 * 128),   # the split-K entry (not swapped): 2 x 4 tiles x 8
+@pytest.mark.parametrize("m,n,k,config,splits", [
+    (64, 4096, 4096, 13, 3),    # the 8B O projection at 64 tokens: 32 tiles x 3 = 96 CTAs
+    (64, 4096, 14336, 13, 4),   # the down projection
+    (16, 4096, 4096, 15, 2),    # 64-row entry: 64 tiles x 2
+    (256, 512, 8192, 14, 8),    # the split-K entry (not swapped): 2 x 4 tiles x 8
 ])
-def test_plan_and_workspace(m, n, k, config, splits, slot):
+def test_plan_has_no_workspace(m, n, k, config, splits):
     _needs_ext()
     p = isa.kernel_plan("sm_90a", m, n, k, config=config, splits=-splits, num_sms=132)
     passed = isa.kernel_plan("sm_90a", m, n, k, config=config, splits=splits, num_sms=132)
-    assert (p["config"], p["splits"]) == (config, -splits), p
-    tiles = p["workspace_floats"] // (slot + 1) // splits
-    assert p["workspace_floats"] == tiles * splits * (slot + 1) and tiles * splits <= 132, (p, passed)
-    # the reduce pass's plan of the same splits: the output-shaped partial sums instead
+    assert (p["config"], p["splits"], p["workspace_floats"]) == (config, -splits, 0), p
+    # the reduce pass's plan of the same splits: the output-shaped partial sums
     assert passed["splits"] == splits and passed["workspace_floats"] == splits * m * ((n + 3) // 4 * 4), passed
 
 
@@ -53,6 +51,8 @@ def test_what_is_refused_and_clamped():
     _needs_ext()
     with pytest.raises(ValueError, match="every unit resident at once: 48 tiles x 4 splits = 192 units > 132"):
         isa.kernel_plan("sm_90a", 64, 6144, 4096, config=13, splits=-4, num_sms=132)
+    with pytest.raises(ValueError, match="at most 8 [(]one cluster of CTAs per tile[)], not 9"):
+        isa.kernel_plan("sm_90a", 64, 512, 4096, config=13, splits=-9, num_sms=132)
     with pytest.raises(ValueError, match="has no K splits"):
         isa.kernel_plan("sm_90a", 512, 4096, 4096, config=9, splits=-4, num_sms=132)
     with pytest.raises(ValueError, match="sm_90a's only"):
@@ -74,12 +74,13 @@ def _require_sm90():
 
 # (M, N, K, batch, config, splits, in dtype, weight (K, N), out dtype, epilogue + c)
 CASES = [
-    (64, 4096, 4096, 1, 13, 4, BF16, False, BF16, False),   # the decode O projection
+    (64, 4096, 4096, 1, 13, 3, BF16, False, BF16, False),   # the decode O projection
+    (64, 4096, 4096, 1, 13, 2, BF16, False, BF16, False),
     (64, 4104, 1000, 1, 13, 3, BF16, False, F32, True),     # N and K tails, f32 out, bias + gelu + c
     (16, 4096, 4096, 1, 15, 2, BF16, False, BF16, True),    # 64-row entry, 16 tokens
     (5, 2056, 3000, 1, 16, 2, F16, False, F16, False),      # M tail (5 of 32 columns)
-    (40, 1024, 4096, 1, 17, 8, BF16, False, BF16, False),   # 16 tiles x 8 splits
-    (32, 1024, 2048, 2, 16, 4, BF16, False, BF16, True),    # batch 2
+    (40, 1024, 4096, 1, 17, 4, BF16, False, BF16, False),   # 16 tiles x 4 splits (an H200 holds 15 clusters of 8)
+    (32, 1024, 2048, 2, 16, 3, BF16, False, BF16, True),    # batch 2: 32 tiles x 3 splits
     (64, 2048, 4096, 1, 13, 4, E4M3, False, BF16, False),   # fp8 (N, K)
     (100, 2048, 2048, 1, 18, 4, E4M3, True, BF16, True),    # fp8 (K, N): the transposing 128-token entry
     (256, 512, 8192, 1, 14, 8, BF16, False, BF16, False),   # the split-K entry, not swapped
@@ -147,9 +148,27 @@ def test_forced_beyond_one_wave_is_refused_at_trace_time():
 
 
 @pytest.mark.gpu
+def test_clusters_beyond_what_the_gpu_holds_are_refused_at_run_time():
+    """Units <= SMs passes the trace-time check, but clusters sit inside a GPC: where the GPU holds fewer
+    clusters of 8 CTAs of 192 KB than the 16 tiles need (an H200: 15), the launcher's occupancy check refuses
+    with an error naming both counts; where it holds them all, the result is right."""
+    _require_sm90()
+    x, w = rand(3, (40, 4096), BF16), rand(4, (1024, 4096), BF16)
+    dn = (((1,), (1,)), ((), ()))
+    try:
+        out = np.asarray(gemm_op.gemm(x, w, None, None, dn, np.dtype(BF16), gemm_op.Epilogue(), "kernel", True,
+                                      (17, -8)).astype(jnp.float32))
+    except Exception as e:  # noqa: BLE001 - XLA wraps the handler's error
+        assert "16 tiles x 8 splits = 128 units" in str(e) and "clusters of 8 CTAs resident at once" in str(e), e
+        return
+    ref = np.asarray(x.astype(jnp.float32), np.float64) @ np.asarray(w.astype(jnp.float32), np.float64).T
+    assert_close(out.astype(BF16), ref, BF16, 4096)
+
+
+@pytest.mark.gpu
 def test_command_buffers_on_and_off_agree():
-    """The flags' memset and the kernel inside XLA's command buffers, and launched one by one: the same
-    bits (a jitted chain of decode GEMMs with their K splits summed in the kernel)."""
+    """The cluster launches inside XLA's command buffers, and launched one by one: the same bits (a jitted
+    chain of decode GEMMs with their K splits summed in the kernel)."""
     _require_sm90()
     prog = textwrap.dedent("""
         import sys

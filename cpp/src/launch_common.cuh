@@ -152,8 +152,9 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
   // the launcher swapped the operands, so the output is the kernel's n x m), then the reduce pass.
   const int64_t out_rows = p.batch * (C::kPartialOut == 2 ? p.n : p.m);
   const int64_t out_cols = C::kPartialOut == 2 ? p.m : p.n;
-  // menu::k_splits: splits < -1 are summed inside the kernel (one wave of units; split 0 of each tile adds the
-  // others' slots), else by the reduce pass (one split: the kernel finishes the output itself).
+  // menu::k_splits: splits < -1 are summed inside the kernel (each tile's splits one cluster, one unit per CTA,
+  // the sums meeting in distributed shared memory: split_fixup), else by the reduce pass (one split: the kernel
+  // finishes the output itself).
   const bool in_kernel = menu::splits_in_kernel(p.splits);
   if (in_kernel && !splits_in_kernel_of<C>())
     return "K splits summed inside the kernel (splits " + std::to_string(p.splits) + "): not this kernel's";
@@ -163,19 +164,26 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
       return "split-K: splits " + std::to_string(s) + " outside [1, " + std::to_string(k_blocks) + "] K blocks";
     if (tiles * s >= (int64_t(1) << 31)) return "split-K: too many work units";
     units = tiles * s;
-    if (in_kernel && units > resident)
-      return "K splits summed inside the kernel: " + std::to_string(units) + " units, " + std::to_string(resident) +
-             " CTAs resident at once";
-    const int64_t tile_floats = int64_t(C::TILE_M) * C::BLOCK_N;
+    if (in_kernel) {  // clusters of s CTAs, every one resident at once (the kernel runs one unit per CTA)
+      if (s > menu::kMaxClusterSplits)
+        return "K splits summed inside the kernel: at most " + std::to_string(menu::kMaxClusterSplits) + ", not " +
+               std::to_string(s);
+      if (kCluster != 1) return "K splits summed inside the kernel: not for an entry with clusters of its own";
+      set_cluster_x(cfg, attr, static_cast<int>(s));
+      int clusters = 0;
+      err = resident_clusters(kernel, cfg, static_cast<int>(s), L.num_sms, L.device, state.split_clusters[s], clusters);
+      if (!err.empty()) return err;
+      if (units > int64_t(clusters) * s)
+        return "K splits summed inside the kernel need every unit resident at once: " + std::to_string(tiles) +
+               " tiles x " + std::to_string(s) + " splits = " + std::to_string(units) + " units, " +
+               std::to_string(clusters) + " clusters of " + std::to_string(s) + " CTAs resident at once";
+      resident = static_cast<int>(units);
+    }
     const int64_t ld = !in_kernel && s > 1 ? menu::workspace_ld(out_cols) : 0;  // ws_ld 0: finished in the kernel
-    const int64_t need = in_kernel ? menu::in_kernel_ws_floats(units, tile_floats) : s * out_rows * ld;
+    const int64_t need = s * out_rows * ld;
     if (need > 0 && (L.ws == nullptr || L.ws_count < need))
       return "split-K: the workspace has " + std::to_string(L.ws_count) + " floats, the plan needs " +
              std::to_string(need);
-    if (in_kernel) {
-      cudaError_t e = zero_async(L.ws + units * tile_floats, sizeof(unsigned int) * units, L.stream);  // flags
-      if (e != cudaSuccess) return std::string("split-K: clearing the ready flags: ") + cudaGetErrorString(e);
-    }
     prm.ws = need > 0 ? L.ws : nullptr;
     prm.ws_ld = static_cast<int>(ld);
     prm.splits = static_cast<int>(s);

@@ -122,17 +122,16 @@ inline int64_t workspace_floats(const GemmProblem& p, int splits) {
   return static_cast<int64_t>(splits) * p.batch * p.m * workspace_ld(p.n);
 }
 
-// K splits summed inside the kernel (stream-K's fixup, no reduce pass): a plan's `splits` < 0 means
-// -splits K splits of a split-K / swap-AB entry whose work units (tiles x splits) all run at once, one
-// per CTA; the unit of split s > 0 writes its f32 partial sums to its own workspace slot (the thread's
-// registers as float4s, coalesced) and raises its flag; split 0 of the tile (its owner) waits for the
-// flags of splits 1, 2, ... in that order, adds their sums in that order (the reduce pass's order: the
-// same bits) and runs the epilogue. Forced with config (entry, -splits) (tests and sweeps); where the
-// units do not fit in one wave (a CTA would wait for a unit that has no SM) the launcher refuses it.
+// K splits summed inside the kernel (no workspace, no reduce pass): a plan's `splits` < 0 means -splits K
+// splits of an sm_90a split-K / swap-AB entry, each tile's splits launched as one thread-block cluster (split
+// = rank), one unit per CTA, all resident at once; the splits' f32 sums meet in distributed shared memory and
+// each CTA finishes the rows of its share of the consumer warps, adding the splits in order 0, 1, ... (the
+// reduce pass's order: the same bits; kernels/sm90_epilogue.cuh split_fixup). At most kMaxClusterSplits (the
+// portable cluster size). Forced with config (entry, -splits); where the clusters do not all fit at once the
+// launcher refuses it.
 inline int k_splits(int splits) { return splits < 0 ? -splits : splits; }
 inline bool splits_in_kernel(int splits) { return splits < -1; }
-// Its workspace: one slot of block_m x block_n f32 per unit, then one ready flag (a 32-bit word) each.
-inline int64_t in_kernel_ws_floats(int64_t units, int64_t tile_floats) { return units * tile_floats + units; }
+constexpr int kMaxClusterSplits = 8;
 
 // Splits so that the work units (tiles x splits) fill the SMs once: at most 8, and at least 4 K blocks
 // per split. 1 when the tiles alone fill the GPU. At most 2 once the tiles alone occupy a quarter of the
@@ -177,6 +176,9 @@ inline std::string in_kernel_refusal(bool sm90, const KernelConfig& c, int64_t t
   if (!sm90) return "K splits summed inside the kernel (splits < 0) are sm_90a's only";
   if (!c.partial()) return std::string("entry ") + c.name + " has no K splits (splits < 0 takes a split-K entry)";
   const int64_t units = tiles * k_splits(splits);
+  if (k_splits(splits) > kMaxClusterSplits)
+    return "K splits summed inside the kernel: at most " + std::to_string(kMaxClusterSplits) +
+           " (one cluster of CTAs per tile), not " + std::to_string(k_splits(splits));
   if (units > num_sms)
     return "K splits summed inside the kernel need every unit resident at once: " + std::to_string(tiles) +
            " tiles x " + std::to_string(k_splits(splits)) + " splits = " + std::to_string(units) + " units > " +
@@ -230,8 +232,7 @@ inline Plan make_plan(const ConfigTable& table, const GemmProblem& p, int num_sm
     if (p.config >= 0 && splits_in_kernel(p.splits)) {  // forced: summed inside the kernel (see k_splits)
       const int64_t s = std::min<int64_t>(-p.splits, kb);
       plan.splits = s > 1 ? -static_cast<int>(s) : 1;
-      plan.ws_floats = s > 1 ? in_kernel_ws_floats(tiles * s, int64_t(t->block_m) * t->block_n) : 0;
-      return plan;
+      return plan;  // no workspace
     }
     int64_t s = p.splits;
     if (s <= 0)

@@ -15,6 +15,7 @@
 #include "jax_tmem/epilogue.cuh"
 #include "jax_tmem/epilogue_tma.cuh"
 #include "jax_tmem/ptx/common.cuh"
+#include "jax_tmem/ptx/cluster.cuh"
 #include "jax_tmem/ptx/mbarrier.cuh"
 #include "jax_tmem/ptx/tma.cuh"
 #include "jax_tmem/scheduler.cuh"
@@ -38,6 +39,32 @@ __device__ __forceinline__ void for_each_fragment_pair(const float (&acc)[C::ACC
     }
 }
 
+// A finished unit's accumulators cast to T and stored (a plain() epilogue): kPartialOut == 1 in the output's
+// orientation, 2 (swap-AB) transposed (kernel row = output column).
+template <class C, typename T>
+__device__ __forceinline__ void plain_store(const float (&acc)[C::ACC_REGS], const Params& p, T* out, int batch,
+                                            int row0, int col0) {
+  const auto cast = [](float v) {
+    if constexpr (sizeof(T) == 4) {
+      return v;
+    } else {
+      const uint32_t w = epilogue::pack2<T>(v, 0.f);
+      return *reinterpret_cast<const T*>(&w);
+    }
+  };
+  for_each_fragment_pair<C>(acc, row0, col0, p.m, p.n, [&](int row, int col, float v0, float v1) {
+    if constexpr (C::kPartialOut == 1) {
+      T* o = out + (int64_t(batch) * p.m + row) * p.n + col;
+      o[0] = cast(v0);
+      if (col + 1 < p.n) o[1] = cast(v1);
+    } else {
+      T* o = out + (int64_t(batch) * p.n + col) * p.m + row;
+      o[0] = cast(v0);
+      if (col + 1 < p.n) o[p.m] = cast(v1);
+    }
+  });
+}
+
 // Split-K / swap-AB (kPartialOut): the raw f32 accumulators of one work unit go to the workspace, in
 // the OUTPUT's orientation, slab [split][batch] of [out rows][ws_ld] (splitk_reduce.cuh then sums the
 // slabs in split order and runs the epilogue). kPartialOut == 1: kernel rows are output rows.
@@ -49,15 +76,14 @@ __device__ __forceinline__ void partial_store(const float (&acc)[C::ACC_REGS], c
   const int64_t slab = static_cast<int64_t>(split) * p.batch + batch;
   // ws_ld 0: one split, or K splits summed in this kernel (split_fixup): the output is finished here.
   if (p.ws_ld == 0 && epilogue::plain(p.epi)) {  // nothing to apply: cast and store
-    for_each_fragment_pair<C>(acc, row0, col0, p.m, p.n, [&](int row, int col, float v0, float v1) {
-      if constexpr (C::kPartialOut == 1) {
-        epilogue::store_element(v0, p.epi, int64_t(batch) * p.m + row, col, p.n);
-        if (col + 1 < p.n) epilogue::store_element(v1, p.epi, int64_t(batch) * p.m + row, col + 1, p.n);
-      } else {
-        epilogue::store_element(v0, p.epi, int64_t(batch) * p.n + col, row, p.m);
-        if (col + 1 < p.n) epilogue::store_element(v1, p.epi, int64_t(batch) * p.n + col + 1, row, p.m);
-      }
-    });
+    // The output type dispatched once, around a straight run of stores of that type: the code a decode GEMM
+    // executes once per CTA, cold (its instruction fetches, not its arithmetic, are the epilogue's cost).
+    if (p.epi.out_type == static_cast<int32_t>(DType::kBF16))
+      plain_store<C>(acc, p, static_cast<__nv_bfloat16*>(p.epi.out), batch, row0, col0);
+    else if (p.epi.out_type == static_cast<int32_t>(DType::kF32))
+      plain_store<C>(acc, p, static_cast<float*>(p.epi.out), batch, row0, col0);
+    else
+      plain_store<C>(acc, p, static_cast<__half*>(p.epi.out), batch, row0, col0);
     return;
   }
   for_each_fragment_pair<C>(acc, row0, col0, p.m, p.n, [&](int row, int col, float v0, float v1) {
@@ -340,20 +366,61 @@ __device__ __forceinline__ bool tail_fixup(float (&acc)[C::ACC_REGS], const epil
   return true;
 }
 
-// K splits summed inside the kernel (menu::k_splits: KernelParams splits > 1 with ws_ld 0; the launcher ran
-// every unit u = tile x splits + split on a CTA of its own at once). Split s > 0 stores its sums to slot u
-// and returns false; split 0 adds splits 1, 2, ... in that order (the reduce pass's order) and returns
-// true: it runs the epilogue.
+// K splits summed inside the kernel (menu::k_splits: KernelParams splits > 1 with ws_ld 0). The launcher ran each
+// tile's splits as one cluster of p.splits CTAs, one unit per CTA, split = the CTA's rank in the cluster: the
+// sums meet in distributed shared memory, no workspace, no flags, no reduce pass. Consumer warp w's rows are
+// finished by the CTA of rank w % splits (the epilogue shared out): every other CTA leaves that warp's sums
+// in its own shared memory (the ring, idle once both consumer warpgroups' MMAs retired), and after a cluster
+// barrier the owner adds the splits' sums in split order (the reduce pass's order: the same bits). Returns
+// whether this thread's warp runs the epilogue. Every thread of every CTA of the cluster passes both cluster
+// barriers: the producer warpgroup at the kernel's end (cluster_split_barriers).
 template <class C>
-__device__ __forceinline__ bool split_fixup(float (&acc)[C::ACC_REGS], const epilogue::KernelParams& p, int u,
-                                            int split, int units) {
-  const PieceSlots<C> slots(p.ws, units);
-  if (split != 0) {
-    slots.put(acc, u);
-    return false;
+__device__ __forceinline__ bool split_fixup(float (&acc)[C::ACC_REGS], uint8_t* smem, int split, int splits) {
+  constexpr int kThreads = 128 * C::CONSUMERS, kVecs = C::ACC_REGS / 4;
+  static_assert(C::ACC_REGS % 4 == 0, "float4 partial sums");
+  static_assert(int64_t(kVecs) * kThreads * 16 <= int64_t(C::kStages) * C::STAGE_BYTES, "a CTA's sums fit its ring");
+  const int i = threadIdx.x - 128;  // the consumer threads follow the producer warpgroup
+  const bool mine = (i / 32) % splits == split;
+  float4* slot = reinterpret_cast<float4*>(smem) + i;  // float4 v of thread i at v * kThreads + i: coalesced
+  ptx::named_barrier_sync(C::kTailBarrier, kThreads);  // both warpgroups' MMAs retired: the ring is idle
+  if (!mine) {
+#pragma unroll
+    for (int v = 0; v < kVecs; ++v) slot[v * kThreads] = make_float4(acc[4 * v], acc[4 * v + 1], acc[4 * v + 2], acc[4 * v + 3]);
   }
-  for (int s = 1; s < p.splits; ++s) slots.add(acc, u + s);
-  return true;
+  ptx::cluster_sync();  // releases our sums to the cluster, acquires the other splits'
+  if (mine) {
+    float sum[C::ACC_REGS];
+#pragma unroll 1
+    for (int q = 0; q < splits; ++q) {
+      const uint32_t src = ptx::mapa_shared(ptx::smem_addr(slot), static_cast<uint32_t>(q));
+#pragma unroll
+      for (int v = 0; v < kVecs; ++v) {
+        const float4 x = q == split ? make_float4(acc[4 * v], acc[4 * v + 1], acc[4 * v + 2], acc[4 * v + 3])
+                                    : ptx::lds_cluster_f32x4(src + v * kThreads * 16);
+        if (q == 0) {
+          sum[4 * v] = x.x, sum[4 * v + 1] = x.y, sum[4 * v + 2] = x.z, sum[4 * v + 3] = x.w;
+        } else {
+          sum[4 * v] += x.x, sum[4 * v + 1] += x.y, sum[4 * v + 2] += x.z, sum[4 * v + 3] += x.w;
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < C::ACC_REGS; ++r) acc[r] = sum[r];
+  }
+  ptx::cluster_sync();  // every owner's reads of our shared memory are done: we may exit
+  return mine;
+}
+
+// The producer warpgroup's part in split_fixup's two cluster barriers (it has no sums), at the kernel's end.
+template <class C>
+__device__ __forceinline__ void cluster_split_barriers(const epilogue::KernelParams& p) {
+  if constexpr (C::kSplitsInKernel) {
+    if (p.splits > 1 && p.ws_ld == 0) {
+      __syncwarp();
+      ptx::cluster_sync();
+      ptx::cluster_sync();
+    }
+  }
 }
 
 }  // namespace jax_tmem::sm90

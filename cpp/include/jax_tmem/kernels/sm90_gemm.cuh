@@ -29,6 +29,25 @@
 #include "jax_tmem/ptx/wgmma.cuh"
 #include "jax_tmem/scheduler.cuh"
 
+// JT_TIMELINE (scripts/stream_probe.cu only, never the package): %globaltimer stamps per CTA into
+// jt_timeline[blockIdx.x * 8 + i] where `cond` holds (where a decode GEMM's time goes: start, first data, last
+// data, MMAs retired, epilogue done).
+#ifdef JT_TIMELINE
+__device__ unsigned long long jt_timeline[264 * 8];
+#define JT_MARK(i, cond)                                                  \
+  do {                                                                    \
+    if (cond) {                                                           \
+      unsigned long long t_;                                              \
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_)::"memory");    \
+      jt_timeline[blockIdx.x * 8 + (i)] = t_;                             \
+    }                                                                     \
+  } while (0)
+#else
+#define JT_MARK(i, cond) \
+  do {                   \
+  } while (0)
+#endif
+
 namespace jax_tmem::sm90 {
 
 
@@ -64,6 +83,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
   // NOTE: with a cluster, the peer's barriers must be initialised before our multicast reaches them.
   if constexpr (C::CLUSTER_M > 1) cluster_sync();
   else __syncthreads();
+  JT_MARK(0, threadIdx.x == 0);
   // Split-K: the reduce pass may be launched now (its CTAs wait for this grid to complete).
   if constexpr (C::kPartialOut != 0) griddep_launch_dependents();
 
@@ -95,6 +115,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
   if (warpgroup == 0) {
     // ---------------- producer ----------------
     setmaxnreg_dec<C::PRODUCER_REGS>();
+    JT_MARK(7, threadIdx.x == 0);
     if (threadIdx.x == 0) {
       prefetch_tensormap(&tma_a);
       prefetch_tensormap(&tma_b);
@@ -146,9 +167,11 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
             for (int c = 0; c < C::K_CHUNKS; ++c)
               tma_load_3d(sb + c * C::B_CHUNK, &tma_b, &full[st.stage], k0 + c * C::BLOCK_K, n0, bb);
           }
+          JT_MARK(1, i == 0 && kb == kb0);
           st.advance();
         }
       }
+      JT_MARK(6, true);
     }
   } else if constexpr (C::kPingPong) {
     // ---------------- consumers, ping-pong: warpgroup cw takes every other tile ----------------
@@ -275,6 +298,8 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
       }
       for (int kb = kb0; kb < kb1; ++kb) {
         if constexpr (!C::kATrans) mbarrier_wait(&full[st.stage], st.phase);
+        JT_MARK(2, threadIdx.x == 128 && i == 0 && kb == kb0);
+        JT_MARK(3, threadIdx.x == 128 && kb == kb1 - 1);
         const uint32_t stage_off = st.stage * C::STAGE_BYTES;
         const uint32_t a_off = C::kATrans ? (kb & 1) * 8192 : stage_off;
         // kATrans: every warp's rows of kb are written, and every warp's MMAs of kb - 1 retired (the
@@ -321,13 +346,13 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
       }
       wgmma_wait<0>();
       fence_operands(acc);
+      JT_MARK(4, threadIdx.x == 128);
       if (prev_stage >= 0) release(prev_stage);
       // A piece of a last-wave tile: its owner adds the other pieces' partial sums; they store theirs.
       if constexpr (C::kTailSplit)
         if (tail.split_tile(t) && !tail_fixup<C>(acc, p, tail, t, kb0)) continue;
       if constexpr (C::kSplitsInKernel)
-        if (p.splits > 1 && p.ws_ld == 0 && !split_fixup<C>(acc, p, first_tile + i * tile_step, split, num_units))
-          continue;
+        if (p.splits > 1 && p.ws_ld == 0 && !split_fixup<C>(acc, smem, split, p.splits)) continue;
 
       // ---------------- epilogue: registers -> global ----------------
       // wgmma D fragment: acc[i] holds row 16*w + lane/4 + 8*((i/2)%2), col 8*(i/4) + 2*(lane%4) + i%2.
@@ -355,9 +380,11 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
       epilogue_store<C>(acc, p, tc.batch, row0, col0);
     }
     store_pending();  // kEpiOverlap: the last tile's
+    JT_MARK(5, threadIdx.x == 128);
     // The output is complete only once the bulk stores have been performed.
     if constexpr (C::kTmaStore) ring.drain(threadIdx.x % 128 == 0);
   }
+  if (warpgroup == 0) cluster_split_barriers<C>(p);  // K splits summed in a cluster: the producer's barriers
   // NOTE: a CTA may not exit while its peer can still multicast into its shared memory or arrive on
   // its barriers: the whole cluster leaves together.
   if constexpr (C::CLUSTER_M > 1) {

@@ -33,6 +33,16 @@ __device__ __forceinline__ float lds_cluster_f32(uint32_t cluster_addr) {
   return v;
 }
 
+// Four floats (16-byte aligned) from the shared memory of a CTA in the cluster (address from mapa_shared).
+__device__ __forceinline__ float4 lds_cluster_f32x4(uint32_t cluster_addr) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(cluster_addr)
+               : "memory");
+  return v;
+}
+
 // Arrive on an mbarrier of another CTA in the cluster (address from mapa_shared).
 __device__ __forceinline__ void mbarrier_arrive_cluster(uint32_t remote_bar) {
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote_bar) : "memory");
