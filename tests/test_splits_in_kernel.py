@@ -53,6 +53,8 @@ def test_what_is_refused_and_clamped():
         isa.kernel_plan("sm_90a", 64, 6144, 4096, config=13, splits=-4, num_sms=132)
     with pytest.raises(ValueError, match="at most 8 [(]one cluster of CTAs per tile[)], not 9"):
         isa.kernel_plan("sm_90a", 64, 512, 4096, config=13, splits=-9, num_sms=132)
+    with pytest.raises(ValueError, match="128 accumulators per thread: K splits summed inside the kernel take tiles"):
+        isa.kernel_plan("sm_90a", 200, 512, 4096, config=19, splits=-2, num_sms=132)
     with pytest.raises(ValueError, match="has no K splits"):
         isa.kernel_plan("sm_90a", 512, 4096, 4096, config=9, splits=-4, num_sms=132)
     with pytest.raises(ValueError, match="sm_90a's only"):

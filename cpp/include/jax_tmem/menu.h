@@ -132,6 +132,7 @@ inline int64_t workspace_floats(const GemmProblem& p, int splits) {
 inline int k_splits(int splits) { return splits < 0 ? -splits : splits; }
 inline bool splits_in_kernel(int splits) { return splits < -1; }
 constexpr int kMaxClusterSplits = 8;
+constexpr int kMaxClusterSplitBlockN = 128;  // the sm_90a Config's kSplitsInKernel
 
 // Splits so that the work units (tiles x splits) fill the SMs once: at most 8, and at least 4 K blocks
 // per split. 1 when the tiles alone fill the GPU. At most 2 once the tiles alone occupy a quarter of the
@@ -176,6 +177,10 @@ inline std::string in_kernel_refusal(bool sm90, const KernelConfig& c, int64_t t
   if (!sm90) return "K splits summed inside the kernel (splits < 0) are sm_90a's only";
   if (!c.partial()) return std::string("entry ") + c.name + " has no K splits (splits < 0 takes a split-K entry)";
   const int64_t units = tiles * k_splits(splits);
+  if (c.block_n > kMaxClusterSplitBlockN)
+    return std::string("entry ") + c.name + " keeps " + std::to_string(c.block_n / 2) +
+           " accumulators per thread: K splits summed inside the kernel take tiles at most " +
+           std::to_string(kMaxClusterSplitBlockN) + " wide";
   if (k_splits(splits) > kMaxClusterSplits)
     return "K splits summed inside the kernel: at most " + std::to_string(kMaxClusterSplits) +
            " (one cluster of CTAs per tile), not " + std::to_string(k_splits(splits));

@@ -122,8 +122,9 @@ struct Config {
   // The last wave shared out along K where planned (sched::TailSplit; menu::tail_splits: the plain cooperative schedule).
   static constexpr bool kTailSplit = kPartialOut == 0 && !kPingPong && kClusterM_ == 1;
   static constexpr int kTailBarrier = 10;  // both consumer warpgroups, around the partial sums' flags
-  // K splits summed here, no reduce pass, where the launcher planned it (menu::k_splits; split_fixup).
-  static constexpr bool kSplitsInKernel = kPartialOut != 0;
+  // K splits summed here, no reduce pass, where the launcher planned it (menu::k_splits; split_fixup). Not
+  // for 256-wide tiles: adding the splits over their 128 accumulators per thread spilled (menu::in_kernel_refusal).
+  static constexpr bool kSplitsInKernel = kPartialOut != 0 && BLOCK_N_ <= menu::kMaxClusterSplitBlockN;
   static constexpr int ACC_REGS = BLOCK_N / 2;         // f32 accumulators per consumer thread
 
   static_assert(BLOCK_N == 16 || BLOCK_N == 32 || BLOCK_N == 64 || BLOCK_N == 128 || BLOCK_N == 192 || BLOCK_N == 256,

@@ -369,11 +369,12 @@ __device__ __forceinline__ bool tail_fixup(float (&acc)[C::ACC_REGS], const epil
 // K splits summed inside the kernel (menu::k_splits: KernelParams splits > 1 with ws_ld 0). The launcher ran each
 // tile's splits as one cluster of p.splits CTAs, one unit per CTA, split = the CTA's rank in the cluster: the
 // sums meet in distributed shared memory, no workspace, no flags, no reduce pass. Consumer warp w's rows are
-// finished by the CTA of rank w % splits (the epilogue shared out): every other CTA leaves that warp's sums
-// in its own shared memory (the ring, idle once both consumer warpgroups' MMAs retired), and after a cluster
-// barrier the owner adds the splits' sums in split order (the reduce pass's order: the same bits). Returns
-// whether this thread's warp runs the epilogue. Every thread of every CTA of the cluster passes both cluster
-// barriers: the producer warpgroup at the kernel's end (cluster_split_barriers).
+// finished by the CTA of rank w % splits (the epilogue shared out). Every CTA leaves its sums in its own shared
+// memory (the ring, idle once both consumer warpgroups' MMAs retired); after a cluster barrier each owner reads
+// the splits' sums of its rows in split order and adds them (the reduce pass's order: the same bits) straight
+// into its accumulators (no second register set: a 256-wide tile has 128 per thread). Returns whether this
+// thread's warp runs the epilogue. Every thread of every CTA of the cluster passes both cluster barriers: the
+// producer warpgroup at the kernel's end (cluster_split_barriers).
 template <class C>
 __device__ __forceinline__ bool split_fixup(float (&acc)[C::ACC_REGS], uint8_t* smem, int split, int splits) {
   constexpr int kThreads = 128 * C::CONSUMERS, kVecs = C::ACC_REGS / 4;
@@ -383,29 +384,24 @@ __device__ __forceinline__ bool split_fixup(float (&acc)[C::ACC_REGS], uint8_t* 
   const bool mine = (i / 32) % splits == split;
   float4* slot = reinterpret_cast<float4*>(smem) + i;  // float4 v of thread i at v * kThreads + i: coalesced
   ptx::named_barrier_sync(C::kTailBarrier, kThreads);  // both warpgroups' MMAs retired: the ring is idle
-  if (!mine) {
 #pragma unroll
-    for (int v = 0; v < kVecs; ++v) slot[v * kThreads] = make_float4(acc[4 * v], acc[4 * v + 1], acc[4 * v + 2], acc[4 * v + 3]);
-  }
+  for (int v = 0; v < kVecs; ++v) slot[v * kThreads] = make_float4(acc[4 * v], acc[4 * v + 1], acc[4 * v + 2], acc[4 * v + 3]);
   ptx::cluster_sync();  // releases our sums to the cluster, acquires the other splits'
   if (mine) {
-    float sum[C::ACC_REGS];
-#pragma unroll 1
-    for (int q = 0; q < splits; ++q) {
+    const uint32_t src0 = ptx::mapa_shared(ptx::smem_addr(slot), 0u);
+#pragma unroll
+    for (int v = 0; v < kVecs; ++v) {
+      const float4 x = ptx::lds_cluster_f32x4(src0 + v * kThreads * 16);
+      acc[4 * v] = x.x, acc[4 * v + 1] = x.y, acc[4 * v + 2] = x.z, acc[4 * v + 3] = x.w;
+    }
+    for (int q = 1; q < splits; ++q) {
       const uint32_t src = ptx::mapa_shared(ptx::smem_addr(slot), static_cast<uint32_t>(q));
 #pragma unroll
       for (int v = 0; v < kVecs; ++v) {
-        const float4 x = q == split ? make_float4(acc[4 * v], acc[4 * v + 1], acc[4 * v + 2], acc[4 * v + 3])
-                                    : ptx::lds_cluster_f32x4(src + v * kThreads * 16);
-        if (q == 0) {
-          sum[4 * v] = x.x, sum[4 * v + 1] = x.y, sum[4 * v + 2] = x.z, sum[4 * v + 3] = x.w;
-        } else {
-          sum[4 * v] += x.x, sum[4 * v + 1] += x.y, sum[4 * v + 2] += x.z, sum[4 * v + 3] += x.w;
-        }
+        const float4 x = ptx::lds_cluster_f32x4(src + v * kThreads * 16);
+        acc[4 * v] += x.x, acc[4 * v + 1] += x.y, acc[4 * v + 2] += x.z, acc[4 * v + 3] += x.w;
       }
     }
-#pragma unroll
-    for (int r = 0; r < C::ACC_REGS; ++r) acc[r] = sum[r];
   }
   ptx::cluster_sync();  // every owner's reads of our shared memory are done: we may exit
   return mine;
