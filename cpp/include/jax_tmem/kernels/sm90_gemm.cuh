@@ -34,13 +34,9 @@
 // data, MMAs retired, epilogue done).
 #ifdef JT_TIMELINE
 __device__ unsigned long long jt_timeline[264 * 8];
-#define JT_MARK(i, cond)                                                  \
-  do {                                                                    \
-    if (cond) {                                                           \
-      unsigned long long t_;                                              \
-      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_)::"memory");    \
-      jt_timeline[blockIdx.x * 8 + (i)] = t_;                             \
-    }                                                                     \
+#define JT_MARK(i, cond)                                                             \
+  do {                                                                               \
+    if (cond) jt_timeline[blockIdx.x * 8 + (i)] = jax_tmem::ptx::globaltimer();      \
   } while (0)
 #else
 #define JT_MARK(i, cond) \

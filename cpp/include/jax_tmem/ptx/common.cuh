@@ -7,6 +7,13 @@
 
 namespace jax_tmem::ptx {
 
+// The global nanosecond timer (%globaltimer): scripts/stream_probe.cu's per-CTA timelines (JT_TIMELINE).
+__device__ __forceinline__ unsigned long long globaltimer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
+  return t;
+}
+
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
