@@ -121,7 +121,7 @@ struct Config {
   static constexpr int kTransBarrier = 8;  // kATrans: named barriers 8 + cw (one per consumer warpgroup)
   // The last wave shared out along K where planned (sched::TailSplit; menu::tail_splits: the plain cooperative schedule).
   static constexpr bool kTailSplit = kPartialOut == 0 && !kPingPong && kClusterM_ == 1;
-  static constexpr int kTailBarrier = 10;  // both consumer warpgroups, around the partial sums' flags
+  static constexpr int kTailBarrier = 10;  // both consumer warpgroups: around tail_fixup's flags, split_fixup's ring reuse
   // K splits summed here, no reduce pass, where the launcher planned it (menu::k_splits; split_fixup). Not
   // for 256-wide tiles: adding the splits over their 128 accumulators per thread spilled (menu::in_kernel_refusal).
   static constexpr bool kSplitsInKernel = kPartialOut != 0 && BLOCK_N_ <= menu::kMaxClusterSplitBlockN;

@@ -308,8 +308,8 @@ __device__ __forceinline__ void epilogue_store_tma(float (&acc)[C::ACC_REGS], co
   }
 }
 
-// A tile's piece of f32 partial sums in a workspace slot, shared by both consumer warpgroups: thread i's
-// registers as float4s at i, i + threads, ... (coalesced both ways); one ready flag (a 32-bit word) each.
+// A tile's piece of f32 partial sums in a workspace slot (tail_fixup), shared by both consumer warpgroups:
+// thread i's registers as float4s at i, i + threads, ... (coalesced both ways); one ready flag (a 32-bit word) each.
 template <class C>
 struct PieceSlots {
   static constexpr int kThreads = 128 * C::CONSUMERS, kVecs = C::ACC_REGS / 4;
