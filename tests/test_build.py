@@ -304,6 +304,29 @@ def test_sm90_uses_wgmma(sass):
     assert tma_store and all("STSM.16.M88.4" in t for t in tma_store), "TMA-store kernels without stmatrix"
 
 
+def test_sm90_partial_entries_have_a_compact_twin(sass):
+    """The split-K / swap-AB kernels come in twins (Config::kFusedFinish): one finishes a fused epilogue per
+    element itself, the other (which the launcher runs for plain casts and wherever the reduce pass finishes)
+    has none of that code: at most 60 % of the instructions, since a decode GEMM fetches its code cold. Both
+    sum K splits in a thread-block cluster (barrier.cluster: UCGABAR)."""
+    if "sm_90a" not in _ext.build_info()["cuda_archs"]:
+        pytest.skip("sm_90a not built")
+    funcs = _functions(_kernels_by_arch(sass)["sm_90a"])
+    pat = re.compile(r"sm90_gemm_kernel.*ELi([12])ELi(\d+)ELb[01]ELb([01])EEEE")
+    twins = {}
+    for f, t in funcs.items():
+        m = pat.search(f)
+        if m:
+            twins.setdefault(f[:m.start(3)] + f[m.end(3):], {})[m.group(3)] = t
+    assert twins, "no sm_90a split-K / swap-AB kernels found"
+    size = lambda t: len(re.findall(r"/\*[0-9a-f]{4,}\*/", t))  # noqa: E731
+    for name, pair in twins.items():
+        assert set(pair) == {"0", "1"}, f"{name}: only the kFusedFinish={set(pair)} kernel was built"
+        assert size(pair["0"]) <= 0.6 * size(pair["1"]), \
+            f"{name}: the plain twin has {size(pair['0'])} instructions, the fused one {size(pair['1'])}"
+        assert all("UCGABAR_ARV" in t and "UCGABAR_WAIT" in t for t in pair.values()), f"{name}: no cluster barrier"
+
+
 def test_no_spills_or_local_memory(resources):
     entries = re.findall(r"Function (\S+):\s*\n\s*REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", resources)
     assert entries, "no kernels found in the resource report"

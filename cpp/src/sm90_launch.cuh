@@ -15,6 +15,15 @@ namespace jax_tmem::sm90 {
 
 template <class C>
 std::string run(const GemmLaunch& L) {
+  if constexpr (C::kPartialOut != 0) {
+    // The twin without the fused per-element epilogue (Config::kFusedFinish) unless this launch needs it: a
+    // fused epilogue that the kernel finishes itself (one split, or K splits summed in the kernel).
+    const bool kernel_finishes = menu::k_splits(L.p.splits) <= 1 || menu::splits_in_kernel(L.p.splits);
+    if (!kernel_finishes || epilogue::plain(kernel_params(L).epi)) {
+      using P = typename C::template WithFusedFinish<false>;
+      return launch_persistent<P>(sm90_gemm_kernel<P>, L);
+    }
+  }
   return launch_persistent<C>(sm90_gemm_kernel<C>, L);
 }
 

@@ -166,7 +166,7 @@ __device__ __forceinline__ void row_segment_math(float (&v)[kCols], const Args& 
 // whose first execution in each CTA (eight inlined copies at the end of a decode tile) cost ~1.6 us per
 // GEMM in instruction fetches (scripts/stream_probe.cu, H200, 2026-11-24: 16 x 4096 x 4096 13.0 us with
 // the math, 11.4 with plain stores, 11.1 with none).
-__device__ __forceinline__ bool plain(const Args& e) {
+__host__ __device__ __forceinline__ bool plain(const Args& e) {
   return e.alpha == 1.0f && e.scale == nullptr && e.bias == nullptr && e.c == nullptr &&
          e.activation == static_cast<int32_t>(Activation::kNone);
 }

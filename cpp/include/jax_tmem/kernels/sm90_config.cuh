@@ -55,9 +55,19 @@ namespace jax_tmem::sm90 {
 //   2026-11-24), 512-byte rows stream at 2.9-3.4 TB/s from 32-64 CTAs where 128-byte rows reach 2.3-3.1.
 template <DType kA_, DType kB_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_, bool kPingPong_ = false,
           bool kSmemEpilogue_ = false, int kClusterM_ = 1, bool kTmaStore_ = false, int kPartialOut_ = 0,
-          int kBlockM_ = 128, bool kEpiOverlap_ = false>
+          int kBlockM_ = 128, bool kEpiOverlap_ = false, bool kFusedFinish_ = true>
 struct Config {
   static constexpr int kPartialOut = kPartialOut_;
+  // kPartialOut entries: whether the kernel can finish a fused epilogue itself (bias, activation, c, alpha:
+  // epilogue::finish_element per accumulator, one split or K splits summed in the kernel). Its inlined copies
+  // are most of the kernel's code, fetched cold by every decode GEMM that runs it, so the launcher (run) takes
+  // the WithFusedFinish<false> twin wherever the epilogue is a plain cast or the reduce pass finishes it
+  // (H200, 2026-11-27, stream_probe tl: a 64 x 4096 x 4096 GEMM on entry 13 after an L2 flush, first TMA issued
+  // 2.27 -> 1.41 us after the start, epilogue done 18.1 -> 15.3 us with the 8048-instruction kernel cut to 2104).
+  static constexpr bool kFusedFinish = kFusedFinish_;
+  template <bool F>
+  using WithFusedFinish = Config<kA_, kB_, BLOCK_N_, kStages_, kAMN_, kBMN_, kPingPong_, kSmemEpilogue_, kClusterM_,
+                                 kTmaStore_, kPartialOut_, kBlockM_, kEpiOverlap_, F>;
   static constexpr DType kA = kA_, kB = kB_;
   static_assert(dtype_bytes(kA) == dtype_bytes(kB), "A and B of one wgmma have one element width");
   static constexpr bool kATrans = kAMN_ && dtype_bytes(kA_) == 1;  // 8-bit MN-major A: transposed in smem

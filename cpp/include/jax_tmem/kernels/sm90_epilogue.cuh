@@ -88,7 +88,9 @@ __device__ __forceinline__ void partial_store(const float (&acc)[C::ACC_REGS], c
   }
   for_each_fragment_pair<C>(acc, row0, col0, p.m, p.n, [&](int row, int col, float v0, float v1) {
     if (p.ws_ld == 0) {  // finish the output here (no partial sums for a reduce pass)
-      if constexpr (C::kPartialOut == 1) {
+      // (!kFusedFinish: the launcher never runs this twin with a fused epilogue and ws_ld 0: see Config)
+      if constexpr (!C::kFusedFinish) {
+      } else if constexpr (C::kPartialOut == 1) {
         epilogue::finish_element(v0, p.epi, int64_t(batch) * p.m + row, col, p.n);
         if (col + 1 < p.n) epilogue::finish_element(v1, p.epi, int64_t(batch) * p.m + row, col + 1, p.n);
       } else {  // swap-AB: kernel row = output column, kernel column = output row
