@@ -924,7 +924,8 @@ def test_sm90_heuristic(m, n, k, batch, out, expect):
 
 
 @pytest.mark.parametrize("dtype,b_mn_major,expect,splits,m", [
-    ("bfloat16", False, 15, 1, 16), ("bfloat16", True, 15, 1, 16), ("float8_e4m3fn", False, 15, 1, 16),
+    # 16-bit weights: 64 tiles of 64 rows, 2 K splits summed in clusters of 2 (sm90_cluster_decode)
+    ("bfloat16", False, 15, -2, 16), ("bfloat16", True, 15, -2, 16), ("float8_e4m3fn", False, 15, 1, 16),
     # an fp8 (K, N) weight: the wgmma decode entry (register A built from the (K, N) tile, no splits) at
     # M 9-64; above, only the 128-row swap-AB entries transpose it in shared memory, and their busy
     # consumers keep split_count's K splits (32 tiles -> 4 splits, 128 CTAs)
@@ -944,17 +945,20 @@ def test_sm90_swap_ab_needs_k_major_lhs():
     (16, 8192, 8192, "bfloat16", 1),        # 128 swap tiles of 64 weight rows: over half the SMs, no split
     (16, 8192, 8192, "float8_e4m3fn", 1),
     (64, 8192, 8192, "bfloat16", 1),        # M = 64: the 128-row entry, 64 tiles: half the SMs already
-    (64, 4096, 14336, "bfloat16", 2),       # 32 tiles, 28 KB rows: 2 splits (each >= 8 KB of a row)
-    (64, 4096, 4096, "bfloat16", 1),        # 32 tiles, 8 KB rows: one split
+    # 16-bit weights whose 64-row tiles x 2 fit on the SMs: those tiles, 2 K splits summed in a cluster
+    # (sm90_cluster_decode; it replaces the 128-row entry's 32 tiles with 2 splits and a reduce pass, or 1)
+    (64, 4096, 14336, "bfloat16", -2), (64, 4096, 4096, "bfloat16", -2), (32, 4096, 4096, "bfloat16", -2),
+    (64, 4096, 4096, "float16", -2), (64, 6144, 4096, "bfloat16", 1),  # 96 tiles x 2 > 132 SMs
+    (64, 4096, 4096, "float32", 2),         # tf32: not taken (measured on 16-bit weights only)
     (64, 4096, 14336, "float8_e4m3fn", 1),  # 8-bit weights: 64-row entries to M = 64, 64 tiles: no split
     (64, 1024, 4096, "float8_e4m3fn", 2),   # 16 tiles: 4 splits by the SMs, 2 by the 2 KB of a 4 KB row
     (64, 6144, 4096, "float8_e4m3fn", 1),   # 96 tiles
     (16, 4096, 4096, "float8_e4m3fn", 1),   # 64 tiles of 64 rows
-    (16, 4096, 4096, "bfloat16", 1),        # 64 tiles of 64 rows: half the SMs (decode_split_count)
-    (16, 2048, 4096, "bfloat16", 1),        # 32 tiles would take 2 splits, but the rows are 8 KB
+    (16, 4096, 4096, "bfloat16", -2),       # 64 tiles of 64 rows: 2 splits summed in a cluster
+    (16, 2048, 4096, "bfloat16", -2),
     (16, 32768, 8192, "bfloat16", 1),
-    (16, 1024, 8192, "bfloat16", 2),        # 16 tiles: 4 by the SMs, 2 by the 16 KB rows
-    (16, 256, 65536, "bfloat16", 8),        # 4 tiles: 16 by the SMs, capped at 8
+    (16, 1024, 8192, "bfloat16", -2),       # 16 tiles: 2 splits by the 16 KB rows, now summed in a cluster
+    (16, 256, 65536, "bfloat16", 8),        # 4 tiles: 16 by the SMs, capped at 8 (more CTAs than a cluster of 2)
     (8, 256, 65536, "bfloat16", 1),         # M <= 8: the mma.sync entries, no split
     (16, 256, 256, "bfloat16", 1),
     (512, 512, 65536, "bfloat16", 8),       # 16 tiles of 128x128
@@ -966,6 +970,22 @@ def test_sm90_split_plan(m, n, k, dtype, splits):
     plan = isa.kernel_plan("sm_90a", m, n, k, a_dtype=dtype, num_sms=132)
     assert plan["splits"] == splits, plan
     assert plan["workspace_floats"] == (splits * m * ((n + 3) // 4 * 4) if splits > 1 else 0)
+
+
+def test_sm90_cluster_decode_boundaries():
+    """sm90_cluster_decode: 64-row tiles x 2 K splits summed in a cluster, only where they all fit on the
+    SMs, give at least the CTAs of the plan they replace, and keep 16 K blocks of 128 bytes per split."""
+    plan = lambda m, n, k, sms=132, **kw: isa.kernel_plan("sm_90a", m, n, k, num_sms=sms, **kw)
+    assert (plan(64, 4096, 4096)["config"], plan(64, 4096, 4096)["splits"]) == (17, -2)
+    assert plan(64, 4096, 4096, sms=114)["splits"] == 1    # 128 CTAs > 114 SMs: the 128-row entry, 1 split
+    assert plan(64, 4224, 4096)["splits"] == -2 and plan(64, 4352, 4096)["splits"] == 1  # 66 / 68 tiles
+    assert plan(64, 4096, 2048)["splits"] == -2            # 32 K blocks: 16 per split
+    assert plan(64, 4096, 1984)["splits"] == 1             # 31 K blocks
+    assert plan(16, 256, 65536)["splits"] == 8             # 4 tiles x 8 reduce-pass splits: more CTAs
+    assert plan(64, 4096, 4096, batch=2)["splits"] == 1    # 2 x 64 tiles x 2 > 132
+    assert plan(64, 4096, 4096, a_mn_major=True)["config"] not in (15, 16, 17)  # swap-AB needs a K-major lhs
+    for m in (16, 32, 64):  # fp8 weights keep their measured plans (no cluster)
+        assert plan(m, 4096, 4096, a_dtype="float8_e4m3fn")["splits"] > 0
 
 
 def test_one_split_plans_need_no_workspace():

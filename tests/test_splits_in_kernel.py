@@ -86,6 +86,10 @@ CASES = [
     (64, 2048, 4096, 1, 13, 4, E4M3, False, BF16, False),   # fp8 (N, K)
     (100, 2048, 2048, 1, 18, 4, E4M3, True, BF16, True),    # fp8 (K, N): the transposing 128-token entry
     (256, 512, 8192, 1, 14, 8, BF16, False, BF16, False),   # the split-K entry, not swapped
+    # the heuristic's plans (menu::sm90_cluster_decode): 64-row tiles, 2 splits, 16-bit weights stored either way
+    (64, 4096, 4096, 1, 17, 2, BF16, True, BF16, False),    # the O projection at 64 tokens, Flax's (K, N) weight
+    (48, 2056, 4096, 1, 17, 2, F16, False, F32, True),      # M and N tails, f32 out, the fused epilogue
+    (16, 1024, 8192, 1, 15, 2, BF16, True, BF16, True),
 ]
 
 
@@ -137,6 +141,30 @@ def test_splits_summed_in_the_kernel(case):
         assert_close(o1.astype(out_dtype), passed.astype(np.float64), out_dtype, k, tol_dtype=tol)
     else:
         np.testing.assert_array_equal(o1, passed)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k,kn", [(64, 4096, 4096, False), (64, 4096, 14336, True), (32, 1024, 8192, False)])
+def test_the_heuristic_sums_decode_splits_in_a_cluster(m, n, k, kn):
+    """The 16-bit decode GEMMs whose 64-row tiles x 2 fit on the SMs: the heuristic's own plan (config -1)
+    is 2 K splits summed in clusters (the 8B O and down projections at 64 tokens), and its values hold
+    against float64, NaN-poisoned, bitwise repeatable."""
+    _require_sm90()
+    sms = _arch.device_sms()
+    plan = isa.kernel_plan("sm_90a", m, n, k, a_dtype="bfloat16", b_mn_major=kn, num_sms=sms)
+    if (n + 63) // 64 * 2 > sms:
+        pytest.skip(f"{sms} SMs: {(n + 63) // 64} tiles x 2 do not fit")
+    assert plan["splits"] == -2 and plan["workspace_floats"] == 0, plan
+    s = seed_of("heuristic-cluster", m, n, k, kn)
+    x, w = rand(s, (m, k), BF16), rand(s + 1, (k, n) if kn else (n, k), BF16)
+    dn = (((1,), (0 if kn else 1,)), ((), ()))
+    g = jax.jit(lambda poison, x, w: gemm_op.gemm(x, w, None, None, dn, np.dtype(BF16), gemm_op.Epilogue(),
+                                                  "kernel", True, -1), donate_argnums=0)
+    outs = [np.asarray(g(jnp.full((m, n), jnp.nan, BF16), x, w).astype(jnp.float32)) for _ in range(2)]
+    assert not np.isnan(outs[0]).any(), "unwritten (NaN-poisoned) outputs"
+    np.testing.assert_array_equal(outs[0], outs[1])
+    x64, w64 = (np.asarray(t.astype(jnp.float32), np.float64) for t in (x, w))
+    assert_close(outs[0].astype(BF16), x64 @ (w64 if kn else w64.T), BF16, k)
 
 
 @pytest.mark.gpu

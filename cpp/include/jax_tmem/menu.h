@@ -411,6 +411,27 @@ inline Sm90 sm90_wg_decode_entry(const GemmProblem& p) {
   return p.m <= 16 ? Sm90::k64x16DecodeWg : p.m <= 32 ? Sm90::k64x32DecodeWg : Sm90::k64x64DecodeWg;
 }
 
+// A 16-bit decode GEMM whose 64-row swap-AB tiles, 2 K splits each, fit on the SMs at once: those tiles, their
+// 2 splits summed in a cluster of 2 CTAs (k_splits; no workspace, no reduce pass), where that gives at least
+// as many CTAs as the plan `plan` (so not where decode_split_count's reduce-pass splits give more: 4 tiles x 8)
+// and each split keeps 16 K blocks of 128 bytes. Hopper's SMs come in pairs (TPCs), so every SM can hold one
+// CTA of a 2-CTA cluster; the launcher checks the occupancy still. H200, 2026-11-27 18:36, bench_decode.py
+// --variants, 8B layer, bf16, 5 rounds, xla / ours: M = 64 (O and down projections, 4096 x 4096 and 14336 ->
+// 4096: 64 tiles each) 0.95 -> 1.002 (the 128-row entry's 32 CTAs, and 2 splits with a reduce pass); M = 32
+// 0.96 -> 0.971, M = 16 0.95 -> 0.959. The 6144-wide QKV (96 tiles) on 128-row tiles in clusters of 2 lost
+// (M = 64: 0.964 against 0.994; M = 32 on 64x32: 0.955 against 0.971).
+inline constexpr int kSm90ClusterDecodeMinKBlocks = 32;
+inline Plan sm90_cluster_decode(const GemmProblem& p, int num_sms, const Plan& plan) {
+  const KernelConfig& c = kSm90Table.at(static_cast<Sm90>(plan.config));
+  if (!c.swap_ab() || dtype_bytes(p.b_type) != 2 || k_blocks_128B(p) < kSm90ClusterDecodeMinKBlocks) return plan;
+  const KernelConfig* t = kSm90Table.narrowest(Split::kSwapAB, p.m, 64);
+  if (t == nullptr) return plan;
+  const int64_t tiles = partial_tiles(p, *t), ctas = partial_tiles(p, c) * k_splits(plan.splits);
+  if (tiles * 2 > num_sms || tiles * 2 < ctas || !in_kernel_refusal(true, *t, tiles, -2, num_sms).empty())
+    return plan;
+  return Plan{t->id, -2, 0};
+}
+
 inline constexpr int kSm90DecodeMaxM = 64, kSm90TransposeMaxM = 256, kSm90SplitKIdle = 4;
 inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = -1) {
   // The decode entries: one split, no workspace (their K split is over a CTA's warps), forced or not.
@@ -442,6 +463,7 @@ inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = 
     const Plan alt = make_plan(kSm90Table, q, num_sms, ws_available, true, decode, dense);
     if (ws_available < 0 || alt.ws_floats <= ws_available) plan = alt;
   }
+  if (p.config < 0 && !transposes) plan = sm90_cluster_decode(p, num_sms, plan);
   // A dense cooperative entry's last wave shared out (see tail_share; the plan's `splits` is the number
   // of CTAs plus grid x the whole waves shared): forced by config (entry, splits), or tail_split_default;
   // the heuristic's 128x256 tiles that share nothing run in 2x1 clusters where sm90_cluster_pays.
