@@ -8,8 +8,10 @@
 // `stream_probe o64`: the 64- and 16-token 4096-wide GEMMs against K (64 .. 14336) on our swap-AB entries, K
 // splits by the reduce pass or summed in a cluster (splits < 0), next to the pure stream (fixed cost vs per-k-block).
 // `stream_probe tl` (built with -DJT_TIMELINE): one launch of each, warm and after an L2 flush, with the kernel's
-// %globaltimer stamps per CTA (kernels/sm90_gemm.cuh JT_MARK): start, first TMA issued, first / last data, MMAs
-// retired, epilogue done.
+// %globaltimer stamps per CTA (kernels/sm90_gemm.cuh JT_MARK): kernel entry, barriers initialised, start (after
+// the CTA's barrier), the producer's first steps (setmaxnreg, the first unit's coordinates, empty wait, expect_tx,
+// A loads, B load = first TMA issued), first / last data, MMAs retired, epilogue done; us after the first CTA's
+// start (the kernel entry comes before it: negative).
 //
 //   nvcc -std=c++17 -O3 -arch=sm_90a -Icpp/include -Icpp/src -o /tmp/stream_probe scripts/stream_probe.cu && /tmp/stream_probe
 #include <cuda.h>
@@ -455,7 +457,8 @@ int main(int argc, char** argv) {
           l2_flush_kernel<<<264, 512, 0, st>>>((const uint4*)bufs[5], max_bytes / 16, sink);
         }
         CK(cudaStreamSynchronize(st));
-        std::vector<unsigned long long> z(264 * 8, 0), t(264 * 8);
+        constexpr int kMarks = 16;  // kernels/sm90_gemm.cuh: jt_timeline[cta * 16 + mark]
+        std::vector<unsigned long long> z(264 * kMarks, 0), t(264 * kMarks);
         CK(cudaMemcpyToSymbol(jt_timeline, z.data(), z.size() * 8));
         cudaEvent_t e0, e1;
         CK(cudaEventCreate(&e0));
@@ -468,15 +471,19 @@ int main(int argc, char** argv) {
         CK(cudaEventElapsedTime(&ms, e0, e1));
         CK(cudaMemcpyFromSymbol(t.data(), jt_timeline, t.size() * 8));
         unsigned long long t0 = ~0ull;
-        for (int c = 0; c < ctas; ++c) t0 = std::min(t0, t[c * 8]);
+        for (int c = 0; c < ctas; ++c) t0 = std::min(t0, t[c * kMarks]);
         printf("%-34s %s: events %6.2f us | us after the first CTA's start (min / median / max over %d CTAs):\n", name,
                cold ? "cold" : "warm", ms * 1000.f, ctas);
-        const char* what[8] = {"start", "first TMA issued", "first data", "last data", "MMAs retired", "epilogue done",
-                               "producer done", "producer setmaxnreg"};
-        for (int i = 0; i < 8; ++i) {
+        // in the order they happen on the producer's thread 0, then the consumers'
+        const char* what[kMarks] = {"start (synced)", "first TMA issued", "first data", "last data", "MMAs retired",
+                                    "epilogue done", "producer done", "producer setmaxnreg", "first unit's coords",
+                                    "first empty wait", "first expect_tx", "first A loads", "kernel entry",
+                                    "barriers initialised", "", ""};
+        const int order[] = {12, 13, 0, 7, 8, 9, 10, 11, 1, 2, 3, 4, 5, 6};
+        for (int i : order) {
           std::vector<double> v;
           for (int c = 0; c < ctas; ++c)
-            if (t[c * 8 + i] != 0) v.push_back((t[c * 8 + i] - t0) / 1e3);
+            if (t[c * kMarks + i] != 0) v.push_back((double(t[c * kMarks + i]) - double(t0)) / 1e3);
           if (v.empty()) continue;
           std::sort(v.begin(), v.end());
           printf("    %-18s %7.2f %7.2f %7.2f\n", what[i], v.front(), v[v.size() / 2], v.back());

@@ -30,13 +30,13 @@
 #include "jax_tmem/scheduler.cuh"
 
 // JT_TIMELINE (scripts/stream_probe.cu only, never the package): %globaltimer stamps per CTA into
-// jt_timeline[blockIdx.x * 8 + i] where `cond` holds (where a decode GEMM's time goes: start, first data, last
+// jt_timeline[blockIdx.x * 16 + i] where `cond` holds (where a decode GEMM's time goes: start, first data, last
 // data, MMAs retired, epilogue done).
 #ifdef JT_TIMELINE
-__device__ unsigned long long jt_timeline[264 * 8];
+__device__ unsigned long long jt_timeline[264 * 16];
 #define JT_MARK(i, cond)                                                             \
   do {                                                                               \
-    if (cond) jt_timeline[blockIdx.x * 8 + (i)] = jax_tmem::ptx::globaltimer();      \
+    if (cond) jt_timeline[blockIdx.x * 16 + (i)] = jax_tmem::ptx::globaltimer();     \
   } while (0)
 #else
 #define JT_MARK(i, cond) \
@@ -65,6 +65,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
 
+  JT_MARK(12, threadIdx.x == 0);
   // Initialise barriers: full[s] completes on one arrive + the TMA bytes; empty[s] on one arrive from
   // each consumer warp that reads the slot (8 cooperative, per CTA of the cluster; 4 ping-pong).
   if (threadIdx.x == 0) {
@@ -75,6 +76,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     mbarrier_init(&order[0], 4);  // one arrive per warp of the other consumer warpgroup
     mbarrier_init(&order[1], 4);
     fence_barrier_init();
+    JT_MARK(13, true);
   }
   // NOTE: with a cluster, the peer's barriers must be initialised before our multicast reaches them.
   if constexpr (C::CLUSTER_M > 1) cluster_sync();
@@ -122,12 +124,15 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
         const sched::TileCoord tc = scheduler.coord(t);
         const int m0 = tc.m_blk * C::TILE_M + rank * C::BLOCK_M, n0 = tc.n_blk * C::BLOCK_N;
         const int ab = p.a_batched ? tc.batch : 0, bb = p.b_batched ? tc.batch : 0;
+        JT_MARK(8, i == 0);
         for (int kb = kb0; kb < kb1; ++kb) {
           mbarrier_wait(&empty[st.stage], st.phase ^ 1u);
+          JT_MARK(9, i == 0 && kb == kb0);
           uint8_t* sa = smem + st.stage * C::STAGE_BYTES;
           uint8_t* sb = sa + C::A_BYTES;
           const int k0 = kb * C::STAGE_K;
           mbarrier_arrive_expect_tx(&full[st.stage], C::STAGE_BYTES);
+          JT_MARK(10, i == 0 && kb == kb0);
 #pragma unroll
           for (int c = 0; c < C::K_CHUNKS; ++c) {  // chunk c of A (BLOCK_M rows x 128 bytes) at c * A_CHUNK
             const int kc = k0 + c * C::BLOCK_K;
@@ -141,6 +146,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
               tma_load_3d(sa + c * C::A_CHUNK, &tma_a, &full[st.stage], kc, m0, ab);
             }
           }
+          JT_MARK(11, i == 0 && kb == kb0);
           if constexpr (C::CLUSTER_M > 1) {  // our half of B, into both CTAs
             constexpr uint16_t kMask = (1u << C::CLUSTER_M) - 1;
             if constexpr (C::kBMN) {
