@@ -20,11 +20,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import jax_tmem
 from jax_tmem import isa
 from jax_tmem._core import arch as _arch, ext as _ext
 from jax_tmem.ops import gemm as gemm_op
 
-from conftest import BF16, E4M3, F16, F32, assert_close, command_buffer_runs, rand, ref_epilogue, seed_of
+from conftest import (BF16, E4M3, F16, F32, assert_close, command_buffer_runs, lower_for_cuda, rand, ref_epilogue,
+                      seed_of)
 
 
 def _needs_ext():
@@ -65,6 +67,21 @@ def test_what_is_refused_and_clamped():
     # -1 is the heuristic's count, as 0 is
     assert isa.kernel_plan("sm_90a", 64, 4096, 4096, config=13, splits=-1, num_sms=132)["splits"] >= 1
     assert _arch._splits_in_words(-4, True, 132) == "4 K splits summed in the kernel"
+
+
+def test_the_log_names_the_heuristics_splits_summed_in_the_kernel(as_if_on):
+    """JAX_TMEM_LOG / decisions() name the heuristic's in-kernel splits (it has no workspace to name), and the
+    lowered custom call carries them (splits = -2) with the 1-float placeholder workspace."""
+    as_if_on(90, 132)
+    x, w = jax.ShapeDtypeStruct((64, 4096), BF16), jax.ShapeDtypeStruct((4096, 4096), BF16)
+    dn = (((1,), (1,)), ((), ()))
+    txt, ds = lower_for_cuda(lambda x, w: jax_tmem.dot_general(x, w, dn, preferred_element_type=BF16), x, w)
+    assert any("(config 17, 2 K splits summed in the kernel, no workspace, heuristic, 132 SMs)" in d.target
+               for d in ds), "\n".join(map(str, ds))
+    assert "splits = -2" in txt and "tensor<1xf32>" in txt, txt[-3000:]
+    as_if_on(90, 114)  # 64 tiles x 2 > 114 SMs: the 128-row entry, one split
+    txt, ds = lower_for_cuda(lambda x, w: jax_tmem.dot_general(x, w, dn, preferred_element_type=BF16), x, w)
+    assert any("(config 13, heuristic, 114 SMs)" in d.target for d in ds), "\n".join(map(str, ds))
 
 
 def _require_sm90():

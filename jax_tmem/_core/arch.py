@@ -130,7 +130,8 @@ def menu_entry(arch: str, canon, a_dtype, config, out_dtype="bfloat16") -> str:
     how = ("forced" if split_config(config)[0] >= 0 else f"heuristic, {sms} SMs" if sms > 0
            else "heuristic, SM count unknown")
     entry = menu(arch)[cfg]
-    extra = f", {_splits_in_words(splits, entry['split'] != 'none', sms)}, {ws * 4 / 1024:.0f} KiB workspace" if ws else ""
+    extra = (f", {_splits_in_words(splits, entry['split'] != 'none', sms)}, {ws * 4 / 1024:.0f} KiB workspace" if ws
+             else f", {_splits_in_words(splits, True, sms)}, no workspace" if splits < -1 else "")
     return f"{name} (config {cfg}{extra}, {how})"
 
 
