@@ -71,6 +71,35 @@ for cfg in [(e["config"], 3) if e["split_k"] else e["config"] for e in menu if e
     err = float(np.abs(np.asarray(out, np.float64) - ref).max() / np.abs(ref).max())
     print("config", cfg, "rel err", err, flush=True)
     assert err < 1e-2
+# K splits summed inside the kernel (sm_90a, config (entry, -splits)): each tile's splits one thread-block cluster,
+# the partial sums read through distributed shared memory (split_fixup), with N / M / K tails, a fused epilogue,
+# and the heuristic's own plan for a 64 x 4096 x 4096 decode GEMM (2 splits on the 64-row entry).
+if arch == "sm_90a":
+    for e in menu:
+        if not e["split_k"] or e["block_n"] > 128:
+            continue
+        swap = e["split"] == "swap-ab"
+        m_, n_, k_ = (min(e["block_n"], 40) if swap else 136), 264, 1040
+        for splits in (2, 3):
+            a = jnp.asarray(rng.standard_normal((m_, k_)), "bfloat16")
+            b = jnp.asarray(rng.standard_normal((n_, k_)), "bfloat16")
+            bias = jnp.asarray(rng.standard_normal((n_,)), "float32")
+            epi = gemm_op.Epilogue(activation="relu", has_bias=True)
+            out = jax.jit(lambda x, y, z: gemm_op.gemm(x, y, z, None, nk, jnp.dtype("bfloat16"), epi, "kernel", True,
+                                                       (e["config"], -splits)))(a, b, bias)
+            a64, b64 = (np.asarray(t.astype(jnp.float32), np.float64) for t in (a, b))
+            ref = np.maximum(a64 @ b64.T + np.asarray(bias, np.float64), 0)
+            err = float(np.abs(np.asarray(out, np.float64) - ref).max() / np.abs(ref).max())
+            print("in-kernel splits config", e["config"], -splits, (m_, n_, k_), "rel err", err, flush=True)
+            assert err < 1e-2
+    a = jnp.asarray(rng.standard_normal((64, 4096)), "bfloat16")
+    b = jnp.asarray(rng.standard_normal((4096, 4096)), "bfloat16")
+    out = jax.jit(lambda x, y: jax_tmem.dot_general(x, y, nk, preferred_element_type=jnp.float32, path="kernel"))(a, b)
+    print("heuristic decode:", jax_tmem.decisions()[-1], flush=True)
+    ref = np.asarray(a.astype(jnp.float32), np.float64) @ np.asarray(b.astype(jnp.float32), np.float64).T
+    err = float(np.abs(np.asarray(out, np.float64) - ref).max() / np.abs(ref).max())
+    print("heuristic decode 64 x 4096 x 4096 rel err", err, flush=True)
+    assert err < 5e-3
 # The TMA-store epilogue under the next tile's MMAs (sm_90a 20, 22, 24): more tiles than SMs, so that each
 # CTA stores a tile while the next one's MMAs run.
 for e in menu:
