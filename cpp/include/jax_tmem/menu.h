@@ -427,8 +427,7 @@ inline Plan sm90_cluster_decode(const GemmProblem& p, int num_sms, const Plan& p
   const KernelConfig* t = kSm90Table.narrowest(Split::kSwapAB, p.m, 64);
   if (t == nullptr) return plan;
   const int64_t tiles = partial_tiles(p, *t), ctas = partial_tiles(p, c) * k_splits(plan.splits);
-  if (tiles * 2 > num_sms || tiles * 2 < ctas || !in_kernel_refusal(true, *t, tiles, -2, num_sms).empty())
-    return plan;
+  if (tiles * 2 < ctas || !in_kernel_refusal(true, *t, tiles, -2, num_sms).empty()) return plan;  // (fits the SMs)
   return Plan{t->id, -2, 0};
 }
 
