@@ -164,20 +164,13 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
       return "split-K: splits " + std::to_string(s) + " outside [1, " + std::to_string(k_blocks) + "] K blocks";
     if (tiles * s >= (int64_t(1) << 31)) return "split-K: too many work units";
     units = tiles * s;
-    if (in_kernel) {  // clusters of s CTAs, every one resident at once (the kernel runs one unit per CTA)
+    if (in_kernel) {  // clusters of s CTAs, one unit per CTA: a grid of every unit (menu::in_kernel_refusal)
       if (s > menu::kMaxClusterSplits)
         return "K splits summed inside the kernel: at most " + std::to_string(menu::kMaxClusterSplits) + ", not " +
                std::to_string(s);
       if (kCluster != 1) return "K splits summed inside the kernel: not for an entry with clusters of its own";
       set_cluster_x(cfg, attr, static_cast<int>(s));
-      int clusters = 0;
-      err = resident_clusters(kernel, cfg, static_cast<int>(s), L.num_sms, L.device, state.split_clusters[s], clusters);
-      if (!err.empty()) return err;
-      if (units > int64_t(clusters) * s)
-        return "K splits summed inside the kernel need every unit resident at once: " + std::to_string(tiles) +
-               " tiles x " + std::to_string(s) + " splits = " + std::to_string(units) + " units, " +
-               std::to_string(clusters) + " clusters of " + std::to_string(s) + " CTAs resident at once";
-      resident = static_cast<int>(units);
+      resident = static_cast<int>(units);  // a CTA meets only its cluster: beyond what the GPU holds, waves
     }
     const int64_t ld = !in_kernel && s > 1 ? menu::workspace_ld(out_cols) : 0;  // ws_ld 0: finished in the kernel
     const int64_t need = s * out_rows * ld;

@@ -412,8 +412,7 @@ NB_MODULE(_jax_tmem, m) {
     const menu::Plan plan = arch == "sm_90a" ? menu::sm90_plan(p, num_sms) : menu::sm100_plan(p, num_sms);
     if (menu::splits_in_kernel(splits) || menu::splits_in_kernel(plan.splits)) {  // the launcher's conditions
       const menu::KernelConfig& c = *table.find(plan.config);
-      const std::string why = menu::in_kernel_refusal(arch == "sm_90a", c, menu::partial_tiles(p, c), plan.splits,
-                                                      num_sms);
+      const std::string why = menu::in_kernel_refusal(arch == "sm_90a", c, plan.splits);
       if (!why.empty()) throw std::invalid_argument(why);
     }
     return nb::make_tuple(plan.config, table.find(plan.config)->name, plan.splits, plan.ws_floats);

@@ -77,7 +77,7 @@ def arch_target(cc: int) -> tuple[str, str]:
 def split_config(config) -> tuple[int, int]:
     """The private ``config`` parameter: a menu entry (-1 = heuristic), or ``(entry, splits)`` to force
     the K splits of a split-K entry too (tests and benchmarks; ``-splits``: summed inside the kernel, no
-    reduce pass, sm_90a, every unit resident at once: menu::k_splits)."""
+    reduce pass, sm_90a, one unit per CTA, in waves beyond what the GPU holds: menu::k_splits)."""
     if isinstance(config, tuple):
         return int(config[0]), int(config[1])
     return int(config), 0

@@ -45,7 +45,6 @@ inline void set_cluster_x(cudaLaunchConfig_t& cfg, cudaLaunchAttribute (&attr)[1
 struct DeviceSlots {
   std::atomic<int> ready[kMaxDevices];     // 1 once the shared-memory attribute is set on that device
   std::atomic<int> clusters[kMaxDevices];  // co-resident clusters there (0 = not asked yet)
-  std::atomic<int> split_clusters[9][kMaxDevices];  // [s]: of s CTAs (K splits summed in a cluster, s <= 8)
 };
 
 // How many clusters of x CTAs `kernel` can hold at once on `device` with `cfg`'s block and shared memory
