@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jax_tmem._core import arch as _arch, dtypes as _dtypes
+from jax_tmem._core import arch as _arch, config as _config, dtypes as _dtypes
 from jax_tmem.ops.gemm import ACTIVATIONS, common_dtype
 
 SUPPORTED_DTYPES = _dtypes.OPERAND_DTYPES  # the operand column of dtypes.def
@@ -87,11 +87,20 @@ def _check_dims(lhs, rhs, lc, rc, lb, rb):
                              f"(shapes {lhs.shape} and {rhs.shape})")
 
 
-def _promote_pair(lhs, rhs):
+def _promote_pair(lhs, rhs, op: str = "dot_general", names=("lhs", "rhs")):
     """Same-width float operands stay as they are; fp8 x fp8 mixes stay (the kernels take them);
-    other mixes are promoted like jnp.matmul (e.g. bf16 x f32 -> f32)."""
+    other mixes are promoted like jnp.matmul (e.g. bf16 x f32 -> f32). An fp8 operand widened to the other
+    one's type (bf16 activations x fp8 weights) is a separate pass over it in memory on every call, before
+    the 16-bit GEMM: the decision log says so (there is no 16-bit x fp8 kernel)."""
     a, b = np.dtype(lhs.dtype), np.dtype(rhs.dtype)
     if a == b or (a in _arch.FP8 and b in _arch.FP8):
         return lhs, rhs
     common = common_dtype(a, b)
+    for x, name in ((a, names[0]), (b, names[1])):
+        if x in _arch.FP8:
+            _config.record(_config.Decision(
+                f"{op} widen", f"{a.name} x {b.name}", "xla", f"{name} converted to {common.name}",
+                f"no {a.name} x {b.name} kernel: XLA widens the {x.name} {name} in memory on every call, then the "
+                f"{common.name} GEMM reads it at {common.itemsize} bytes per element; for fp8 speed pass both operands "
+                f"in fp8 (e.g. {names[0] if name == names[1] else names[1]}.astype({x.name}))"))
     return lhs.astype(common), rhs.astype(common)

@@ -313,7 +313,7 @@ def matmul(a, b, *, bias=None, activation: Optional[str] = None, out_dtype=None,
         if not jnp.issubdtype(bias.dtype, jnp.floating):
             raise TypeError(f"jax_tmem.matmul: bias must be floating point, got {bias.dtype}")
         bias = bias.astype(jnp.float32)
-    a, b = _promote_pair(a, b)
+    a, b = _promote_pair(a, b, "matmul", ("a", "b"))
     # Batch handling, like jnp.matmul: a (..., M, K), b (..., K, N).
     if b.ndim == 2:
         dn = (((a.ndim - 1,), (0,)), ((), ()))

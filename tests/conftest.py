@@ -280,8 +280,9 @@ def run_path(path: str, fn, *args, jit: bool = True, expect=None):
 
 def path_decisions():
     """The recent decisions of where a product ran (not how a layout is moved, nor where dot_general's / matmul's
-    c is added)."""
-    return [d for d in jax_tmem.decisions() if d.op not in ("transpose", "dot_general c", "matmul c")]
+    c is added, nor where an fp8 operand is widened for a 16-bit one)."""
+    return [d for d in jax_tmem.decisions()
+            if d.op not in ("transpose", "dot_general c", "matmul c", "dot_general widen", "matmul widen")]
 
 
 def _run_under(path: str, fn, args, jit: bool):

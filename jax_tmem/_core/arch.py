@@ -191,7 +191,7 @@ def reads_mn_weight(arch: str, canon, a_dtype, b_dtype) -> bool:
                            False, True, canon.lda, canon.ldb, canon.stride_a, canon.stride_b):
         return False  # e.g. a row pitch TMA cannot take: transposed to K-major first
     cfg = mod.kernel_choice(arch, int(canon.batch), int(canon.m), int(canon.n), int(canon.k),
-                            b_name, -1, 132, "bfloat16", False, 0, True)[0]
+                            b_name, -1, device_sms() or 132, "bfloat16", False, 0, True)[0]  # (132: no GPU)
     entry = menu(arch)[int(cfg)]
     if entry["split"] == "decode":
         return swap_only(arch, direct)
