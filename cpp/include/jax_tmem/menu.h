@@ -411,8 +411,8 @@ inline Sm90 sm90_wg_decode_entry(const GemmProblem& p) {
 // 2 splits summed in a cluster of 2 CTAs (k_splits; no workspace, no reduce pass), where that gives at least
 // as many CTAs as the plan `plan` (so not where decode_split_count's reduce-pass splits give more: 4 tiles x 8)
 // and each split keeps 16 K blocks of 128 bytes. Hopper's SMs come in pairs (TPCs), so every SM can hold one
-// CTA of a 2-CTA cluster (where fewer are resident, the rest run in a second wave). H200, 2026-11-27 18:36, bench_decode.py
-// --variants, 8B layer, bf16, 5 rounds, xla / ours: M = 64 (O and down projections, 4096 x 4096 and 14336 ->
+// CTA of a 2-CTA cluster (where fewer are resident, the rest run in a second wave). H200, 2026-11-27 18:36,
+// bench_decode.py --variants, 8B layer, bf16, 5 rounds, xla / ours: M = 64 (O and down projections, 4096 x 4096 and 14336 ->
 // 4096: 64 tiles each) 0.95 -> 1.002 (the 128-row entry's 32 CTAs, and 2 splits with a reduce pass); M = 32
 // 0.96 -> 0.971, M = 16 0.95 -> 0.959. The 6144-wide QKV (96 tiles) on 128-row tiles in clusters of 2 lost
 // (M = 64: 0.964 against 0.994; M = 32 on 64x32: 0.955 against 0.971).
