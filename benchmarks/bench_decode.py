@@ -9,7 +9,8 @@ Models (per transformer layer, weights stored as Flax does, (K, N), or transpose
 One layer: qkv = x Wqkv; h = x + qkv[:, :hidden] Wo; gu = h Wgu; x = h + (silu(g) * u) Wdown (the attention
 itself is left out: this measures the GEMMs a decode step chains). Enough layers per program that the
 weights (>= 1.5 GB) never sit in L2. fp8 ("float8_e4m3fn"): e4m3 weights, activations cast to e4m3
-before each GEMM, bf16 out.
+before each GEMM, bf16 out. "w8a16": e4m3 weights times the bf16 activations as they are (weight-only fp8:
+lax.dot_general widens the weight; jax_tmem's decode kernels read it in place up to 64 tokens).
 
 Prints, per (model, dtype, layout, M): us per layer for both, weight TB/s, % of the copy bandwidth,
 XLA / ours (paired median and range); writes DIR/bench_decode.json and DIR/bench_decode.png (time per
@@ -47,7 +48,11 @@ MODELS = {  # name: (hidden, [(K, N) of QKV, O, gate+up, down])
 MIN_WEIGHT_BYTES = 1.5e9  # per program: layers enough that nothing stays in L2
 
 
+WEIGHT_ONLY = {"w8a16": "float8_e4m3fn"}  # dtype name -> the weights' dtype (activations stay bf16)
+
+
 def _weights(model, dtype, layout, seed):
+    dtype = WEIGHT_ONLY.get(dtype, dtype)
     hidden, shapes = MODELS[model]
     per_layer = sum(k * n for k, n in shapes) * jnp.dtype(dtype).itemsize
     layers = max(1, int(np.ceil(MIN_WEIGHT_BYTES / per_layer)))
@@ -67,7 +72,7 @@ def _step(dot, dtype, layout, hidden, residual=None):
     """One decode step over every layer with `dot(x, w, dn)`; x (M, hidden) bf16. `residual(x, w, dn, r)`,
     if given, computes r + x w in one call (the residual adds as the GEMM's addend); else r + dot(x, w, dn)."""
     dn = (((1,), (0,)), ((), ())) if layout == "KN" else (((1,), (1,)), ((), ()))
-    fp8 = jnp.dtype(dtype).itemsize == 1
+    fp8 = dtype not in WEIGHT_ONLY and jnp.dtype(dtype).itemsize == 1  # activations cast to the weights' fp8
 
     def mm(x, w):
         return dot(x.astype(dtype) if fp8 else x, w, dn)

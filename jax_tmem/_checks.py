@@ -87,20 +87,39 @@ def _check_dims(lhs, rhs, lc, rc, lb, rb):
                              f"(shapes {lhs.shape} and {rhs.shape})")
 
 
-def _promote_pair(lhs, rhs, op: str = "dot_general", names=("lhs", "rhs")):
-    """Same-width float operands stay as they are; fp8 x fp8 mixes stay (the kernels take them);
-    other mixes are promoted like jnp.matmul (e.g. bf16 x f32 -> f32). An fp8 operand widened to the other
-    one's type (bf16 activations x fp8 weights) is a separate pass over it in memory on every call, before
-    the 16-bit GEMM: the decision log says so (there is no 16-bit x fp8 kernel)."""
+def _promote_pair(lhs, rhs, op: str = "dot_general", names=("lhs", "rhs"), mix=None):
+    """Same-width float operands stay as they are; fp8 x fp8 mixes stay (the kernels take them). 16-bit x fp8
+    (bf16 activations x fp8 weights; ``mix`` = (dimension numbers, output dtype, requested path)) stays as it
+    is too: where a kernel reads it (sm_90a's decode entries: the fp8 weight in place, widened on chip,
+    exactly), or else for XLA's dot, which widens the fp8 operand inside its GEMM (one read of it; measured
+    faster than our 16-bit kernels after a widening pass, H200 2026-11-27); only a forced "kernel" path widens
+    it first, in memory, for the 16-bit kernels. Other mixes are promoted like jnp.matmul (bf16 x f32 -> f32).
+    The decision log names each choice for a 16-bit x fp8 pair, and why no kernel read it."""
     a, b = np.dtype(lhs.dtype), np.dtype(rhs.dtype)
     if a == b or (a in _arch.FP8 and b in _arch.FP8):
         return lhs, rhs
+    why = ""
+    if mix is not None and _arch.mixed_pair(a, b):
+        from jax_tmem.ops.gemm import _target  # (the path decision of the problem as it is)
+        dn, out_dtype, requested = mix
+        target, why, _ = _target(lhs.shape, rhs.shape, a, b, dn, out_dtype, requested, False)
+        if target:
+            return lhs, rhs
+        if requested != "kernel":
+            _config.record(_config.Decision(
+                f"{op} mix", f"{a.name} x {b.name}", "xla", "XLA's dot of the pair as it is",
+                f"no kernel reads this problem ({why}); XLA widens the fp8 {names[1]} inside its GEMM (one read of "
+                f"it); jax_tmem's kernels read the mix on sm_90a for a K-major {names[0]} times an fp8 "
+                f"(K, N) {names[1]} (<= 8 rows; 9-32 where N / 64 is >= 90 % of the SMs)"))
+            return lhs, rhs
     common = common_dtype(a, b)
     for x, name in ((a, names[0]), (b, names[1])):
         if x in _arch.FP8:
+            no_kernel = (f"no kernel reads this {a.name} x {b.name} problem ({why})" if why else
+                         f"no {a.name} x {b.name} kernel")
             _config.record(_config.Decision(
                 f"{op} widen", f"{a.name} x {b.name}", "xla", f"{name} converted to {common.name}",
-                f"no {a.name} x {b.name} kernel: XLA widens the {x.name} {name} in memory on every call, then the "
+                f"{no_kernel}: XLA widens the {x.name} {name} in memory on every call, then the "
                 f"{common.name} GEMM reads it at {common.itemsize} bytes per element; for fp8 speed pass both operands "
                 f"in fp8 (e.g. {names[0] if name == names[1] else names[1]}.astype({x.name}))"))
     return lhs.astype(common), rhs.astype(common)

@@ -123,8 +123,8 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
                                preferred_element_type=preferred_element_type)
     else:
         out_dtype = _check_out_dtype(preferred_element_type, "preferred_element_type")
-    lhs, rhs = _promote_pair(lhs, rhs)
     requested = path or _config.current_path()
+    lhs, rhs = _promote_pair(lhs, rhs, mix=(((lc, rc), (lb, rb)), out_dtype, requested))
     return gemm(lhs, rhs, None, None, ((lc, rc), (lb, rb)), out_dtype, Epilogue(), requested,
                  _allow_tf32(precision), -1)
 
@@ -153,8 +153,8 @@ def _dot_general_plus_c(lhs, rhs, dn, precision, preferred_element_type, path, q
                                         f"{out_dtype.name} output with c (kernels write {_OUT_NAMES})"))
         y = lax.dot_general(lhs, rhs, dn, precision=precision, preferred_element_type=acc)
         return (y + c.astype(acc)).astype(out_dtype)
-    lhs, rhs = _promote_pair(lhs, rhs)
     requested = path or _config.current_path()
+    lhs, rhs = _promote_pair(lhs, rhs, mix=(dn, out_dtype, requested))
     return _gemm_plus_c(lhs, rhs, None, c, dn, out_dtype, Epilogue(has_c=True), requested, _allow_tf32(precision),
                         "dot_general")
 
@@ -313,7 +313,6 @@ def matmul(a, b, *, bias=None, activation: Optional[str] = None, out_dtype=None,
         if not jnp.issubdtype(bias.dtype, jnp.floating):
             raise TypeError(f"jax_tmem.matmul: bias must be floating point, got {bias.dtype}")
         bias = bias.astype(jnp.float32)
-    a, b = _promote_pair(a, b, "matmul", ("a", "b"))
     # Batch handling, like jnp.matmul: a (..., M, K), b (..., K, N).
     if b.ndim == 2:
         dn = (((a.ndim - 1,), (0,)), ((), ()))
@@ -349,6 +348,7 @@ def matmul(a, b, *, bias=None, activation: Optional[str] = None, out_dtype=None,
             y = jnp.squeeze(y, axis=ax)
         return y
     requested = path or _config.current_path()
+    a, b = _promote_pair(a, b, "matmul", ("a", "b"), (dn, out_dtype, requested))
     epi = Epilogue(activation=activation, alpha=float(alpha), has_bias=bias is not None, has_c=c is not None)
     y = _gemm_plus_c(a, b, bias, c, dn, out_dtype, epi, requested, _allow_tf32(precision), "matmul")
     for ax in squeeze:

@@ -46,11 +46,17 @@ for e in menu:
         for m_, n_, k_, wl, dt in ((13, 264, 520, "NK", "bfloat16"), (5, 1000, 40, "NK", "bfloat16"),
                                    (13, 264, 520, "KN", "bfloat16"), (5, 1000, 40, "KN", "bfloat16"),
                                    (7, 264, 528, "NK", "float8_e4m3fn"), (3, 136, 48, "NK", "float8_e4m3fn"),
-                                   (7, 272, 528, "KN", "float8_e4m3fn"), (3, 144, 48, "KN", "float8_e4m3fn")):
-            if (not 32 <= e["block_m"] * jnp.dtype(dt).itemsize <= 128) if wl == "KN" else e["block_m"] > 64:
+                                   (7, 272, 528, "KN", "float8_e4m3fn"), (3, 144, 48, "KN", "float8_e4m3fn"),
+                                   (7, 264, 528, "NK", "bfloat16/float8_e4m3fn"), (21, 40, 272, "NK", "float16/float8_e4m3fn"),
+                                   (13, 272, 528, "KN", "bfloat16/float8_e4m3fn"), (3, 144, 48, "KN", "bfloat16/float8_e4m3fn")):
+            adt, _, wdt = dt.partition("/")  # 16-bit activations x an fp8 weight (the kernel's kMix)
+            wdt = wdt or adt
+            if (not 32 <= e["block_m"] * jnp.dtype(wdt).itemsize <= 128) if wl == "KN" else e["block_m"] > 64:
                 continue
-            a = jnp.asarray(rng.standard_normal((m_, k_)), dt)
-            b = jnp.asarray(rng.standard_normal((n_, k_)), dt)
+            if wl == "NK" and wdt != adt and e["schedule"] == "wgmma":
+                continue  # (the mix's wgmma form reads (K, N) weights only)
+            a = jnp.asarray(rng.standard_normal((m_, k_)), adt)
+            b = jnp.asarray(rng.standard_normal((n_, k_)), wdt)
             bias = jnp.asarray(rng.standard_normal((n_,)), "float32")
             epi = gemm_op.Epilogue(activation="relu", has_bias=True)
             out = jax.jit(lambda x, y, z: gemm_op.gemm(x, y, z, None, nk if wl == "NK" else dn, jnp.dtype("bfloat16"),

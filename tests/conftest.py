@@ -280,9 +280,10 @@ def run_path(path: str, fn, *args, jit: bool = True, expect=None):
 
 def path_decisions():
     """The recent decisions of where a product ran (not how a layout is moved, nor where dot_general's / matmul's
-    c is added, nor where an fp8 operand is widened for a 16-bit one)."""
+    c is added, nor what becomes of a 16-bit x fp8 pair)."""
     return [d for d in jax_tmem.decisions()
-            if d.op not in ("transpose", "dot_general c", "matmul c", "dot_general widen", "matmul widen")]
+            if d.op not in ("transpose", "dot_general c", "matmul c", "dot_general widen", "matmul widen",
+                            "dot_general mix", "matmul mix")]
 
 
 def _run_under(path: str, fn, args, jit: bool):

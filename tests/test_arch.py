@@ -30,11 +30,13 @@ def _canon_of(a_major, b_major, m=256, n=256, k=256):
 
 def test_families_come_from_the_instances_lists():
     sm90, sm100, sm103 = arch.families("sm_90a"), arch.families("sm_100a"), arch.families("sm_103a")
-    assert len(sm90) == 15 and len(sm100) == 29
+    assert len(sm90) == 19 and len(sm100) == 29
     # the 8-bit MN-major sm_90a families, for an e4m3 (K, N) decode weight: the swap-AB kernel's (the weight is
-    # its A) and the mma.sync decode kernel's (the weight is the problem's B)
+    # its A) and the mma.sync decode kernel's (the weight is the problem's B); and 16-bit x e4m3, either layout
+    # (the decode kernel's kMix: bf16 / f16 tokens x an fp8 weight read in place)
+    mixed = {(a, "float8_e4m3fn", False, bmn) for a in ("bfloat16", "float16") for bmn in (False, True)}
     assert {f for f in sm90 if arch.swap_only("sm_90a", f)} == {("float8_e4m3fn", "float8_e4m3fn", True, False),
-                                                                ("float8_e4m3fn", "float8_e4m3fn", False, True)}
+                                                                ("float8_e4m3fn", "float8_e4m3fn", False, True)} | mixed
     assert ("bfloat16", "bfloat16", True, True) in sm90
     assert ("float8_e4m3fn", "float8_e5m2", False, False) in sm90
     assert ("float8_e4m3fn", "float8_e5m2", True, False) not in sm90       # wgmma: 8-bit K-major only

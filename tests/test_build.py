@@ -278,6 +278,23 @@ def test_weight_only_many_token_kernels_built(sass, arch):
             assert "HGMMA" not in t and "UTMALDG" not in t, f"{f}: the wgmma kernel is sm_90a code"
 
 
+def test_sm90_mixed_decode_kernels(sass):
+    """16-bit activations x an e4m3 weight (kernels/dense_decode.cuh kMix): the decode kernels of the bf16 and f16
+    x e4m3 families read the weight by TMA, widen it on chip (e4m3 -> f16 conversions) and multiply with 16-bit
+    mma.sync, and (a weight stored (K, N)) with wgmma whose A, the widened weight, comes from registers."""
+    if "sm_90a" not in _ext.build_info()["cuda_archs"]:
+        pytest.skip("sm_90a not built")
+    funcs = _functions(_kernels_by_arch(sass)["sm_90a"])
+    for x, mma, wg in (("1", r"HMMA\.16816\.F32\.BF16", r"HGMMA\.64x(16|32|64)x16\.F32\.BF16 R\d+"),
+                       ("2", r"HMMA\.16816\.F32 ", r"HGMMA\.64x(16|32|64)x16\.F32 R\d+")):
+        mixed = {f: t for f, t in funcs.items() if re.search(rf"dense_decode_kernelILNS_5DTypeE3ELS2_{x}E", f)}
+        forms = {f.split("EEEv")[0][-1] for f in mixed}  # the last template argument: kWG
+        assert forms == {"0", "1"}, f"activation type {x} x e4m3: decode kernels of forms {forms} (want mma.sync, wgmma)"
+        for f, t in mixed.items():
+            assert "F2FP.F16.E4M3.UNPACK_B" in t and "UTMALDG" in t, f"{f}: no TMA loads or on-chip widening"
+            assert re.search(wg if f.split("EEEv")[0].endswith("1") else mma, t), f"{f}: no 16-bit mma of the widened weight"
+
+
 def test_sm90_uses_wgmma(sass):
     if "sm_90a" not in _ext.build_info()["cuda_archs"]:
         pytest.skip("sm_90a not built")

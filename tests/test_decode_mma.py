@@ -82,8 +82,8 @@ def _require_decode_entries():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("config", DECODE)
-@pytest.mark.parametrize("dtypes", [(BF16, BF16), (F16, F16), (E4M3, E4M3), (E5M2, E4M3)],
-                         ids=["bf16", "f16", "e4m3", "e5m2_e4m3"])
+@pytest.mark.parametrize("dtypes", [(BF16, BF16), (F16, F16), (E4M3, E4M3), (E5M2, E4M3), (BF16, E4M3), (F16, E4M3)],
+                         ids=["bf16", "f16", "e4m3", "e5m2_e4m3", "bf16_e4m3", "f16_e4m3"])
 @pytest.mark.parametrize("w_major", ["K", "MN"], ids=["w_NK", "w_KN"])
 def test_mma_decode_entries(config, dtypes, w_major):
     """Each entry forced, on either weight layout: tails in M (1, 5, 13: partial token tiles; 40: several), N
@@ -98,13 +98,14 @@ def test_mma_decode_entries(config, dtypes, w_major):
              (16, 777, 2056, 0, F32, False), (40, 264, 520, 2, BF16, True), (8, 16, 4096, 0, F32, False)]
     fp8_kn = dtypes[1].itemsize == 1 and w_major == "MN"
     for m, n, k, batch, out_dtype, with_c in cases:
-        k = -(-k * dtypes[0].itemsize // 16) * 16 // dtypes[0].itemsize  # 16-byte rows (TMA)
+        isz = min(dtypes[0].itemsize, dtypes[1].itemsize)
+        k = -(-k * isz // 16) * 16 // isz  # 16-byte rows (TMA)
         n = -(-n // 16) * 16 if w_major == "MN" else n  # 16-byte weight rows (TMA; fp8: else XLA transposes first)
         epilogue_case(config, dtypes, w_major, m, n, k, batch, out_dtype, with_c,
                       seed_of("mma_decode", config, dtypes, w_major, m, n, k, batch))
     # a plain epilogue (the kernel's direct stores) and a weight broadcast over a batch of activations
     dn = NK if w_major == "K" else KN
-    k = 4104 if dtypes[0].itemsize == 2 else 4112
+    k = 4104 if dtypes[1].itemsize == 2 else 4112
     nw = 1008 if fp8_kn else 1000
     w = rand(seed_of("mma_decode_w", config), (nw, k) if w_major == "K" else (k, nw), dtypes[1])
     xs = rand(seed_of("mma_decode_x", config), (3, 7, k), dtypes[0])
@@ -149,6 +150,7 @@ def test_mma_decode_under_command_buffers():
         x = jax.random.normal(ks[0], (5, 4104), jnp.bfloat16)
         ws = [jax.random.normal(k, (4104 + 8 * i, 4104), jnp.bfloat16) for i, k in enumerate(ks[1:])]
         ws[1] = ws[1].T  # a weight stored (K, N) too
+        ws[2] = ws[2].astype(jnp.float8_e4m3fn)  # and an fp8 weight times the bf16 activations (kMix)
 
         @jax.jit
         def chain(x, ws):

@@ -656,18 +656,19 @@ def test_block_scaled_menu_comes_from_its_table():
 @pytest.mark.parametrize("arch,sms", [("sm_90a", 132), ("sm_100a", 148), ("sm_100a", 160)])
 def test_heuristic_only_chooses_heuristic_entries(arch, sms):
     """What the build compiles by default (the entries marked kHeuristic) covers every plan the heuristic
-    makes: a grid of shapes, dtypes, layouts and output types, including decode and split-K."""
+    makes: a grid of shapes, dtypes, layouts and output types, including decode (16-bit x fp8 too) and split-K."""
     heuristic = {e["config"] for e in isa.kernel_menu(arch) if e["heuristic"]}
     chosen = set()
     for m in (1, 16, 17, 33, 64, 65, 128, 200, 1000, 2048, 4096, 8192):
         for n in (8, 128, 1001, 4096, 4097, 16384, 28672):
             for k in (64, 4096, 65536):
-                for dt in ("bfloat16", "float8_e4m3fn", "float32", "int8"):
+                for dt, bdt in (("bfloat16", None), ("float8_e4m3fn", None), ("float32", None), ("int8", None),
+                                ("bfloat16", "float8_e4m3fn")):
                     for out in ("bfloat16", "float32"):
                         for mn, bmn in ((False, False), (True, False), (False, True)):
                             c = isa.kernel_plan(arch, m, n, k, a_dtype=dt, out_dtype=out, a_mn_major=mn,
-                                                b_mn_major=bmn, num_sms=sms)["config"]
-                            assert c in heuristic, (arch, m, n, k, dt, out, mn, bmn, c)
+                                                b_mn_major=bmn, num_sms=sms, b_dtype=bdt)["config"]
+                            assert c in heuristic, (arch, m, n, k, dt, bdt, out, mn, bmn, c)
                             chosen.add(c)
     assert chosen == heuristic, f"entries marked kHeuristic that the heuristic never chooses: {heuristic - chosen}"
 

@@ -24,12 +24,18 @@ template <DType B, bool BMN>
 inline constexpr int kWarpsPerChunk = !BMN ? 1 : dtype_bytes(B) == 1 ? 4 : 2;
 
 // WG: the wgmma form (64-row CTAs, a warpgroup per chunk, a warp per 16 rows).
+// 16-bit activations x an fp8 weight (kMix) stage two activation boxes per weight chunk: the ring keeps the
+// entry's stages where they fit in shared memory, else as many as fit (the wgmma entries 33 / 34: 3 / 2).
 template <DType A, DType B, bool BMN, int MT, int R, int ST, bool WG = false>
 std::string launch(const GemmLaunch& L) {
-  constexpr uint32_t kChunkK = 128 / dtype_bytes(A);  // K elements of a 128-byte box row
+  constexpr uint32_t kWChunkK = 128 / dtype_bytes(B), kXChunkK = 128 / dtype_bytes(A);  // K of a 128-byte box row
   constexpr int KS = WG ? 4 : kWarpsPerChunk<B, BMN>;
+  constexpr int XR = dtype_bytes(A) / dtype_bytes(B);
   static_assert(!WG || R == 4, "the wgmma form: 64 weight rows per CTA");
-  using P = Plan<R, kWarps, ST, MT, KS, WG>;
+  constexpr int kFit = (227 * 1024 - 2048) / Plan<R, kWarps, 1, MT, KS, WG, XR>::kStageBytes;
+  constexpr int kST = ST < kFit ? ST : kFit;
+  static_assert(kST >= 2, "a ring of two stages at least");
+  using P = Plan<R, kWarps, kST, MT, KS, WG, XR>;
   const GemmProblem& p = L.p;
   const int64_t row_tiles = (p.n + 16 * R - 1) / (16 * R), tok_tiles = (p.m + 8 * MT - 1) / (8 * MT);
   if (p.m >= (int64_t(1) << 31) || p.n >= (int64_t(1) << 31) || p.k >= (int64_t(1) << 31) || tok_tiles > 65535 ||
@@ -38,7 +44,7 @@ std::string launch(const GemmLaunch& L) {
   const bool w_batched = p.batch > 1 && p.stride_b != 0, x_batched = p.batch > 1 && p.stride_a != 0;
   const int x_rows = static_cast<int>(std::min<int64_t>(p.m, 8 * MT));
   CUtensorMap wmap, xmap;
-  // (K, N): boxes of kChunkK k-rows x 16 R weight rows, swizzled by their rows of kRowBytes
+  // (K, N): boxes of kWChunkK k-rows x 16 R weight rows, swizzled by their rows of kRowBytes
   constexpr int kRowBytes = 16 * R * dtype_bytes(B);
   static_assert(kRowBytes == 32 || kRowBytes == 64 || kRowBytes == 128 || !BMN, "32 to 128-byte k-rows of the weight");
   constexpr CUtensorMapSwizzle kMNSwizzle = kRowBytes == 32   ? CU_TENSOR_MAP_SWIZZLE_32B
@@ -46,14 +52,14 @@ std::string launch(const GemmLaunch& L) {
                                                               : CU_TENSOR_MAP_SWIZZLE_128B;
   std::string err =
       BMN ? tma::encode_operand(&wmap, L.in(Role::kB), p.b_type, p.n, p.k, w_batched ? p.batch : 1, p.ldb, p.stride_b,
-                                16 * R, kChunkK, kMNSwizzle, tma::kStreamed)
+                                16 * R, kWChunkK, kMNSwizzle, tma::kStreamed)
           : tma::encode_operand(&wmap, L.in(Role::kB), p.b_type, p.k, p.n, w_batched ? p.batch : 1, p.ldb, p.stride_b,
-                                kChunkK, 16 * R, CU_TENSOR_MAP_SWIZZLE_128B, tma::kStreamed);
+                                kWChunkK, 16 * R, CU_TENSOR_MAP_SWIZZLE_128B, tma::kStreamed);
   if (!err.empty()) return "operand b (the weight): " + err;
   err = tma::encode_operand(&xmap, L.in(Role::kA), p.a_type, p.k, p.m, x_batched ? p.batch : 1, p.lda, p.stride_a,
-                            kChunkK, static_cast<uint32_t>(x_rows));
+                            kXChunkK, static_cast<uint32_t>(x_rows));
   if (!err.empty()) return "operand a: " + err;
-  auto kernel = dense_decode_kernel<B, A, MT, R, kWarps, ST, BMN, KS, WG>;  // (the weight is mma's A)
+  auto kernel = dense_decode_kernel<B, A, MT, R, kWarps, kST, BMN, KS, WG>;  // (the weight is mma's A)
   static std::atomic<int> ready[kMaxDevices];  // per instantiation and device (launch.h)
   err = raise_smem_limit(kernel, P::kSmemBytes, L.device, ready);
   if (!err.empty()) return err;

@@ -305,7 +305,7 @@ NB_MODULE(_jax_tmem, m) {
     };
     if (arch == "sm_90a") {
 #define JT_SM90_INSTANCE(A, B, AMN, BMN) \
-  add(DType::A, DType::B, AMN, BMN, jax_tmem::menu::sm90_swap_only_family(DType::A, AMN, BMN));
+  add(DType::A, DType::B, AMN, BMN, jax_tmem::menu::sm90_decode_only_family(DType::A, DType::B, AMN, BMN));
 #include "instances.def"
     } else if (arch == "sm_100a" || arch == "sm_103a") {
       const int cc = arch == "sm_100a" ? 100 : 103;
@@ -407,7 +407,8 @@ NB_MODULE(_jax_tmem, m) {
       throw std::invalid_argument("not an " + arch + " menu entry: " + std::to_string(config) + " (entries: " +
                                   table.list() + ")");
     if (config != -1 && table.find(config)->split == menu::Split::kDecode &&
-        !menu::mma_decode_reads(p.a_type, p.b_type, a_mn_major, b_mn_major, table.find(config)->block_m))
+        !menu::mma_decode_reads(p.a_type, p.b_type, a_mn_major, b_mn_major, table.find(config)->block_m,
+                                table.find(config)->schedule == menu::Schedule::kWgmma))
       throw std::invalid_argument(std::string("entry ") + std::to_string(config) + ": " + menu::kMmaDecodeOperands);
     const menu::Plan plan = arch == "sm_90a" ? menu::sm90_plan(p, num_sms) : menu::sm100_plan(p, num_sms);
     if (menu::splits_in_kernel(splits) || menu::splits_in_kernel(plan.splits)) {  // the launcher's conditions

@@ -33,10 +33,12 @@ template <DType A, DType B, bool AMN, bool BMN, int BM, int BN, int ST, menu::Sc
 std::string run_config(const GemmLaunch& L) {
   using menu::Epilogue;
   if constexpr (SPLIT == menu::Split::kDecode) {  // mma.sync, BM weight rows x BN tokens per CTA
-    if constexpr (menu::mma_decode_reads(A, B, AMN, BMN, BM))
+    if constexpr (menu::mma_decode_reads(A, B, AMN, BMN, BM, SCHED == menu::Schedule::kWgmma))
       return dd::launch<A, B, BMN, BN / 8, BM / 16, ST, SCHED == menu::Schedule::kWgmma>(L);
     else
       return menu::kMmaDecodeOperands;
+  } else if constexpr (menu::mixed_decode_pair(A, B)) {
+    return "16-bit x fp8 operands are read by the decode entries only (a K-major lhs of <= 64 rows)";
   } else if constexpr (SPLIT == menu::Split::kSwapAB && BMN) {
     // The launcher swapped the operands: B is the activation, read as wgmma's narrow B: K-major only.
     return "swap-AB entries need a K-major lhs (the activation)";

@@ -17,6 +17,7 @@ import numpy as np
 from jax_tmem._core import canon as _canon, dtypes as _dtypes, ext as _ext
 
 F32, I8 = np.dtype("float32"), np.dtype("int8")
+BF16, F16 = np.dtype("bfloat16"), np.dtype("float16")
 FP8 = _dtypes.FP8_DTYPES          # from dtypes.def
 OUT_TYPES = _dtypes.OUTPUT_DTYPES  # what the kernels write
 
@@ -83,18 +84,20 @@ def split_config(config) -> tuple[int, int]:
     return int(config), 0
 
 
-def kernel_plan(arch: str, canon, a_dtype, config, out_dtype) -> tuple[int, str, int, int]:
+def kernel_plan(arch: str, canon, a_dtype, config, out_dtype, b_dtype=None) -> tuple[int, str, int, int]:
     """(entry, name, K splits (of a dense sm_90a entry: the CTAs sharing its last wave, plus SMs x the
     whole waves shared with it), f32 workspace floats) of the plan the CUDA dispatcher runs: the same
     C++ code (jax_tmem/menu.h) the launcher calls, for this device's SM count. A ``config`` that is not
-    an entry of ``arch``'s menu raises ValueError here, at trace time."""
+    an entry of ``arch``'s menu raises ValueError here, at trace time. ``b_dtype``: the rhs's, where it differs
+    (16-bit x fp8: only the decode entries read the mix)."""
     mod, _ = _ext.load()
     sms = device_sms()
     cfg, splits = split_config(config)
     try:
         c, name, s, ws = mod.kernel_choice(arch, canon.batch, canon.m, canon.n, canon.k, np.dtype(a_dtype).name,
                                            cfg, max(sms, 1), np.dtype(out_dtype).name, bool(canon.a_mn_major),
-                                           splits, bool(canon.b_mn_major))
+                                           splits, bool(canon.b_mn_major),
+                                           np.dtype(b_dtype).name if b_dtype is not None else "")
     except ValueError as e:
         raise ValueError(f"jax_tmem: kernel config {config}: {e}") from None
     entry = menu(arch)[int(c)]
@@ -123,9 +126,9 @@ def _splits_in_words(splits: int, split_k: bool, sms: int) -> str:
     return f"{ctas} CTAs sharing the last wave{also} along K"
 
 
-def menu_entry(arch: str, canon, a_dtype, config, out_dtype="bfloat16") -> str:
+def menu_entry(arch: str, canon, a_dtype, config, out_dtype="bfloat16", b_dtype=None) -> str:
     """Which compiled kernel the CUDA dispatcher will run, in words, for the decision log."""
-    cfg, name, splits, ws = kernel_plan(arch, canon, a_dtype, config, out_dtype)
+    cfg, name, splits, ws = kernel_plan(arch, canon, a_dtype, config, out_dtype, b_dtype)
     sms = device_sms()
     how = ("forced" if split_config(config)[0] >= 0 else f"heuristic, {sms} SMs" if sms > 0
            else "heuristic, SM count unknown")
@@ -135,7 +138,7 @@ def menu_entry(arch: str, canon, a_dtype, config, out_dtype="bfloat16") -> str:
     return f"{name} (config {cfg}{extra}, {how})"
 
 
-def lowering_plan(canon, a_dtype, config, out_dtype) -> tuple[int, int, int]:
+def lowering_plan(canon, a_dtype, config, out_dtype, b_dtype=None) -> tuple[int, int, int]:
     """(entry, splits, workspace floats) passed to the CUDA custom call: resolved here, so that the
     workspace (the call's second output) has the size the launcher needs."""
     cc, _ = device_cc()
@@ -143,7 +146,7 @@ def lowering_plan(canon, a_dtype, config, out_dtype) -> tuple[int, int, int]:
     if not arch:
         cfg, splits = split_config(config)
         return cfg, splits, 0
-    cfg, _, splits, ws = kernel_plan(arch, canon, a_dtype, config, out_dtype)
+    cfg, _, splits, ws = kernel_plan(arch, canon, a_dtype, config, out_dtype, b_dtype)
     return cfg, splits, ws
 
 
@@ -170,32 +173,51 @@ def _families_raw(arch: str) -> tuple:
 
 
 def swap_only(arch: str, fam) -> bool:
-    """The family runs decode problems only (C++ menu::sm90_swap_only_family: sm_90a's 8-bit families with
+    """The family runs decode problems only (C++ menu::sm90_decode_only_family: sm_90a's 8-bit families with
     an MN-major operand: the swap-AB entries', whose A, the problem's weight, is transposed in shared
-    memory, and the decode entries' (mma.sync and wgmma), which read an MN-major weight themselves)."""
+    memory, and the decode entries' (mma.sync and wgmma), which read an MN-major weight themselves; and the
+    16-bit x fp8 families, whose fp8 weight only the decode entries read, widened on chip)."""
     return tuple(fam[:4]) + (True,) in _families_raw(arch)
+
+
+def decode_reads(arch: str, canon, a_dtype, b_dtype, config=-1) -> bool:
+    """True when ``arch``'s decode-only families read the problem as it is: an MN-major 8-bit weight (an
+    fp8 (K, N) weight as Flax stores it) or 16-bit activations x an fp8 weight stored either way. Needs a
+    K-major lhs, the launchers' legality (16-byte row pitches), and the C++ plan for the problem
+    (cpp/include/jax_tmem/menu.h, menu_decode.h) on a swap-AB entry with a swap-only family for (weight,
+    activation) (an fp8 (K, N) weight, M <= 256 on sm_90a), or on a decode entry with one for (activation,
+    weight) (fp8 weights: M <= 64). ``config``: a forced menu entry (or (entry, splits)) instead of the plan."""
+    a_name, b_name = np.dtype(a_dtype).name, np.dtype(b_dtype).name
+    swapped, direct = (b_name, a_name, True, False), (a_name, b_name, False, bool(canon.b_mn_major))
+    use_swapped = bool(canon.b_mn_major) and swap_only(arch, swapped)
+    if canon.a_mn_major or not (use_swapped or swap_only(arch, direct)):
+        return False
+    mod, _ = _ext.load()
+    if mod.kernel_legality(a_name, b_name, canon.batch, canon.m, canon.n, canon.k,
+                           False, bool(canon.b_mn_major), canon.lda, canon.ldb, canon.stride_a, canon.stride_b):
+        return False  # e.g. a row pitch TMA cannot take: transposed to K-major (or widened) first
+    forced, splits = split_config(config)
+    try:
+        cfg = mod.kernel_choice(arch, int(canon.batch), int(canon.m), int(canon.n), int(canon.k), a_name, forced,
+                                device_sms() or 132, "bfloat16", False, splits if forced >= 0 else 0,
+                                bool(canon.b_mn_major), b_name)[0]
+    except ValueError:
+        return False  # a forced entry that does not read these operands
+    entry = menu(arch)[int(cfg)]  # (132 SMs where there is no GPU)
+    if entry["split"] == "decode":
+        return swap_only(arch, direct)
+    return bool(entry["swap_ab"]) and use_swapped
 
 
 def reads_mn_weight(arch: str, canon, a_dtype, b_dtype) -> bool:
     """True when ``arch``'s decode kernels read the rhs in place although it is an MN-major 8-bit weight
-    (an fp8 (K, N) weight as Flax stores it): lhs K-major, the launchers' legality (16-byte row pitches),
-    the C++ plan for the problem (cpp/include/jax_tmem/menu.h; on sm_90a M <= 256) a swap-AB entry with a
-    swap-only family for (weight, activation), or a decode entry (an fp8 weight: M <= 64) with one for
-    (activation, weight)."""
-    a_name, b_name = np.dtype(a_dtype).name, np.dtype(b_dtype).name
-    swapped, direct = (b_name, a_name, True, False), (a_name, b_name, False, True)
-    if not canon.b_mn_major or canon.a_mn_major or not (swap_only(arch, swapped) or swap_only(arch, direct)):
-        return False
-    mod, _ = _ext.load()
-    if mod.kernel_legality(a_name, b_name, canon.batch, canon.m, canon.n, canon.k,
-                           False, True, canon.lda, canon.ldb, canon.stride_a, canon.stride_b):
-        return False  # e.g. a row pitch TMA cannot take: transposed to K-major first
-    cfg = mod.kernel_choice(arch, int(canon.batch), int(canon.m), int(canon.n), int(canon.k),
-                            b_name, -1, device_sms() or 132, "bfloat16", False, 0, True)[0]  # (132: no GPU)
-    entry = menu(arch)[int(cfg)]
-    if entry["split"] == "decode":
-        return swap_only(arch, direct)
-    return bool(entry["swap_ab"]) and swap_only(arch, swapped)
+    (an fp8 (K, N) weight as Flax stores it): :func:`decode_reads` for an MN-major rhs."""
+    return bool(canon.b_mn_major) and decode_reads(arch, canon, a_dtype, b_dtype)
+
+
+def mixed_pair(a_dtype, b_dtype) -> bool:
+    """16-bit activations x an fp8 weight (C++ menu::mixed_decode_pair)."""
+    return np.dtype(a_dtype) in (BF16, F16) and np.dtype(b_dtype) in FP8
 
 
 def k_major_dtypes(arch: str) -> tuple:
@@ -208,7 +230,7 @@ def k_major_dtypes(arch: str) -> tuple:
     return tuple(_dtypes.by_name(n).dtype for n in sorted(names - mn))
 
 
-def check(arch: str, canon: _canon.Canon, a_dtype, b_dtype, out_dtype, allow_tf32: bool) -> str:
+def check(arch: str, canon: _canon.Canon, a_dtype, b_dtype, out_dtype, allow_tf32: bool, config=-1) -> str:
     """Empty string if ``arch``'s kernels take the problem, else why not: its output dtype, a compiled
     family for its operand types and majorness (from the C++ lists), tf32 allowed by the precision,
     then the launchers' own legality check (16-byte row pitches and batch strides for TMA, dimensions
@@ -220,9 +242,13 @@ def check(arch: str, canon: _canon.Canon, a_dtype, b_dtype, out_dtype, allow_tf3
         return "float32 with precision HIGH/HIGHEST (the kernels would use tf32)"
     fams = {f for f in families(arch) if not swap_only(arch, f)}
     key = (a_dtype.name, b_dtype.name, bool(canon.a_mn_major), bool(canon.b_mn_major))
-    if key not in fams and not reads_mn_weight(arch, canon, a_dtype, b_dtype):
+    if key not in fams and not decode_reads(arch, canon, a_dtype, b_dtype, config):
         side = lambda n, mn: f"{n} ({'MN' if mn else 'K'}-major)"
         pairs = sorted({f"{f[0]} x {f[1]}" for f in fams})
+        if swap_only(arch, key) and not key[2]:  # (a K-major lhs: the decode entries' activations)
+            return (f"the {arch} kernels read {side(key[0], key[2])} x {side(key[1], key[3])} in their decode entries "
+                    f"only, and the plan (cpp/include/jax_tmem/menu_decode.h) takes none of them for "
+                    f"{canon.m}x{canon.n}x{canon.k}")
         if any(f[:2] == key[:2] for f in fams):
             return (f"no {arch} kernel reads {side(key[0], key[2])} x {side(key[1], key[3])} "
                     f"(compiled majorness: {sorted((('MN' if f[2] else 'K'), ('MN' if f[3] else 'K')) for f in fams if f[:2] == key[:2])})")

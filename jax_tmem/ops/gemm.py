@@ -109,6 +109,14 @@ def xla_reference(lhs, rhs, *rest, dimension_numbers, out_dtype, epilogue: Epilo
     precision = lax.Precision.DEFAULT if allow_tf32 else lax.Precision.HIGHEST
     lax_dn = ((tuple(lc), tuple(rc)), (both_l, both_r))
     osh = _partition.explicit_contraction_sharding(lhs, rhs, lax_dn)
+    # 16-bit x fp8 with a plain epilogue and the 16-bit output: the dot writes it directly (its f32 sums rounded
+    # once, as the f32 product's cast would), so XLA's GEMM that widens the fp8 operand writes it too (at one
+    # token, the f32 output and its cast measured ~3 us more per GEMM than lax.dot_general, H200 2026-11-27).
+    plain = (epilogue.alpha == 1.0 and epilogue.activation is None and not epilogue.has_bias and not epilogue.has_c
+             and not epilogue.has_scale)
+    if plain and (_arch.mixed_pair(lhs.dtype, rhs.dtype) or _arch.mixed_pair(rhs.dtype, lhs.dtype)) and \
+            np.dtype(lhs_c.dtype) == np.dtype(out_dtype):
+        acc_t = np.dtype(out_dtype)
     if jnp.issubdtype(lhs_c.dtype, jnp.integer):  # int8 x int8: exact int32 accumulation, then f32
         y = lax.dot_general(lhs_c, rhs_c, lax_dn, preferred_element_type=jnp.int32, out_sharding=osh).astype(acc_t)
     else:
@@ -154,12 +162,12 @@ def _xla_lowering(ctx, *args, dimension_numbers, out_dtype, epilogue, allow_tf32
 # ---- the FFI lowering -------------------------------------------------------------------------
 
 def _ffi_call(*args, dimension_numbers, out_dtype, epilogue: Epilogue, config, canon: _canon.Canon, platform,
-              a_dtype):
+              a_dtype, b_dtype):
     # The CUDA plan (menu entry, K splits, workspace) is resolved now, with the launcher's own C++ code:
     # split-K / swap-AB plans need an f32 workspace, which XLA allocates as the call's second output
     # (so the handler never allocates and stays command-buffer compatible).
     if platform == "cuda":
-        cfg, splits, ws = _arch.lowering_plan(canon, a_dtype, config, out_dtype)
+        cfg, splits, ws = _arch.lowering_plan(canon, a_dtype, config, out_dtype, b_dtype)
     else:
         (cfg, splits), ws = _arch.split_config(config), 0
     out_types = (jax.ShapeDtypeStruct(canon.out_shape, np.dtype(out_dtype)),
@@ -191,7 +199,7 @@ def _make_lowering(platform: str):
                 canon = _canon.canonicalize(lhs_aval.shape, rhs_aval.shape, dimension_numbers)
                 fn = lambda *a: _ffi_call(*a, dimension_numbers=dimension_numbers, out_dtype=out_dtype,
                                           epilogue=epilogue, config=config, canon=canon, platform=platform,
-                                          a_dtype=lhs_aval.dtype)
+                                          a_dtype=lhs_aval.dtype, b_dtype=rhs_aval.dtype)
                 return mlir.lower_fun(fn, multiple_results=False)(ctx, *args)
         return _xla_lowering(ctx, *args, dimension_numbers=dimension_numbers, out_dtype=out_dtype,
                              epilogue=epilogue, allow_tf32=allow_tf32)
@@ -316,14 +324,15 @@ def _target(lhs_shape, rhs_shape, a_dtype, b_dtype, dn, out_dtype, requested: st
         else:
             arch, reason = _arch.arch_target(cc)
             if arch:
-                reason = _arch.check(arch, canon, a_dtype, b_dtype, out_dtype, allow_tf32)
+                reason = _arch.check(arch, canon, a_dtype, b_dtype, out_dtype, allow_tf32, config)
             if arch in ("sm_100a", "sm_103a"):
                 if not reason and requested == "auto" and not _arch.sm100_trusted():
                     reason = (f"the {arch} tcgen05 kernels are compiled but have never been executed on Blackwell "
                               "hardware, so auto uses XLA; path='kernel' or JAX_TMEM_ENABLE_SM100=1 runs them")
             if arch and not reason:
                 ok, reason = _ext.ensure_registered("cuda")
-                target = f"cuda {arch}, {_arch.menu_entry(arch, canon, a_dtype, config, out_dtype)}" if ok else ""
+                target = (f"cuda {arch}, {_arch.menu_entry(arch, canon, a_dtype, config, out_dtype, b_dtype)}"
+                          if ok else "")
     else:
         reason = f"no jax_tmem kernels for backend {backend!r}"
     return target, reason, problem

@@ -9,6 +9,7 @@
 
 #include "jax_tmem/gemm_problem.h"
 #include "jax_tmem/kernel_config.h"
+#include "jax_tmem/menu_decode.h"
 
 namespace jax_tmem::menu {
 
@@ -61,23 +62,11 @@ inline bool out_tma_ok(const GemmProblem& p) { return (p.n * dtype_bytes(p.out_t
 // (activation, weight, K, MN)); the launcher refuses the other entries for it and Python reads the same
 // rule (kernel_families' 5th field) to route only decode problems there.
 inline constexpr bool sm90_swap_only_family(DType a, bool amn, bool bmn) { return dtype_bytes(a) == 1 && (amn || bmn); }
-
-// sm_90a's decode entries (Split::kDecode, kernels/dense_decode.cuh) read K-major activations and a
-// weight stored either way ((N, K) or (K, N)): two 16-bit operands of one type, or fp8 (e4m3 / e5m2, any
-// mix). An entry of block_m weight rows reads a weight stored (K, N) in k-rows of block_m elements, which
-// must be 32 to 128 bytes (its TMA swizzle), and one stored (N, K) with at most 64 rows (128 spill registers).
-inline constexpr bool mma_decode_family(DType a, DType b, bool amn, bool /*bmn*/) {
-  const bool fp8 = (a == DType::kE4M3 || a == DType::kE5M2) && (b == DType::kE4M3 || b == DType::kE5M2);
-  return !amn && ((a == b && (a == DType::kBF16 || a == DType::kF16)) || fp8);
+// The families that run decode problems only (kernel_families' 5th field): those, and a mixed_decode_pair
+// (menu_decode.h), whose only kernels are the Split::kDecode entries.
+inline constexpr bool sm90_decode_only_family(DType a, DType b, bool amn, bool bmn) {
+  return sm90_swap_only_family(a, amn, bmn) || mixed_decode_pair(a, b);
 }
-inline constexpr bool mma_decode_reads(DType a, DType b, bool amn, bool bmn, int block_m) {
-  const int row_bytes = block_m * dtype_bytes(b);
-  return mma_decode_family(a, b, amn, bmn) && (bmn ? row_bytes >= 32 && row_bytes <= 128 : block_m <= 64);
-}
-inline constexpr const char* kMmaDecodeOperands =
-    "the decode entries (mma.sync and its wgmma form) read a K-major lhs (the activations) and bfloat16 x bfloat16, "
-    "float16 x float16 or fp8 x fp8; per entry, a weight stored (N, K) in CTAs of up to 64 weight rows, and one stored (K, N) in "
-    "k-rows of 32 to 128 bytes (16-bit: 16-64 weight rows per CTA, fp8: 32-128)";
 
 // The sm100 kernel families (the JT_SM100_INSTANCE lines of cpp/src/instances.def) are compiled for sm_100a and sm_103a, but
 // kind::i8 exists on sm_100a only (ptxas rejects it for sm_103a): the int8 families run on cc 100 only.
@@ -353,58 +342,6 @@ inline int64_t tail_split_default(const GemmProblem& p, int64_t tiles, int64_t g
 inline bool sm90_cluster_pays(const GemmProblem& p, int64_t tiles, int num_sms) {
   return dtype_bytes(p.a_type) == 2 && dtype_bytes(p.out_type) == 2 && p.m >= 1024 && tiles > num_sms &&
          ((p.m + 127) / 128) % 2 == 0;
-}
-// Up to 8 tokens (kSm90MmaDecodeMaxM; the 16-token entries 26, 27, 29 are sweep-only, see below) with a
-// 16-bit weight, or fp8 stored (N, K): the mma.sync decode entries (Split::kDecode), K split over the CTA's
-// warps. Measured first in a probe, bf16. A weight stored (N, K): 16 weight rows per CTA (a 4096-row weight: 256 CTAs, two or more per SM,
-// where the 64-row wgmma tiles make 64 and need K splits and a reduce pass to fill the GPU). H200,
-// 2026-11-26, scripts/stream_probe.cu dd (each GEMM 200 times in a CUDA graph, 6 weights in turn), us
-// against the 64-row swap-AB entry at 1 split (both with the weight's L2 promotion off): M = 1: 4096 x 4096
-// 10.3 / 11.5, 6144 x 4096 13.9 / 15.4, 28672 x 4096 56.6 / 57.9-59.4, 4096 x 14336 28.9 / 30.6; M = 16
-// (two 8-token tiles): 10.8 / 11.5, 14.8 / 15.6, 59.7 with 32-row CTAs (60.6 with 16) / 58.8-59.7, 29.7 / 30.4.
-// A weight stored (K, N) (Flax's): 64 weight rows per CTA, 128 contiguous bytes of each k-row per TMA box
-// (16 and 32 rows read 32- and 64-byte pieces: 28672 x 4096 at M = 1 78.7 / 66.1 us against 57.0 with 64;
-// M = 1 / 16, us, 64 rows with 4 / 3 stages: 4096 x 4096 10.6 / 11.3 and 11.2 / 12.0, 6144 x 4096 14.5 / 14.2
-// and 15.9 / 15.1, 28672 x 4096 59.8 / 57.0 and 63.9 / 66.1, 4096 x 14336 29.3 / 31.5 and 30.4 / 33.0).
-// In the decode step (bench_decode.py, 8B / 70B layers, bf16, 3 rounds, H200 2026-11-26, x XLA, the landed code
-// -> these entries): (N, K) M = 1 0.92 -> 1.01 / 0.92 -> 1.01, M = 8 0.93 -> 0.98 / 0.96 -> 1.00; (K, N) M = 1
-// 0.90 -> 0.94 / 0.91 -> 0.96, M = 8 0.91 -> 0.91 / 0.93 -> 0.96. Two token tiles (M 9-16: 26, 27, 29) did not
-// pay: (N, K) 0.95 -> 0.97 / 0.97 -> 0.96, (K, N) 0.92 -> 0.89 / 0.95 -> 0.95, so the heuristic takes them to
-// M = 8 (the 16-token entries stay in the sweep build). fp8 weights stored (N, K) (entry 25 with m16n8k32;
-// 05:28-05:31, e4m3, us per layer, the 64-row swap-AB entry -> 25): 8B M = 1 71.4 -> 68.3, M = 8 72.8 -> 70.3,
-// 70B M = 1 217.2 -> 215.3, M = 8 219.5 -> 222.3.
-inline constexpr int kSm90MmaDecodeMaxM = 8;
-inline bool sm90_mma_decode(const GemmProblem& p) {
-  return p.m <= kSm90MmaDecodeMaxM && mma_decode_family(p.a_type, p.b_type, p.a_mn_major, p.b_mn_major);
-}
-// A weight stored (K, N) (2026-11-26 07:40, stream_probe.cu dd, H200, us at M = 1, (N, K) in brackets; 4 / 3
-// stages of 64 rows, 2 of 128): bf16 4096 x 4096 10.06 / 10.92 (10.39), 6144 x 4096 14.28 / 13.75 (14.00),
-// 28672 x 4096 58.24 / 56.93 (56.68), 4096 x 14336 28.78 / 31.36 (28.88); e4m3 7.19 / 7.90 / 11.03 (6.06),
-// 9.56 / 8.89 / 12.00 (8.08), 37.89 / 36.93 / 33.38 (31.58), 16.94 / 19.78 / 28.79 (15.82): 128-row CTAs (fp8
-// only: 128-byte k-rows) once they fill the SMs, 4 stages while the 64-row CTAs fill half of them (a deeper
-// ring for the few), else 3 (two CTAs per SM).
-inline Sm90 sm90_mma_decode_entry(const GemmProblem& p, int num_sms) {
-  if (!p.b_mn_major) return Sm90::k16x8Decode;
-  if (dtype_bytes(p.b_type) == 1 && p.n >= int64_t(128) * num_sms) return Sm90::k128x8DecodeMN;
-  return (p.n + 63) / 64 * 2 <= num_sms ? Sm90::k64x8DecodeMN : Sm90::k64x8DecodeMN3;
-}
-
-// An fp8 weight stored (K, N) at 9-64 tokens: the same kernel's wgmma form (entries 32-34: the weight's A
-// fragments built in registers as above, wgmma m64 n16-n64 with A from registers, a warpgroup per K chunk;
-// no shared-memory transpose), at 17-64 tokens only while its 64-row CTAs fit in about 2 waves: each CTA
-// reads all the activations again, as many bytes as its weight rows at M = 64. sweep_configs.py, e4m3,
-// weight (K, N), TFLOP/s of the transposing swap-AB entry (11 / 13, their K splits) / the wgmma entry (32 /
-// 34), H200 2026-11-26 08:04: M = 16: 4096 x 4096 43 / 68, 28672 x 4096 94 / 94, 4096 x 14336 81 / 106; M =
-// 64: 142 / 192, 342 / 297, 285 / 305. (Weights stored (N, K): the wgmma form lost to the swap-AB
-// entries 15 / 17 at M = 64, 350-405 against 319, and tied at M = 16: not taken.)
-inline constexpr int kSm90WgDecodeMaxM = 64;
-inline bool sm90_wg_decode(const GemmProblem& p, int num_sms) {
-  return p.m > kSm90MmaDecodeMaxM && p.m <= kSm90WgDecodeMaxM && p.b_mn_major && dtype_bytes(p.b_type) == 1 &&
-         mma_decode_family(p.a_type, p.b_type, p.a_mn_major, p.b_mn_major) &&
-         (p.m <= 16 || p.n <= int64_t(128) * num_sms);
-}
-inline Sm90 sm90_wg_decode_entry(const GemmProblem& p) {
-  return p.m <= 16 ? Sm90::k64x16DecodeWg : p.m <= 32 ? Sm90::k64x32DecodeWg : Sm90::k64x64DecodeWg;
 }
 
 // A 16-bit decode GEMM whose 64-row swap-AB tiles, 2 K splits each, fit on the SMs at once: those tiles, their

@@ -1,7 +1,7 @@
 // jax_tmem: the decode GEMM for few tokens (issue 15; sm_90a menu entries 25-34): out[b, m, n] =
 // epilogue(sum_k x[b, m, k] * w[b, n, k]), x and w bfloat16 (or both float16, or fp8: e4m3 / e5m2 in any
-// mix), x K-major, w stored (N, K) or (K, N) (kWMN), M <= 8 MT tokens per CTA row (more: more CTA rows, each
-// re-reading the weight).
+// mix, or a 16-bit x with an fp8 w: kMix below), x K-major, w stored (N, K) or (K, N) (kWMN), M <= 8 MT tokens
+// per CTA row (more: more CTA rows, each re-reading the weight).
 //
 // Why a kernel of its own: the wgmma swap-AB entries (kernels/sm90_gemm.cuh) hold 64 weight rows per CTA at
 // least (wgmma's M), so a 4096-row weight makes 64 CTAs on 132 SMs, and more need K splits whose partial
@@ -21,6 +21,16 @@
 // per chunk, a warp per 16 of the CTA's 64 rows, and wgmma (A from registers, B the activation box by
 // descriptor) in place of mma.sync: mma.sync's rate is a fraction of wgmma's once the tokens are many.
 //
+// kMix (16-bit activations x an fp8 weight, e.g. bf16 tokens x e4m3 weights: the weight read in place at 1 byte
+// per element and widened on chip, exactly, to the activations' type; mma m16n8k16 or wgmma k16 of that type):
+// a weight chunk is still 128 bytes of K (128 elements), its activations two 128-byte boxes (64 elements each).
+// (N, K) weights: thread (g, q) widens its 32 weight bytes per row (elements 32 q .. 32 q + 31 of the chunk) and
+// reads the same 32 elements (64 bytes) of its token: 8 mma steps, K order permuted alike for both operands.
+// (K, N) weights: ldmatrix.trans of natural k-rows (matrix mt: k-rows 8 mt .. 8 mt + 7 of a 32-K block) gives
+// thread (g, q) k 2 q, 2 q + 1 of weights 2 g, 2 g + 1; widened, bytes 0 / 2 and 1 / 3 are mma's a0 (row g ->
+// weight 2 g) and a1 (row g + 8 -> weight 2 g + 1): mma's own K order, so the activations are the 16-bit
+// kernel's (ldmatrix, or wgmma's B by descriptor).
+//
 // Operand registers: thread (g, q) of a warp reads 32 contiguous bytes (bytes 32 q .. 32 q + 31 of the
 // warp's chunk) of weight rows g and g + 8 of each 16-row tile and of token g of each 8-token tile, two
 // 16-byte loads each (conflict-free: chunk c of row r sits at c ^ (r & 7)). The K order inside an mma step
@@ -33,6 +43,7 @@
 
 #include "jax_tmem/desc_sm90.h"
 #include "jax_tmem/epilogue.cuh"
+#include "jax_tmem/fp8_convert.cuh"
 #include "jax_tmem/kernels/w4_gemm.cuh"
 #include "jax_tmem/pipeline.cuh"
 #include "jax_tmem/ptx/mbarrier.cuh"
@@ -47,6 +58,23 @@ struct Params {
   int x_rows;                // tokens per activation box: min(M, 8 MT)
   epilogue::Args e;          // the output and its epilogue, as every other kernel's
 };
+
+// Two fp8 values (the low 16 bits of v, element 0 low) widened exactly to 16-bit type kX (bf16 / f16) x2:
+// fp8 -> f16 is exact (cvt), f16 -> f32 -> bf16 is exact for every fp8 value (NaN stays NaN).
+template <DType kW, DType kX>
+__device__ __forceinline__ uint32_t widen_fp8x2(uint32_t v) {
+  static_assert(kW == DType::kE4M3 || kW == DType::kE5M2, "an fp8 weight");
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(v & 0xffffu),
+                                                   kW == DType::kE4M3 ? __NV_E4M3 : __NV_E5M2);
+  if constexpr (kX == DType::kF16) {
+    return uint32_t(h.x) | (uint32_t(h.y) << 16);
+  } else {
+    static_assert(kX == DType::kBF16, "16-bit activations: bf16 or f16");
+    const float2 f = __half22float2(__half2(h));
+    const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
+    return *reinterpret_cast<const uint32_t*>(&b);
+  }
+}
 
 // One mma.sync step, f32 accumulators in place: A (the weight, type kW) 16 x K, B (the activations, kX)
 // K x 8; m16n8k16 for bf16 / f16, m16n8k32 for fp8 (e4m3 / e5m2, any mix; sm_89+: on sm_90a ptxas emits
@@ -76,14 +104,15 @@ __device__ __forceinline__ void wg_step(float (&d)[N / 2], const uint32_t (&a)[4
   else static_assert(kW == D::kInvalid, "bf16 x bf16, f16 x f16 or fp8 x fp8");
 }
 
-// The shared-memory plan: ST stages of {KW weight boxes of 16 R rows x 128 bytes, KW activation boxes of
-// 8 MT tokens x 128 bytes}, then 2 ST mbarriers; the consumers' partial sums reuse the ring.
-template <int R, int KW, int ST, int MT, int KS = 1, bool kWG = false>
+// The shared-memory plan: ST stages of {KW weight boxes of 16 R rows x 128 bytes, KW x XR activation boxes
+// of 8 MT tokens x 128 bytes (XR = 2 for kMix)}, then 2 ST mbarriers; the consumers' partial sums reuse the ring.
+template <int R, int KW, int ST, int MT, int KS = 1, bool kWG = false, int XR = 1>
 struct Plan {
   static constexpr int kRows = 16 * R;
   static constexpr int kWBox = kRows * 128;
   static constexpr int kXBox = 8 * MT * 128;
-  static constexpr int kStageBytes = KW * (kWBox + kXBox);
+  static constexpr int kXChunk = XR * kXBox;  // a chunk's activation boxes
+  static constexpr int kStageBytes = KW * (kWBox + kXChunk);
   static constexpr int kRingBytes = ST * kStageBytes;
   static constexpr int kRedBytes = KW * KS * (kWG ? 1 : R) * MT * 4 * 32 * 4;  // every warp's sums
   static constexpr int kBarOffset = kRingBytes > kRedBytes ? kRingBytes : kRedBytes;
@@ -104,14 +133,17 @@ template <DType kW, DType kX, int MT, int R, int KW, int ST, bool kWMN = false, 
 __global__ void __launch_bounds__((KW * KS + 1) * 32) dense_decode_kernel(const __grid_constant__ CUtensorMap wmap,
                                                                           const __grid_constant__ CUtensorMap xmap,
                                                                           const Params p) {
-  static_assert(dtype_bytes(kW) == dtype_bytes(kX), "operands of one width");
+  constexpr bool kMix = dtype_bytes(kW) == 1 && dtype_bytes(kX) == 2;  // 16-bit x an fp8 weight, widened
+  constexpr int kXR = kMix ? 2 : 1;                                     // activation boxes per chunk
+  static_assert(dtype_bytes(kW) == dtype_bytes(kX) || kMix, "operands of one width, or 16-bit x an fp8 weight");
   static_assert(KS == 1 || ((kWMN || kWG) && (KS == 2 || KS == 4)), "(K, N) weights: 1, 2 or 4 warps per chunk");
   static_assert(!kWG || (KS == 4 && R == 4), "kWG: a warpgroup per chunk, a warp per 16 of its 64 rows");
+  static_assert(!kMix || !kWG || kWMN, "kMix's wgmma form reads a (K, N) weight (natural K order)");
   constexpr int kCW = KW * KS;  // consumer warps
   constexpr bool kFp8 = dtype_bytes(kW) == 1;
   constexpr int kChunkK = 128 / dtype_bytes(kW), kStageK = KW * kChunkK;  // K elements per warp chunk, stage
   const int x_rows = p.x_rows;
-  using P = Plan<R, KW, ST, MT, KS, kWG>;
+  using P = Plan<R, KW, ST, MT, KS, kWG, kXR>;
   uint8_t* smem = aligned_dynamic_smem();
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + P::kBarOffset);
   uint64_t* empty = full + ST;
@@ -128,14 +160,17 @@ __global__ void __launch_bounds__((KW * KS + 1) * 32) dense_decode_kernel(const 
       for (int kt = 0; kt < nk; ++kt) {
         const int s = kt % ST;
         ptx::mbarrier_wait(&empty[s], ((kt / ST) & 1) ^ 1);
-        ptx::mbarrier_arrive_expect_tx(&full[s], KW * (P::kWBox + x_rows * 128));
+        ptx::mbarrier_arrive_expect_tx(&full[s], KW * (P::kWBox + kXR * x_rows * 128));
         uint8_t* st = smem + s * P::kStageBytes;
 #pragma unroll
         for (int w = 0; w < KW; ++w) {
           const int k0 = kt * kStageK + kChunkK * w;
           if constexpr (kWMN) ptx::tma_load_3d(st + w * P::kWBox, &wmap, &full[s], row0, k0, bw);
           else ptx::tma_load_3d(st + w * P::kWBox, &wmap, &full[s], k0, row0, bw);
-          ptx::tma_load_3d(st + KW * P::kWBox + w * P::kXBox, &xmap, &full[s], k0, tok0, bx);
+#pragma unroll
+          for (int r = 0; r < kXR; ++r)  // (kMix: 64 16-bit elements a box)
+            ptx::tma_load_3d(st + KW * P::kWBox + w * P::kXChunk + r * P::kXBox, &xmap, &full[s], k0 + 64 * r, tok0,
+                             bx);
         }
       }
     }
@@ -146,7 +181,7 @@ __global__ void __launch_bounds__((KW * KS + 1) * 32) dense_decode_kernel(const 
   const uint32_t sbase = ptx::smem_addr(smem);
   // Byte offsets in a stage of this thread's two 16-byte chunks of box row r (r & 7 == g & 7 == g).
   const uint32_t c0 = ((2 * q) ^ g) << 4, c1 = ((2 * q + 1) ^ g) << 4;
-  const uint32_t w_off = warp * P::kWBox + g * 128, x_off = KW * P::kWBox + warp * P::kXBox + g * 128;
+  const uint32_t w_off = warp * P::kWBox + g * 128, x_off = KW * P::kWBox + warp * P::kXChunk + g * 128;
 
   float acc[R][MT][4] = {};
 
@@ -173,7 +208,7 @@ __global__ void __launch_bounds__((KW * KS + 1) * 32) dense_decode_kernel(const 
   // (set 0 for r8 < 4, set 1 from 4 on) or its inner rows 1 and 2.
   const bool outer = (r8 < 4) == ((mt & 1) == 0);
   const int kset = 4 * (r8 >> 1) + (outer ? 3 * (r8 & 1) : 1 + (r8 & 1));
-  const int w_krow = kFp8 ? kset + 16 * (mt >> 1) : 8 * (mt >> 1) + r8;
+  const int w_krow = kMix ? 8 * mt + r8 : kFp8 ? kset + 16 * (mt >> 1) : 8 * (mt >> 1) + r8;
   const uint32_t sel_even = q < 2 ? 0x2640u : 0x6204u, sel_odd = sel_even + 0x1111u;  // (see kSet)
   // The A fragment of block (i, j) of the weight box at wb.
   const auto a_frag = [&](uint32_t (&a)[4], uint32_t wb, int j, int i) {
@@ -189,6 +224,21 @@ __global__ void __launch_bounds__((KW * KS + 1) * 32) dense_decode_kernel(const 
       a[3] = ptx::prmt(r[2], r[3], sel_odd);
     } else {
       ptx::ldmatrix_x4<true>(wb + swz((16 * j + w_krow) * kRB + (2 * i + (mt & 1)) * 16), a);
+    }
+  };
+  // kMix, (K, N): the two 16-K steps (s) of fp8 block (i, j) widened to kX: matrices 2 s, 2 s + 1 (k-rows 16 s ..
+  // 16 s + 15), bytes 0 / 2 -> weight 2 g (a0 / a2), 1 / 3 -> weight 2 g + 1 (a1 / a3).
+  const auto a_frag_mix = [&](uint32_t (&a)[2][4], uint32_t wb, int j, int i) {
+    if constexpr (kMix) {
+      uint32_t r[4];
+      ptx::ldmatrix_x4<true>(wb + swz((32 * j + w_krow) * kRB + 16 * i), r);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        a[h][0] = widen_fp8x2<kW, kX>(ptx::prmt(r[2 * h], 0u, 0x20u));
+        a[h][1] = widen_fp8x2<kW, kX>(ptx::prmt(r[2 * h], 0u, 0x31u));
+        a[h][2] = widen_fp8x2<kW, kX>(ptx::prmt(r[2 * h + 1], 0u, 0x20u));
+        a[h][3] = widen_fp8x2<kW, kX>(ptx::prmt(r[2 * h + 1], 0u, 0x31u));
+      }
     }
   };
   // Output element (mma row r of 16-row block i, token tk of the CTA's): weight row row0 + 16 i + r (8-bit
@@ -212,18 +262,32 @@ __global__ void __launch_bounds__((KW * KS + 1) * 32) dense_decode_kernel(const 
     float d[4 * MT];
 #pragma unroll
     for (int j = 0; j < 4 * MT; ++j) d[j] = 0.0f;
-    const uint64_t db0 = desc::sm90_smem_desc(sbase + KW * P::kWBox + chunk * P::kXBox, 16, 1024,
+    const uint64_t db0 = desc::sm90_smem_desc(sbase + KW * P::kWBox + chunk * P::kXChunk, 16, 1024,
                                               desc::Sm90Swizzle::k128B);
     for (int kt = 0; kt < nk; ++kt) {
       const int s = kt % ST;
       ptx::mbarrier_wait(&full[s], (kt / ST) & 1);
-      uint32_t af[4][4];
+      const uint32_t wb = sbase + s * P::kStageBytes + chunk * P::kWBox;
+      if constexpr (kMix) {  // 32-K block j: two k16 steps, activation box j / 2, 32 bytes each
+        uint32_t af[4][2][4];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) a_frag(af[j], sbase + s * P::kStageBytes + chunk * P::kWBox, j, i);
-      ptx::wgmma_fence();
+        for (int j = 0; j < 4; ++j) a_frag_mix(af[j], wb, j, i);
+        ptx::wgmma_fence();
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
-        wg_step<kW, kX, 8 * MT>(d, af[j], desc::sm90_desc_advance(db0, s * P::kStageBytes + 32 * j));
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+            wg_step<kX, kX, 8 * MT>(d, af[j][h], desc::sm90_desc_advance(db0, s * P::kStageBytes + (j >> 1) * P::kXBox +
+                                                                                    32 * (2 * (j & 1) + h)));
+      } else {
+        uint32_t af[4][4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) a_frag(af[j], wb, j, i);
+        ptx::wgmma_fence();
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          wg_step<kW, kX, 8 * MT>(d, af[j], desc::sm90_desc_advance(db0, s * P::kStageBytes + 32 * j));
+      }
       ptx::wgmma_commit();
       ptx::wgmma_wait<0>();
       ptx::fence_operands(d);
@@ -245,40 +309,67 @@ __global__ void __launch_bounds__((KW * KS + 1) * 32) dense_decode_kernel(const 
       const int s = kt % ST;
       ptx::mbarrier_wait(&full[s], (kt / ST) & 1);
       const uint32_t wb = sbase + s * P::kStageBytes + chunk * P::kWBox;
-      const uint32_t xb = sbase + s * P::kStageBytes + KW * P::kWBox + chunk * P::kXBox;
-      uint32_t af[kJN][R][4], xf[MT][(kJN + 1) / 2][4];
+      const uint32_t xb = sbase + s * P::kStageBytes + KW * P::kWBox + chunk * P::kXChunk;
+      if constexpr (kMix) {  // 32-K block j: two k16 steps; its activations: box j / 2, pieces 4 (j & 1) + mt
+        uint32_t af[kJN][R][2][4], xf[kJN][MT][4];
 #pragma unroll
-      for (int jj = 0; jj < kJN; ++jj)
+        for (int jj = 0; jj < kJN; ++jj) {
 #pragma unroll
-        for (int i = 0; i < R; ++i) a_frag(af[jj][i], wb, j0 + jj, i);
-#pragma unroll
-      for (int t = 0; t < MT; ++t)
-#pragma unroll
-        for (int hh = 0; hh < (kJN + 1) / 2; ++hh) {
-          const int row = 8 * t + r8, h = (j0 >> 1) + hh;
-          ptx::ldmatrix_x4<false>(xb + row * 128 + (((4 * h + mt) ^ (row & 7)) << 4), xf[t][hh]);
-        }
-      ptx::fence_proxy_async_shared();  // (as below: generic reads of the slot, then its release)
-      ptx::mbarrier_arrive(&empty[s]);
-#pragma unroll
-      for (int jj = 0; jj < kJN; ++jj)
-#pragma unroll
-        for (int i = 0; i < R; ++i)
+          for (int i = 0; i < R; ++i) a_frag_mix(af[jj][i], wb, j0 + jj, i);
+          const int j = j0 + jj;
 #pragma unroll
           for (int t = 0; t < MT; ++t) {
-            // step j = j0 + jj takes pieces 2 j, 2 j + 1: block jj / 2 (j0 is even unless kJN == 1), pair j & 1
-            const int odd = kJN == 1 ? (j0 & 1) : (jj & 1);
-            const uint32_t(&x4)[4] = xf[t][jj >> 1];
-            const uint32_t b0 = odd ? x4[2] : x4[0], b1 = odd ? x4[3] : x4[1];
-            mma_step<kW, kX>(acc[i][t], af[jj][i], b0, b1);
+            const int row = 8 * t + r8;
+            ptx::ldmatrix_x4<false>(xb + (j >> 1) * P::kXBox + row * 128 + (((4 * (j & 1) + mt) ^ (row & 7)) << 4),
+                                    xf[jj][t]);
           }
+        }
+        ptx::fence_proxy_async_shared();
+        ptx::mbarrier_arrive(&empty[s]);
+#pragma unroll
+        for (int jj = 0; jj < kJN; ++jj)
+#pragma unroll
+          for (int i = 0; i < R; ++i)
+#pragma unroll
+            for (int t = 0; t < MT; ++t)
+#pragma unroll
+              for (int h = 0; h < 2; ++h)
+                mma_step<kX, kX>(acc[i][t], af[jj][i][h], xf[jj][t][2 * h], xf[jj][t][2 * h + 1]);
+      } else {
+        uint32_t af[kJN][R][4], xf[MT][(kJN + 1) / 2][4];
+#pragma unroll
+        for (int jj = 0; jj < kJN; ++jj)
+#pragma unroll
+          for (int i = 0; i < R; ++i) a_frag(af[jj][i], wb, j0 + jj, i);
+#pragma unroll
+        for (int t = 0; t < MT; ++t)
+#pragma unroll
+          for (int hh = 0; hh < (kJN + 1) / 2; ++hh) {
+            const int row = 8 * t + r8, h = (j0 >> 1) + hh;
+            ptx::ldmatrix_x4<false>(xb + row * 128 + (((4 * h + mt) ^ (row & 7)) << 4), xf[t][hh]);
+          }
+        ptx::fence_proxy_async_shared();  // (as below: generic reads of the slot, then its release)
+        ptx::mbarrier_arrive(&empty[s]);
+#pragma unroll
+        for (int jj = 0; jj < kJN; ++jj)
+#pragma unroll
+          for (int i = 0; i < R; ++i)
+#pragma unroll
+            for (int t = 0; t < MT; ++t) {
+              // step j = j0 + jj takes pieces 2 j, 2 j + 1: block jj / 2 (j0 is even unless kJN == 1), pair j & 1
+              const int odd = kJN == 1 ? (j0 & 1) : (jj & 1);
+              const uint32_t(&x4)[4] = xf[t][jj >> 1];
+              const uint32_t b0 = odd ? x4[2] : x4[0], b1 = odd ? x4[3] : x4[1];
+              mma_step<kW, kX>(acc[i][t], af[jj][i], b0, b1);
+            }
+      }
     }
   } else
   for (int kt = 0; kt < nk; ++kt) {
     const int s = kt % ST;
     ptx::mbarrier_wait(&full[s], (kt / ST) & 1);
     const uint32_t st = sbase + s * P::kStageBytes;
-    uint4 wv[R][2][2], xv[MT][2];  // [tile][row g / g + 8][chunk], [token tile][chunk]
+    uint4 wv[R][2][2], xv[MT][2 * kXR];  // [tile][row g / g + 8][chunk], [token tile][chunk]
 #pragma unroll
     for (int i = 0; i < R; ++i)
 #pragma unroll
@@ -291,27 +382,49 @@ __global__ void __launch_bounds__((KW * KS + 1) * 32) dense_decode_kernel(const 
     for (int t = 0; t < MT; ++t) {
       const uint32_t a = st + x_off + t * 8 * 128;
       if (8 * t + g < x_rows) {
-        xv[t][0] = ptx::lds_v4(a + c0);
-        xv[t][1] = ptx::lds_v4(a + c1);
+        if constexpr (kMix) {  // elements 32 q .. 32 q + 31 of the chunk: box q / 2, pieces 4 (q & 1) ..
+#pragma unroll
+          for (int u = 0; u < 4; ++u) xv[t][u] = ptx::lds_v4(a + (q >> 1) * P::kXBox + (((4 * (q & 1) + u) ^ g) << 4));
+        } else {
+          xv[t][0] = ptx::lds_v4(a + c0);
+          xv[t][1] = ptx::lds_v4(a + c1);
+        }
       } else {
-        xv[t][0] = xv[t][1] = make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int u = 0; u < 2 * kXR; ++u) xv[t][u] = make_uint4(0, 0, 0, 0);
       }
     }
     // Released after this thread's loads, ordered before the producer's next TMA write into the slot
     // (an async-proxy write after generic-proxy reads: fence.proxy.async, as in w4_tma.cuh).
     ptx::fence_proxy_async_shared();
     ptx::mbarrier_arrive(&empty[s]);
+    if constexpr (kMix) {
+      // fp8 word j of a row (its elements 4 j .. 4 j + 3) widened: one k16 step with activation words 2 j, 2 j + 1
+      const auto u32 = [](const uint4& u, int c) { return c == 0 ? u.x : c == 1 ? u.y : c == 2 ? u.z : u.w; };
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const auto word = [j](const uint4 (&v)[2], int e) {  // the thread's 32-bit word 2 j + e of 8
-        const uint4& u = v[j >> 1];
-        return (j & 1) == 0 ? (e == 0 ? u.x : u.y) : (e == 0 ? u.z : u.w);
-      };
+      for (int j = 0; j < 8; ++j)
 #pragma unroll
-      for (int i = 0; i < R; ++i) {
-        const uint32_t a[4] = {word(wv[i][0], 0), word(wv[i][1], 0), word(wv[i][0], 1), word(wv[i][1], 1)};
+        for (int i = 0; i < R; ++i) {
+          const uint32_t w0 = u32(wv[i][0][j >> 2], j & 3), w1 = u32(wv[i][1][j >> 2], j & 3);
+          const uint32_t a[4] = {widen_fp8x2<kW, kX>(w0), widen_fp8x2<kW, kX>(w1), widen_fp8x2<kW, kX>(w0 >> 16),
+                                 widen_fp8x2<kW, kX>(w1 >> 16)};
 #pragma unroll
-        for (int t = 0; t < MT; ++t) mma_step<kW, kX>(acc[i][t], a, word(xv[t], 0), word(xv[t], 1));
+          for (int t = 0; t < MT; ++t)
+            mma_step<kX, kX>(acc[i][t], a, u32(xv[t][j >> 1], (2 * j) & 3), u32(xv[t][j >> 1], (2 * j + 1) & 3));
+        }
+    } else {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const auto word = [j](const uint4 (&v)[2], int e) {  // the thread's 32-bit word 2 j + e of 8
+          const uint4& u = v[j >> 1];
+          return (j & 1) == 0 ? (e == 0 ? u.x : u.y) : (e == 0 ? u.z : u.w);
+        };
+#pragma unroll
+        for (int i = 0; i < R; ++i) {
+          const uint32_t a[4] = {word(wv[i][0], 0), word(wv[i][1], 0), word(wv[i][0], 1), word(wv[i][1], 1)};
+#pragma unroll
+          for (int t = 0; t < MT; ++t) mma_step<kW, kX>(acc[i][t], a, word(xv[t], 0), word(xv[t], 1));
+        }
       }
     }
   }
