@@ -19,7 +19,8 @@ import jax_tmem
 from jax_tmem._core import arch as _arch, config as _config, ext as _ext
 
 DTYPES = [("bfloat16", "bfloat16"), ("float16", "float16"), ("float32", "float32"),
-          ("float8_e4m3fn", "float8_e4m3fn"), ("float8_e5m2", "float8_e4m3fn"), ("int8", "int8")]
+          ("float8_e4m3fn", "float8_e4m3fn"), ("float8_e5m2", "float8_e4m3fn"), ("int8", "int8"),
+          ("bfloat16", "float8_e4m3fn")]  # (weight-only fp8: 16-bit activations x fp8 weights)
 TOL = {"bfloat16": 1e-2, "float16": 2e-3, "float32": 5e-3}
 
 
@@ -246,6 +247,11 @@ def main() -> int:
         jax.eval_shape(lambda x, y: jax_tmem.matmul(x, y), a, b)
         d = [x for x in _config.decisions() if x.op == "gemm"][-1]
         _line(f"  {at:>14} x {bt:<14} -> {d.path:6} [{d.target}] {d.reason}")
+    _config.clear_decisions()  # weight-only fp8 at a decode shape (Flax's (K, N) weight)
+    jax.eval_shape(lambda x, y: jax_tmem.matmul(x, y), jax.ShapeDtypeStruct((8, 4096), "bfloat16"),
+                   jax.ShapeDtypeStruct((4096, 8192), "float8_e4m3fn"))
+    d = [x for x in _config.decisions() if x.op == "gemm"][-1]
+    _line(f"  decode: bfloat16[8, 4096] x float8_e4m3fn[4096, 8192] -> {d.path:6} [{d.target}] {d.reason}")
     _line("")
     _line("correctness vs float64 (matmul + bias + relu):")
     failures = 0
