@@ -59,23 +59,6 @@ struct Params {
   epilogue::Args e;          // the output and its epilogue, as every other kernel's
 };
 
-// Two fp8 values (the low 16 bits of v, element 0 low) widened exactly to 16-bit type kX (bf16 / f16) x2:
-// fp8 -> f16 is exact (cvt), f16 -> f32 -> bf16 is exact for every fp8 value (NaN stays NaN).
-template <DType kW, DType kX>
-__device__ __forceinline__ uint32_t widen_fp8x2(uint32_t v) {
-  static_assert(kW == DType::kE4M3 || kW == DType::kE5M2, "an fp8 weight");
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(v & 0xffffu),
-                                                   kW == DType::kE4M3 ? __NV_E4M3 : __NV_E5M2);
-  if constexpr (kX == DType::kF16) {
-    return uint32_t(h.x) | (uint32_t(h.y) << 16);
-  } else {
-    static_assert(kX == DType::kBF16, "16-bit activations: bf16 or f16");
-    const float2 f = __half22float2(__half2(h));
-    const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
-    return *reinterpret_cast<const uint32_t*>(&b);
-  }
-}
-
 // One mma.sync step, f32 accumulators in place: A (the weight, type kW) 16 x K, B (the activations, kX)
 // K x 8; m16n8k16 for bf16 / f16, m16n8k32 for fp8 (e4m3 / e5m2, any mix; sm_89+: on sm_90a ptxas emits
 // F2FP.F16.E4M3.UNPACK_B conversions and f16 HMMA.16816, exact, as Hopper's tensor cores take fp8 only in
@@ -234,10 +217,10 @@ __global__ void __launch_bounds__((KW * KS + 1) * 32) dense_decode_kernel(const 
       ptx::ldmatrix_x4<true>(wb + swz((32 * j + w_krow) * kRB + 16 * i), r);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        a[h][0] = widen_fp8x2<kW, kX>(ptx::prmt(r[2 * h], 0u, 0x20u));
-        a[h][1] = widen_fp8x2<kW, kX>(ptx::prmt(r[2 * h], 0u, 0x31u));
-        a[h][2] = widen_fp8x2<kW, kX>(ptx::prmt(r[2 * h + 1], 0u, 0x20u));
-        a[h][3] = widen_fp8x2<kW, kX>(ptx::prmt(r[2 * h + 1], 0u, 0x31u));
+        a[h][0] = fp8x2_widen<kW, kX>(ptx::prmt(r[2 * h], 0u, 0x20u));
+        a[h][1] = fp8x2_widen<kW, kX>(ptx::prmt(r[2 * h], 0u, 0x31u));
+        a[h][2] = fp8x2_widen<kW, kX>(ptx::prmt(r[2 * h + 1], 0u, 0x20u));
+        a[h][3] = fp8x2_widen<kW, kX>(ptx::prmt(r[2 * h + 1], 0u, 0x31u));
       }
     }
   };
@@ -406,8 +389,8 @@ __global__ void __launch_bounds__((KW * KS + 1) * 32) dense_decode_kernel(const 
 #pragma unroll
         for (int i = 0; i < R; ++i) {
           const uint32_t w0 = u32(wv[i][0][j >> 2], j & 3), w1 = u32(wv[i][1][j >> 2], j & 3);
-          const uint32_t a[4] = {widen_fp8x2<kW, kX>(w0), widen_fp8x2<kW, kX>(w1), widen_fp8x2<kW, kX>(w0 >> 16),
-                                 widen_fp8x2<kW, kX>(w1 >> 16)};
+          const uint32_t a[4] = {fp8x2_widen<kW, kX>(w0), fp8x2_widen<kW, kX>(w1), fp8x2_widen<kW, kX>(w0 >> 16),
+                                 fp8x2_widen<kW, kX>(w1 >> 16)};
 #pragma unroll
           for (int t = 0; t < MT; ++t)
             mma_step<kX, kX>(acc[i][t], a, u32(xv[t][j >> 1], (2 * j) & 3), u32(xv[t][j >> 1], (2 * j + 1) & 3));
