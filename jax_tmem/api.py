@@ -81,13 +81,19 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     if c is not None:
         return _dot_general_plus_c(lhs, rhs, ((lc, rc), (lb, rb)), precision, preferred_element_type, path, quantize,
                                    recipe, c)
+    rcp = _recipes.get_recipe(recipe)
+    if quantize is not None:
+        _quantize_configs(quantize, "dot_general")  # (checked before any fallback: a bad name is an error)
     if np.dtype(lhs.dtype) not in SUPPORTED_DTYPES or np.dtype(rhs.dtype) not in SUPPORTED_DTYPES:
+        if rcp.quantized or quantize is not None:
+            how = f"recipe {rcp.name!r}" if rcp.quantized else "quantize="
+            raise TypeError(f"jax_tmem.dot_general: {how} quantizes bfloat16, float16 or float32 operands; got "
+                            f"{lhs.dtype} x {rhs.dtype} (cast them, or drop {how.rstrip('=')} for an exact dot)")
         _config.record(_config.Decision("dot_general", f"{lhs.dtype} x {rhs.dtype}", "xla", "lax.dot_general",
                                         "dtype not handled by jax_tmem"))
         return lax.dot_general(lhs, rhs, dimension_numbers, precision=precision,
                                preferred_element_type=preferred_element_type)
     _check_dims(lhs, rhs, lc, rc, lb, rb)
-    rcp = _recipes.get_recipe(recipe)
     if rcp.quantized:
         if quantize is not None:
             raise ValueError("jax_tmem.dot_general: pass quantize= or recipe=, not both")
@@ -390,7 +396,7 @@ def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, preferred_element_type=jnp.f
     rhs_scales = _check_array(rhs_scales, "rhs_scales")
     _check_path(path)
     return scaled_gemm.scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, np.dtype(preferred_element_type),
-                                     lhs_global_scale, rhs_global_scale, path=path or "auto")
+                                     lhs_global_scale, rhs_global_scale, path=path or _config.current_path())
 
 
 def scaled_dot_general(lhs, rhs, dimension_numbers, preferred_element_type=jnp.float32, configs=None, *,
@@ -419,4 +425,4 @@ def scaled_dot_general(lhs, rhs, dimension_numbers, preferred_element_type=jnp.f
     (lc, rc), (lb, rb) = dimension_numbers
     _check_dims(lhs, rhs, tuple(lc), tuple(rc), tuple(lb), tuple(rb))
     return scaled_dot.scaled_dot_general(lhs, rhs, dimension_numbers, preferred_element_type, configs,
-                                         path=path or "auto")
+                                         path=path or _config.current_path())

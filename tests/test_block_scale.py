@@ -60,6 +60,31 @@ def test_quantize_is_bit_identical_to_jax(mode, global_scale, in_dtype):
     np.testing.assert_array_equal(_bytes(got_s), _bytes(want_s))
 
 
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16, jnp.float16], ids=["f32", "bf16", "f16"])
+@pytest.mark.parametrize("fmt", FMTS)
+def test_quantize_all_zero_blocks_are_zeros(fmt, dtype, jit):
+    """Blocks of zeros (dead ReLU units, padding, masked tokens) quantize to zero data, never NaN, on every path,
+    eager and jitted, and the other blocks as usual. An MX block of zeros gets scale byte 0, read as the smallest
+    positive value (2^-127 in float32), which XLA:CPU flushes to zero: x / scale was 0 / 0 = NaN there, and the
+    mxfp8 recipe's gradients NaN (found 2026-11-28)."""
+    # (float16 rows scaled up: blocks of max |x| below ~2^-9 x the format's max get a scale that float16 cannot
+    # hold, where JAX's quantizer, and so this one, divides by 2^-15 but stores the byte of 2^-127)
+    x = _rand(seed_of("zero-blocks", fmt, str(dtype)), (4, 128), dtype, scale=64.0 if dtype == jnp.float16 else 1.0)
+    x = x.at[:, 32:64].set(0).at[2].set(0)
+    f = lambda v: jax_tmem.quantize(v, fmt, path=path)
+    paths = ["xla"] + (["kernel"] if jax.default_backend() == "gpu" else [])
+    for path in paths:
+        data, scales = (jax.jit(f) if jit else f)(x)
+        d = np.asarray(data.astype(jnp.float32))
+        assert not np.isnan(d).any(), (path, d)
+        assert (d[:, 32:64] == 0).all() and (d[2] == 0).all(), path
+        back = np.asarray(block_scale.dequantize(data, scales), np.float64)
+        xf = np.asarray(x.astype(jnp.float32), np.float64)
+        tol = {"mxfp8": 0.07, "mxfp8_e5m2": 0.13}.get(fmt, 0.26)  # half a step of the format, of the block's max
+        assert (np.abs(back - xf) <= tol * np.abs(xf).max(axis=-1, keepdims=True)).all(), path
+
+
 @pytest.mark.parametrize("fmt", FMTS)
 def test_quantize_any_axis_and_round_trip(fmt):
     f = block_scale.FORMATS[fmt]
@@ -443,6 +468,51 @@ def test_quantize_paths_are_logged_and_checked():
     if jax.default_backend() != "gpu":
         with pytest.raises(ValueError, match=r'path="kernel": no GPU'):
             jax_tmem.quantize(x, "mxfp8", path="kernel")
+
+
+def test_block_scaled_calls_take_the_path_in_force():
+    """scaled_matmul, scaled_dot_general, dot_general(quantize=) and quantize follow jax_tmem.use_path (and so
+    $JAX_TMEM_PATH) where their ``path`` is not given, as matmul does (they ran "auto" whatever was in force
+    before 2026-11-28); quantize takes "xla" from it, else "auto" (a forced "kernel" does not make it raise
+    where the fused quantize kernel does not run)."""
+    x = _rand(seed_of("path-in-force"), (1, 32, 64), jnp.float32)
+    q, s = jax_tmem.quantize(x, "mxfp8", path="xla")
+    dn = (((1,), (1,)), ((), ()))
+    calls = {"scaled_matmul": lambda: jax_tmem.scaled_matmul(q, q, s, s),
+             "scaled_dot_general": lambda: jax_tmem.scaled_dot_general(x[0], x[0], dn, configs=["mxfp8"] * 3),
+             "dot_general(quantize=)": lambda: jax_tmem.dot_general(x[0], x[0], dn, quantize="mxfp8")}
+    for name, call in calls.items():
+        for path in ("xla", "kernel"):
+            jax_tmem.clear_decisions()
+            with jax_tmem.use_path(path):
+                jax.block_until_ready(call())
+            gemms = [d for d in jax_tmem.decisions() if d.op == "scaled_matmul"]
+            assert gemms and all(d.path == path for d in gemms), (name, path, jax_tmem.decisions())
+    jax_tmem.clear_decisions()
+    with jax_tmem.use_path("xla"):
+        jax_tmem.quantize(x, "mxfp8")
+    assert [(d.op, d.path) for d in jax_tmem.decisions()] == [("quantize", "xla")]
+
+
+def test_quantize_axis_out_of_range_is_an_error():
+    x = _rand(seed_of("axis-range"), (2, 8, 64), jnp.float32)
+    for axis in (-4, 3):
+        with pytest.raises(ValueError, match=rf"axis={axis} is out of range for x of shape \(2, 8, 64\)"):
+            jax_tmem.quantize(x, "mxfp8", axis=axis)
+    data, scales = jax_tmem.quantize(x, "mxfp8", axis=-3 % 3 + 2)
+    with pytest.raises(ValueError, match="axis=5 is out of range for data of shape"):
+        block_scale.dequantize(data, scales, axis=5)
+
+
+def test_quantized_dot_general_of_integers_is_an_error():
+    """quantize= (or a quantized recipe) with operands jax_tmem does not quantize raised nothing and returned the
+    exact integer dot, unquantized (found 2026-11-28)."""
+    a = jnp.ones((32, 64), jnp.int32)
+    dn = (((1,), (1,)), ((), ()))
+    with pytest.raises(TypeError, match="quantize= quantizes bfloat16, float16 or float32 operands; got int32"):
+        jax_tmem.dot_general(a, a, dn, quantize="mxfp8")
+    with pytest.raises(TypeError, match="recipe 'fp8' quantizes bfloat16, float16 or float32 operands; got int32"):
+        jax_tmem.dot_general(a, a, dn, recipe="fp8")
 
 
 @pytest.mark.parametrize("axis", [-1, 0])

@@ -190,9 +190,48 @@ def test_linen_clone_takes_the_new_recipe():
     m = jl.Dense(16, recipe="fp8")
     p = m.init(jax.random.key(0), x)
     m2 = m.clone(recipe="bf16")
-    assert m2.dot_general is jax_tmem.dot_general_op("bf16")
+    assert m2.dot_general.jax_tmem_recipe.name == "bf16" and m2.dot_general is jl.Dense(16).dot_general
     tol = 1e-2 if jax.default_backend() == "gpu" else 1e-5  # float32 operands: tf32 in the GPU kernels
     np.testing.assert_allclose(np.asarray(m2.apply(p, x)), np.asarray(nn.Dense(16).apply(p, x)), rtol=tol, atol=tol)
+
+
+def test_linen_keeps_the_users_jax_tmem_op():
+    """A jax_tmem op passed as ``dot_general=`` is the one the layer runs, with its own recipe and path (the
+    default recipe's op replaced it before 2026-11-28: an mxfp8 op silently ran bf16, path="xla" was dropped);
+    with a quantized recipe as well it is an error, as in the nnx drop-ins."""
+    x = rand(seed_of("users-op"), (4, 64), jnp.float32)
+    for op, want in ((jax_tmem.dot_general_op("mxfp8"), "scaled_matmul"), (jax_tmem.dot_general_op("bf16", "xla"), "gemm")):
+        m = jl.Dense(16, dot_general=op)
+        assert m.dot_general is op and m.clone().dot_general is op
+        p = m.init(jax.random.key(0), x)
+        jax_tmem.clear_decisions()
+        jax.block_until_ready(jax.jit(m.apply)(p, x))
+        ops = [(d.op, d.path) for d in jax_tmem.decisions() if d.op in ("gemm", "scaled_matmul")]
+        assert ops and ops[0][0] == want, ops
+        if want == "gemm":
+            assert all(path == "xla" for _, path in ops), ops
+    with pytest.raises(ValueError, match="recipe='fp8' sets dot_general; pass one of them, not both"):
+        jl.Dense(16, recipe="fp8", dot_general=jax_tmem.dot_general_op("mxfp8"))
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_bf16_gradients_of_kernels_with_several_output_dims(jit):
+    """LinearGeneral with tuple features and Einsum 'bd,dnh->bnh' in bfloat16: their weight gradients contract a
+    3-D operand, a dot XLA:CPU's thunk refused in bf16 with a float32 result when run eagerly ("Unsupported element
+    type for DotThunk::Execute: BF16 x BF16 = F32", 2026-11-28); the values are plain Flax's."""
+    x = rand(seed_of("multi-out"), (64, 32), jnp.float32)
+    pairs = ((jn.LinearGeneral(32, (2, 16), dtype=jnp.bfloat16, rngs=nnx.Rngs(0)),
+              nnx.LinearGeneral(32, (2, 16), dtype=jnp.bfloat16, rngs=nnx.Rngs(0))),
+             (jn.Einsum("bd,dnh->bnh", (32, 2, 16), dtype=jnp.bfloat16, rngs=nnx.Rngs(0)),
+              nnx.Einsum("bd,dnh->bnh", (32, 2, 16), dtype=jnp.bfloat16, rngs=nnx.Rngs(0))))
+    for ours, theirs in pairs:
+        grads = []
+        for m in (ours, theirs):
+            f = nnx.grad(lambda m: jnp.sum(m(x).astype(jnp.float32) ** 2))
+            grads.append(nnx.state(nnx.jit(f)(m) if jit else f(m)))
+        for a, b in zip(jax.tree.leaves(grads[0]), jax.tree.leaves(grads[1])):
+            a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+            assert np.isfinite(a).all() and np.abs(a - b).max() <= 2e-2 * np.abs(b).max(), type(ours).__name__
 
 
 def test_dropin_errors():

@@ -243,7 +243,8 @@ def quantize(x, fmt, *, axis: int = -1, global_scale=None, path=None, scale_layo
 
     fmt: "mxfp8" (e4m3), "mxfp8_e5m2", "mxfp4" or "nvfp4". global_scale: NVFP4's per-tensor float32
     scale (default 1.0, as ``jax.nn.get_scaled_dot_general_config("nvfp4")``); x is divided by it first.
-    path: "auto" / None (the fused CUDA kernel where it runs, else XLA: on the H200 it is bit-identical to
+    path: None (the path in force, ``jax_tmem.use_path`` / ``$JAX_TMEM_PATH``: "xla" there is "xla" here, else
+    "auto"), "auto" (the fused CUDA kernel where it runs, else XLA: on the H200 it is bit-identical to
     JAX's jitted quantizer and 2.1-2.3x faster for mxfp8, docs/PERF.md), "xla", or "kernel": the fused
     CUDA kernel (every format, bf16/f16/f32 x, one read of x; GPU only; bit-identical to JAX's quantizer
     as XLA compiles it on the GPU, including its float32 division (div.full.f32) and its rewrite of
@@ -261,12 +262,16 @@ def quantize(x, fmt, *, axis: int = -1, global_scale=None, path=None, scale_layo
     from jax_tmem._core import config as _config
     if path not in (None, "auto", "kernel", "xla"):
         raise ValueError(f"jax_tmem.quantize: path={path!r} is not supported; use 'auto', 'kernel' or 'xla' (or None)")
+    if path is None:  # the path in force (jax_tmem.use_path, $JAX_TMEM_PATH): "xla" is XLA's quantizer, else "auto"
+        path = "xla" if _config.current_path() == "xla" else "auto"
     f = get_format(fmt)
     x = jnp.asarray(x)
     if not jnp.issubdtype(x.dtype, jnp.floating):
         raise TypeError(f"jax_tmem.quantize: x must be floating point, got {x.dtype}")
     if x.ndim == 0:
         raise ValueError("jax_tmem.quantize: x must have rank >= 1")
+    if not -x.ndim <= axis < x.ndim:
+        raise ValueError(f"jax_tmem.quantize: axis={axis} is out of range for x of shape {tuple(x.shape)}")
     axis = axis % x.ndim
     k = x.shape[axis]
     if k % f.block:
@@ -317,7 +322,11 @@ def quantize(x, fmt, *, axis: int = -1, global_scale=None, path=None, scale_layo
     else:
         amax = jnp.max(jnp.abs(xb), axis=-1, keepdims=True) / dmax.astype(xb.dtype)
         q = _e8m0_round_up(amax)
-        scaled = xb / _e8m0_value(q, xb.dtype)
+        # An all-zero block has scale byte 0, read as the smallest positive value (2^-127 in float32, which XLA:CPU
+        # flushes to zero: 0 / 0 would be NaN there). Dividing by it is multiplying by its reciprocal, a normal
+        # number: the same exact products, also where subnormals are flushed.
+        inv_tiny = np.asarray(2.0**15 if np.dtype(xb.dtype) == np.float16 else 2.0**127, np.float32).astype(xb.dtype)
+        scaled = jnp.where(q == 0, xb * inv_tiny, xb / _e8m0_value(q, xb.dtype))
         scales = lax.bitcast_convert_type(q, f.scale)
     lim = dmax.astype(scaled.dtype)
     scaled = jnp.clip(scaled, -lim, lim)
@@ -334,6 +343,8 @@ def dequantize(data, scales, *, axis: int = -1, global_scale=None, dtype=jnp.flo
     """``data * scales`` (each scale repeated over its block along ``axis``) ``* global_scale``, as
     ``dtype``: the value a block-scaled GEMM multiplies."""
     data, scales = jnp.asarray(data), jnp.asarray(scales)
+    if not -data.ndim <= axis < data.ndim:
+        raise ValueError(f"jax_tmem.dequantize: axis={axis} is out of range for data of shape {tuple(data.shape)}")
     axis = axis % data.ndim
     if scales.ndim != data.ndim or data.shape[axis] % max(scales.shape[axis], 1) or any(
             s != d for i, (s, d) in enumerate(zip(scales.shape, data.shape)) if i != axis):

@@ -120,7 +120,16 @@ def xla_reference(lhs, rhs, *rest, dimension_numbers, out_dtype, epilogue: Epilo
     if jnp.issubdtype(lhs_c.dtype, jnp.integer):  # int8 x int8: exact int32 accumulation, then f32
         y = lax.dot_general(lhs_c, rhs_c, lax_dn, preferred_element_type=jnp.int32, out_sharding=osh).astype(acc_t)
     else:
-        y = lax.dot_general(lhs_c, rhs_c, lax_dn, precision=precision, preferred_element_type=acc_t, out_sharding=osh)
+        def dot(a, b):
+            return lax.dot_general(a, b, lax_dn, precision=precision, preferred_element_type=acc_t, out_sharding=osh)
+        if np.dtype(lhs_c.dtype) in (np.dtype(jnp.bfloat16), np.dtype(jnp.float16)) and np.dtype(acc_t) == np.float32:
+            # XLA:CPU's dot thunk refuses some 16-bit x 16-bit -> float32 dots (seen in eager backward passes with a
+            # 3-D operand: "Unsupported element type for DotThunk::Execute: BF16 x BF16 = F32"): on the CPU the
+            # operands are widened to float32 first (exact; the same f32 sums).
+            f32 = lambda a, b: dot(a.astype(jnp.float32), b.astype(jnp.float32))
+            y = lax.platform_dependent(lhs_c, rhs_c, cpu=f32, default=dot)
+        else:
+            y = dot(lhs_c, rhs_c)
     # lax order: [both batch] [lhs free incl. lhs-only batch] [rhs free incl. rhs-only batch];
     # ours: batch dims in dimension-number order, then lhs free, then rhs free.
     lfree = [d for d in range(lhs.ndim) if d not in lc and d not in both_l]

@@ -8,9 +8,11 @@ dimension order. Backward (``jax.custom_vjp``, residuals = the high-precision op
 dlhs = scaled_matmul(g quantized along N with ``configs[2]``, rhs quantized along N with ``configs[1]``),
 drhs = scaled_matmul(g^T quantized along M with ``configs[2]``, lhs quantized along M with
 ``configs[0]``): every tensor is re-quantized from high precision along the axis its GEMM contracts.
-NVFP4 follows JAX's backward (unquantized); its global scales must be 1.0 here (other values: quantize
-with ``jax_tmem.quantize(..., global_scale=)`` and call ``scaled_matmul``). The backward GEMMs contract
-over N and M, zero-padded to the block size where needed.
+NVFP4 follows JAX: its configs' float32 global scales (traced or not) divide the operands before they are
+quantized and multiply the f32 product; a ``configs[2]`` of NVFP4 gives an unquantized backward whose
+gradients are zero where the forward clipped (|x| above the operand's global scale x 6 x 448, JAX's
+straight-through estimator). The backward GEMMs contract over N and M, zero-padded to the block size where
+needed.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 from jax import lax
 
@@ -28,8 +31,8 @@ from jax_tmem.ops import block_scale, scaled_gemm
 
 def config_format(cfg, name: str):
     """Our Format of a ``jax.nn.BlockScaleConfig`` (duck-typed: ``block_size``, ``data_type``,
-    ``scale_type``, ``global_scale``) or of a format name ("mxfp8", ...). NVFP4 global scales must be
-    1.0 (concrete) here."""
+    ``scale_type``, ``global_scale``) or of a format name ("mxfp8", ...); its global scale:
+    :func:`config_global_scale`."""
     if isinstance(cfg, (str, block_scale.Format)):
         return block_scale.get_format(cfg)
     try:
@@ -38,17 +41,24 @@ def config_format(cfg, name: str):
         raise TypeError(f"jax_tmem.scaled_dot_general: {name} must be a jax.nn.BlockScaleConfig "
                         f"(jax.nn.get_scaled_dot_general_config) or a format name {sorted(block_scale.FORMATS)}, "
                         f"got {type(cfg).__name__}") from None
-    g = getattr(cfg, "global_scale", None)
-    if g is not None:
-        try:
-            one = bool(np.all(np.asarray(g, np.float32) == 1.0))
-        except jax.errors.TracerArrayConversionError:
-            one = False
-        if not one:
-            raise ValueError(f"jax_tmem.scaled_dot_general: {name} has an NVFP4 global scale other than a concrete "
-                             "1.0, which is not supported yet; quantize with jax_tmem.quantize(..., global_scale=) "
-                             "and call jax_tmem.scaled_matmul")
     return f
+
+
+def config_global_scale(cfg, f, name: str):
+    """The float32 global scale of an NVFP4 ``cfg`` as a scalar array (traced or not: the default config made
+    inside jit holds a traced ``jnp.ones((1,))``), or None where there is none or it is a concrete 1.0."""
+    g = getattr(cfg, "global_scale", None)
+    if g is None or not f.global_scale:
+        return None
+    try:
+        if bool(np.all(np.asarray(g, np.float32) == 1.0)):
+            return None
+    except jax.errors.TracerArrayConversionError:
+        pass
+    if jnp.size(g) != 1:
+        raise ValueError(f"jax_tmem.scaled_dot_general: {name}.global_scale must be one float32 value, got shape "
+                         f"{jnp.shape(g)}")
+    return jnp.asarray(g, jnp.float32).reshape(())
 
 
 def _to_bmk(x, batch, contract):
@@ -77,10 +87,10 @@ def global_scale(x, f):
     return jnp.where(amax > 0, amax / np.float32(6.0 * 448.0), jnp.float32(1.0))
 
 
-def _qmm(x, w, fx, fw, out_dtype, path, per_tensor=False, sr_key=None):
-    """scaled_matmul of x (B, M, K) and w (B, N, K), both quantized along K (NVFP4 with global scale 1,
-    or with per-tensor global scales computed from x and w when ``per_tensor``). ``sr_key``: x (a
-    cotangent) rounded stochastically with this PRNG key."""
+def _qmm(x, w, fx, fw, out_dtype, path, per_tensor=False, sr_key=None, gx=None, gw=None):
+    """scaled_matmul of x (B, M, K) and w (B, N, K), both quantized along K (NVFP4 with the global scales
+    ``gx`` / ``gw`` (None: 1), or with per-tensor global scales computed from x and w when ``per_tensor``).
+    ``sr_key``: x (a cotangent) rounded stochastically with this PRNG key."""
     block = max(fx.block, fw.block)
     x, w = _pad_k(x, block), _pad_k(w, block)
     where, why = scaled_gemm.route(fx, fw, x.dtype, x.shape[2])  # scaled_matmul's own decision
@@ -88,7 +98,8 @@ def _qmm(x, w, fx, fw, out_dtype, path, per_tensor=False, sr_key=None):
     y = _qdq_mm(x, w, fx, fw, out_dtype, path, where, why) if sr_key is None else None
     if y is not None:
         return y
-    gx, gw = (global_scale(x, fx), global_scale(w, fw)) if per_tensor else (None, None)
+    if per_tensor:
+        gx, gw = global_scale(x, fx), global_scale(w, fw)
     # where the block-scaled kernel takes the product, the scales in the layout it reads, written by the quantize
     layout = scaled_gemm.kernel_scale_layout(where, x.shape[2], block) if scaled_gemm.takes_kernel(where, path) else "plain"
     xq, xs = block_scale.quantize(x, fx, global_scale=gx, stochastic_rounding=sr_key, scale_layout=layout)
@@ -118,22 +129,33 @@ def _qdq_mm(x, w, fx, fw, out_dtype, path, where, why):
     return y.astype(out_dtype)
 
 
-@partial(jax.custom_vjp, nondiff_argnums=(2, 3, 4, 5, 6, 7, 8))
-def _sdg(a, b, fa, fb, fg, out_dtype, path, per_tensor, sr_seed):
-    return _qmm(a, b, fa, fb, out_dtype, path, per_tensor)
+@partial(jax.custom_vjp, nondiff_argnums=(4, 5, 6, 7, 8, 9, 10))
+def _sdg(a, b, ga, gb, fa, fb, fg, out_dtype, path, per_tensor, sr_seed):
+    return _qmm(a, b, fa, fb, out_dtype, path, per_tensor, gx=ga, gw=gb)
 
 
-def _sdg_fwd(a, b, fa, fb, fg, out_dtype, path, per_tensor, sr_seed):
-    return _qmm(a, b, fa, fb, out_dtype, path, per_tensor), (a, b)
+def _sdg_fwd(a, b, ga, gb, fa, fb, fg, out_dtype, path, per_tensor, sr_seed):
+    return _qmm(a, b, fa, fb, out_dtype, path, per_tensor, gx=ga, gw=gb), (a, b, ga, gb)
+
+
+def _clipped_to_zero(d, x, f, g):
+    """JAX's straight-through estimator for NVFP4: d where |x| <= (global scale g) x 6 x 448, else 0 (x was
+    clipped in the forward quantization)."""
+    if not f.global_scale:
+        return d
+    lim = np.float32(ml_dtypes.finfo(f.data).max) * np.float32(ml_dtypes.finfo(f.scale).max)
+    return jnp.where(jnp.abs(x.astype(jnp.float32)) <= lim * (1.0 if g is None else g), d, 0)
 
 
 def _sdg_bwd(fa, fb, fg, out_dtype, path, per_tensor, sr_seed, res, g):
-    a, b = res  # (B, M, K), (B, N, K), high precision
+    a, b, ga, gb = res  # (B, M, K), (B, N, K), high precision; the configs' global scales (or None)
     g = g.astype(jnp.float32)
-    if (fa.global_scale or fb.global_scale) and not per_tensor:  # NVFP4, as JAX: an unquantized backward
+    no_g = (None if ga is None else jnp.zeros_like(ga), None if gb is None else jnp.zeros_like(gb))
+    if fg.global_scale and not per_tensor:  # an NVFP4 cotangent config, as JAX: an unquantized backward
         da = jnp.einsum("bmn,bnk->bmk", g, b.astype(jnp.float32), precision=lax.Precision.HIGHEST)
         db = jnp.einsum("bmn,bmk->bnk", g, a.astype(jnp.float32), precision=lax.Precision.HIGHEST)
-        return da.astype(a.dtype), db.astype(b.dtype)
+        da, db = _clipped_to_zero(da, a, fa, ga), _clipped_to_zero(db, b, fb, gb)
+        return (da.astype(a.dtype), db.astype(b.dtype)) + no_g
     bt, at, gt = jnp.swapaxes(b, 1, 2), jnp.swapaxes(a, 1, 2), jnp.swapaxes(g, 1, 2)
     # (path "kernel": a backward GEMM whose format pair (fg with fb / fa) the custom call does not take here
     # runs the logged default instead)
@@ -144,7 +166,7 @@ def _sdg_bwd(fa, fb, fg, out_dtype, path, per_tensor, sr_seed, res, g):
     ka, kb = (None, None) if sr_seed is None else jax.random.split(block_scale.content_key(g, sr_seed))
     da = _qmm(g, bt, fg, fb, jnp.float32, gp, per_tensor, ka)   # (B, M, N) x (B, K, N) -> (B, M, K), over N
     db = _qmm(gt, at, fg, fa, jnp.float32, gp, per_tensor, kb)  # (B, N, M) x (B, K, M) -> (B, N, K), over M
-    return da.astype(a.dtype), db.astype(b.dtype)
+    return (da.astype(a.dtype), db.astype(b.dtype)) + no_g
 
 
 _sdg.defvjp(_sdg_fwd, _sdg_bwd)
@@ -167,6 +189,8 @@ def scaled_dot_general(lhs, rhs, dimension_numbers, preferred_element_type, conf
                          "unscaled product use jax_tmem.dot_general")
     fa, fb = config_format(configs[0], "configs[0]"), config_format(configs[1], "configs[1]")
     fg = config_format(configs[2] if len(configs) == 3 else configs[1], "configs[2]")
+    ga, gb = (None, None) if per_tensor else (config_global_scale(configs[0], fa, "configs[0]"),
+                                              config_global_scale(configs[1], fb, "configs[1]"))
     out_dtype = np.dtype(preferred_element_type)
     a, a_free = _to_bmk(lhs, lb, lc)
     b, b_free = _to_bmk(rhs, rb, rc)
@@ -180,6 +204,6 @@ def scaled_dot_general(lhs, rhs, dimension_numbers, preferred_element_type, conf
                              f"{f.name} block size {f.block}; pad K")
     if sr_seed is not None and fg.data != block_scale.FORMATS["nvfp4"].data:
         raise ValueError(f"jax_tmem.scaled_dot_general: stochastic rounding is for 4-bit gradients, not {fg.name}")
-    y = _sdg(a, b, fa, fb, fg, out_dtype, path, bool(per_tensor), sr_seed)
+    y = _sdg(a, b, ga, gb, fa, fb, fg, out_dtype, path, bool(per_tensor), sr_seed)
     batch = [lhs.shape[d] for d in lb]
     return y.reshape(tuple(batch) + tuple(a_free) + tuple(b_free))
