@@ -6,8 +6,8 @@ the same semantics through XLA. ``python -m jax_tmem`` reports which path each d
 """
 
 from jax_tmem._core.config import Decision, clear_decisions, current_path, decisions, use_path
-from jax_tmem.api import (SUPPORTED_DTYPES, dot_general, dot_general_op, einsum, einsum_op, matmul, scaled_dot_general,
-                          scaled_matmul)
+from jax_tmem.api import (SUPPORTED_DTYPES, checkpoint_policies, dot_general, dot_general_op, einsum, einsum_op, matmul,
+                          scaled_dot_general, scaled_matmul)
 from jax_tmem.ops.recipes import RECIPES, Recipe
 from jax_tmem.ops.block_scale import FORMATS, dequantize, quantize, swizzle_scales, unswizzle_scales
 
@@ -15,4 +15,4 @@ __version__ = "0.1.0"
 
 __all__ = ["matmul", "dot_general", "dot_general_op", "einsum", "einsum_op", "Recipe", "RECIPES", "scaled_matmul", "scaled_dot_general", "quantize", "dequantize", "swizzle_scales",
            "unswizzle_scales", "FORMATS", "use_path", "current_path", "decisions", "clear_decisions", "Decision",
-           "SUPPORTED_DTYPES", "__version__"]
+           "SUPPORTED_DTYPES", "checkpoint_policies", "__version__"]

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.ad_checkpoint import checkpoint_name
 
 from jax_tmem._checks import (_OUT_NAMES, SUPPORTED_DTYPES, _allow_tf32, _check_activation, _check_array,
                                _check_dims, _check_dtype, _check_out_dtype, _check_path, _promote_pair,
@@ -106,8 +107,8 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
             out_dtype = dt if dt in _arch.OUT_TYPES else np.dtype("bfloat16")
         else:
             out_dtype = _check_out_dtype(preferred_element_type, "preferred_element_type")
-        return _recipes.recipe_dot_general(lhs, rhs, ((lc, rc), (lb, rb)), out_dtype, rcp,
-                                           path or _config.current_path())
+        return checkpoint_name(_recipes.recipe_dot_general(lhs, rhs, ((lc, rc), (lb, rb)), out_dtype, rcp,
+                                                           path or _config.current_path()), GEMM_NAME)
     if quantize is not None:
         if preferred_element_type is None:
             dt = common_dtype(lhs.dtype, rhs.dtype)
@@ -131,8 +132,8 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
         out_dtype = _check_out_dtype(preferred_element_type, "preferred_element_type")
     requested = path or _config.current_path()
     lhs, rhs = _promote_pair(lhs, rhs, mix=(((lc, rc), (lb, rb)), out_dtype, requested))
-    return gemm(lhs, rhs, None, None, ((lc, rc), (lb, rb)), out_dtype, Epilogue(), requested,
-                 _allow_tf32(precision), -1)
+    return checkpoint_name(gemm(lhs, rhs, None, None, ((lc, rc), (lb, rb)), out_dtype, Epilogue(), requested,
+                                _allow_tf32(precision), -1), GEMM_NAME)
 
 
 def _dot_general_plus_c(lhs, rhs, dn, precision, preferred_element_type, path, quantize, recipe, c):
@@ -171,14 +172,29 @@ def _gemm_plus_c(lhs, rhs, bias, c, dn, out_dtype, epi, requested, tf32, fn: str
     (lc, _), (lb, _) = dn
     m = int(np.prod([lhs.shape[d] for d in range(lhs.ndim) if d not in lc + lb], dtype=np.int64))
     if c is None or m <= _C_IN_EPILOGUE_UP_TO:
-        return gemm(lhs, rhs, bias, c, dn, out_dtype, epi, requested, tf32, -1)
+        return checkpoint_name(gemm(lhs, rhs, bias, c, dn, out_dtype, epi, requested, tf32, -1), GEMM_NAME)
     # (the GEMM records its own path; this records where c goes)
     _config.record(_config.Decision(f"{fn} c", f"M = {m}", "xla" if requested == "xla" else "kernel",
                                     "float32 result, then XLA's add",
                                     f"c is added by XLA for M > {_C_IN_EPILOGUE_UP_TO} (the kernels' "
                                     "epilogue measured slower there)"))
     y = gemm(lhs, rhs, bias, None, dn, np.dtype("float32"), dataclasses.replace(epi, has_c=False), requested, tf32, -1)
-    return (y + c.astype(jnp.float32)).astype(out_dtype)
+    return checkpoint_name((y + c.astype(jnp.float32)).astype(out_dtype), GEMM_NAME)
+
+
+# Every GEMM's output carries this name (jax.ad_checkpoint.checkpoint_name), so that remat policies can keep it:
+# JAX's dots_saveable matches lax.dot_general only, which jax_tmem's GEMMs are not (custom calls inside custom_vjp).
+GEMM_NAME = "jax_tmem_gemm"
+
+
+class checkpoint_policies:  # noqa: N801 - a namespace, as jax.checkpoint_policies
+    """Remat policies for programs of jax_tmem GEMMs (``jax.checkpoint(f, policy=...)``, ``nn.remat``, ``nnx.remat``).
+
+    ``dots_saveable``: JAX's ``dots_saveable`` (which saves ``lax.dot_general`` outputs only) plus every jax_tmem
+    GEMM's output; ``save_gemms``: jax_tmem's GEMM outputs only (``save_only_these_names("jax_tmem_gemm")``)."""
+    save_gemms = staticmethod(jax.checkpoint_policies.save_only_these_names(GEMM_NAME))
+    dots_saveable = staticmethod(jax.checkpoint_policies.save_from_both_policies(
+        jax.checkpoint_policies.dots_saveable, jax.checkpoint_policies.save_only_these_names(GEMM_NAME)))
 
 
 # c goes into the kernels' epilogue only for M <= this (the swap-AB decode GEMMs); above it XLA adds c after a
@@ -424,5 +440,5 @@ def scaled_dot_general(lhs, rhs, dimension_numbers, preferred_element_type=jnp.f
     _check_path(path)
     (lc, rc), (lb, rb) = dimension_numbers
     _check_dims(lhs, rhs, tuple(lc), tuple(rc), tuple(lb), tuple(rb))
-    return scaled_dot.scaled_dot_general(lhs, rhs, dimension_numbers, preferred_element_type, configs,
-                                         path=path or _config.current_path())
+    return checkpoint_name(scaled_dot.scaled_dot_general(lhs, rhs, dimension_numbers, preferred_element_type, configs,
+                                                         path=path or _config.current_path()), GEMM_NAME)

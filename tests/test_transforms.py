@@ -14,7 +14,7 @@ from jax.test_util import check_grads
 
 import jax_tmem
 from conftest import (BF16, F16, F32, PATHS, assert_close, f32_tol, rand, ref_dot_general, ref_epilogue,
-                      ref_matmul, run_path, stack_refs)
+                      ref_matmul, run_path, seed_of, stack_refs)
 
 # Row pitches of 16-byte multiples for float32 and bfloat16 (TMA): a forced kernel path runs on a GPU too.
 M, N, K, V = 8, 16, 24, 4
@@ -414,3 +414,29 @@ def test_grad_hlo_uses_kernel_for_backward(seed):
     assert sorted(_operand_types(c)[0] for c in calls) == sorted(
         [f"tensor<{M}x{K}xbf16>", f"tensor<{M}x{N}xbf16>", f"tensor<{M}x{K}xbf16>"])
     assert "stablehlo.dot" not in hlo
+
+
+@pytest.mark.parametrize("recipe", ["bf16", "fp8"])
+def test_remat_policy_keeps_the_gemm_outputs(recipe):
+    """jax.checkpoint_policies.dots_saveable matches lax.dot_general only, so under remat with it every jax_tmem GEMM
+    of the forward pass ran again in the backward (found 2026-11-28); jax_tmem.checkpoint_policies.dots_saveable keeps
+    their outputs: the gradient's program holds as many GEMMs as with everything_saveable, and the same values. Every
+    policy's gradients are finite: the fp8 recipe's e4m3 residuals went NaN when saved (JAX's reduce_precision of
+    saved residuals treats e4m3fn's top exponent as infinity), until they travelled as bytes."""
+    s = seed_of("remat-policy", recipe)
+    x, w1, w2 = rand(s, (16, 64), F32), rand(s + 1, (64, 64), F32, scale=0.2), rand(s + 2, (64, 32), F32, scale=0.2)
+    dn = (((1,), (0,)), ((), ()))
+    f = lambda w1, w2, x: jnp.sum(jnp.tanh(jax_tmem.dot_general(jnp.tanh(jax_tmem.dot_general(x, w1, dn, recipe=recipe)),
+                                                                w2, dn, recipe=recipe)))
+    pols = {"nothing": jax.checkpoint_policies.nothing_saveable, "jax": jax.checkpoint_policies.dots_saveable,
+            "ours": jax_tmem.checkpoint_policies.dots_saveable, "all": jax.checkpoint_policies.everything_saveable}
+    gemms, grads = {}, {}
+    for name, pol in pols.items():
+        g = jax.grad(jax.checkpoint(f, policy=pol), argnums=(0, 1))
+        gemms[name] = str(jax.make_jaxpr(g)(w1, w2, x)).count("jax_tmem_gemm[")
+        grads[name] = jax.jit(g)(w1, w2, x)
+    assert gemms["ours"] == gemms["all"] < gemms["jax"] == gemms["nothing"], gemms
+    for name, g in grads.items():
+        assert all(np.isfinite(np.asarray(t)).all() for t in jax.tree.leaves(g)), name
+    for a, b in zip(jax.tree.leaves(grads["ours"]), jax.tree.leaves(grads["all"])):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

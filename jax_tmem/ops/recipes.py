@@ -38,6 +38,7 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 import ml_dtypes
+from jax import lax
 import numpy as np
 
 from jax_tmem._core import arch as _arch
@@ -116,11 +117,16 @@ def fp8_dot_general(lhs, rhs, dn, out_dtype, requested, recipe, in_dtypes):
 def _fp8_fwd(lhs, rhs, dn, out_dtype, requested, recipe, in_dtypes):
     aq, sa = fp8_quantize(lhs, recipe.fwd_dtype)
     bq, sb = fp8_quantize(rhs, recipe.fwd_dtype)
-    return _scaled_gemm(aq, bq, sa * sb, dn, out_dtype, requested), (aq, bq, sa, sb)
+    # The fp8 residuals travel as their bytes: under remat with a policy that saves them, JAX rounds every
+    # floating residual with reduce_precision(exponent and mantissa bits of its type), which for float8_e4m3fn
+    # (no infinities; its top exponent holds 256-448) made |x| >= 256 infinite, then NaN (2026-11-28).
+    as_bytes = lambda t: lax.bitcast_convert_type(t, jnp.uint8)
+    return _scaled_gemm(aq, bq, sa * sb, dn, out_dtype, requested), (as_bytes(aq), as_bytes(bq), sa, sb)
 
 
 def _fp8_bwd(dn, out_dtype, requested, recipe, in_dtypes, res, g):
     aq, bq, sa, sb = res
+    aq, bq = (lax.bitcast_convert_type(t, recipe.fwd_dtype) for t in (aq, bq))
     requested = "prefer" if requested == "kernel" else requested
     gq, sg = fp8_quantize(g, recipe.bwd_dtype)
     dn_l, perm_l, dn_r, perm_r = _gemm._grad_dims(aq.ndim, bq.ndim, dn)
