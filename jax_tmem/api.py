@@ -411,7 +411,8 @@ def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, preferred_element_type=jnp.f
     lhs_scales = None if lhs_scales is None else _check_array(lhs_scales, "lhs_scales")
     rhs_scales = _check_array(rhs_scales, "rhs_scales")
     _check_path(path)
-    return scaled_gemm.scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, np.dtype(preferred_element_type),
+    out = np.dtype(jnp.float32 if preferred_element_type is None else preferred_element_type)
+    return scaled_gemm.scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, out,
                                      lhs_global_scale, rhs_global_scale, path=path or _config.current_path())
 
 
@@ -436,6 +437,8 @@ def scaled_dot_general(lhs, rhs, dimension_numbers, preferred_element_type=jnp.f
     for x, name in ((lhs, "lhs"), (rhs, "rhs")):
         if not jnp.issubdtype(x.dtype, jnp.floating):
             raise TypeError(f"jax_tmem.scaled_dot_general: {name} must be floating point (it is quantized), got {x.dtype}")
+    if preferred_element_type is None:  # (np.dtype(None) is float64: the error would name a type nobody passed)
+        preferred_element_type = jnp.float32
     _check_out_dtype(preferred_element_type, "preferred_element_type")
     _check_path(path)
     (lc, rc), (lb, rb) = dimension_numbers

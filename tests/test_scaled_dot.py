@@ -172,6 +172,8 @@ def test_kernel_path_forward_and_backward():
 def test_bad_input_raises_with_the_fix():
     x, w = _rand(1, (16, 64)), _rand(2, (64, 8))
     dn = (((1,), (0,)), ((), ()))
+    # preferred_element_type=None is the default float32 (it raised naming float64, np.dtype(None))
+    assert jax_tmem.scaled_dot_general(x, w, dn, None, configs=["mxfp8"] * 2).dtype == jnp.float32
     with pytest.raises(ValueError, match="configs must be .* for an unscaled product use jax_tmem.dot_general"):
         jax_tmem.scaled_dot_general(x, w, dn)
     with pytest.raises(ValueError, match="contracting size 48 is not a multiple of lhs's mxfp8 block size 32"):
