@@ -45,6 +45,21 @@ def _check_activation(activation):
                          f"{[k for k in ACTIVATIONS]}")
 
 
+def _check_precision(precision, fn: str):
+    """A ``precision`` that lax.dot_general takes (None, a Precision or its name, a pair, a DotAlgorithmPreset), else
+    ValueError naming it (an unknown value ran at full float32 before, silently)."""
+    if precision is None:
+        return
+    try:
+        from jax._src.lax.lax import canonicalize_precision  # (lax's own check; private, so optional)
+    except ImportError:  # pragma: no cover
+        return
+    try:
+        canonicalize_precision(precision)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"jax_tmem.{fn}: precision={precision!r} is not a JAX precision: {e}") from None
+
+
 def _allow_tf32(precision) -> bool:
     """tf32 tensor cores are allowed where JAX's precision allows them (DEFAULT, or the config default)."""
     if precision is None:

@@ -19,8 +19,8 @@ from jax import lax
 from jax.ad_checkpoint import checkpoint_name
 
 from jax_tmem._checks import (_OUT_NAMES, SUPPORTED_DTYPES, _allow_tf32, _check_activation, _check_array,
-                               _check_dims, _check_dtype, _check_out_dtype, _check_path, _promote_pair,
-                               _quantize_configs)
+                              _check_dims, _check_dtype, _check_out_dtype, _check_path, _check_precision, _promote_pair,
+                              _quantize_configs)
 from jax_tmem._core import arch as _arch, canon as _canon, config as _config
 from jax_tmem.ops import recipes as _recipes, scaled_dot, scaled_gemm
 from jax_tmem.ops.gemm import Epilogue, apply_activation, common_dtype, gemm
@@ -77,8 +77,16 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
         raise TypeError(f"jax_tmem.dot_general: unexpected keyword(s) {sorted(unknown)}")
     _check_path(path)
     lhs, rhs = _check_array(lhs, "lhs"), _check_array(rhs, "rhs")
-    (lc, rc), (lb, rb) = dimension_numbers
-    lc, rc, lb, rb = (tuple(int(d) for d in x) for x in (lc, rc, lb, rb))
+    _check_precision(precision, "dot_general")
+    try:
+        (lc, rc), (lb, rb) = dimension_numbers
+        # (a bare int stands for a one-dim tuple, as lax.dot_general takes it)
+        lc, rc, lb, rb = ((int(x),) if isinstance(x, (int, np.integer)) else tuple(int(d) for d in x)
+                          for x in (lc, rc, lb, rb))
+    except (TypeError, ValueError):
+        raise TypeError(f"jax_tmem.dot_general: dimension_numbers must be ((lhs_contracting, rhs_contracting), "
+                        f"(lhs_batch, rhs_batch)), each a tuple of ints, got {dimension_numbers!r}") from None
+    dimension_numbers = ((lc, rc), (lb, rb))
     if c is not None:
         return _dot_general_plus_c(lhs, rhs, ((lc, rc), (lb, rb)), precision, preferred_element_type, path, quantize,
                                    recipe, c)
@@ -124,6 +132,11 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     elif (jnp.issubdtype(lhs.dtype, jnp.integer) and jnp.issubdtype(rhs.dtype, jnp.integer)
           and jnp.issubdtype(preferred_element_type, jnp.integer)):
         # e.g. int8 x int8 -> int32: the kernels write float outputs only.
+        _config.record(_config.Decision("dot_general", f"{lhs.dtype} x {rhs.dtype}", "xla", "lax.dot_general",
+                                        f"{np.dtype(preferred_element_type).name} output (kernels write {_OUT_NAMES})"))
+        return lax.dot_general(lhs, rhs, dimension_numbers, precision=precision,
+                               preferred_element_type=preferred_element_type)
+    elif np.dtype(preferred_element_type) not in _arch.OUT_TYPES:  # e.g. float64 (x64): what lax gives
         _config.record(_config.Decision("dot_general", f"{lhs.dtype} x {rhs.dtype}", "xla", "lax.dot_general",
                                         f"{np.dtype(preferred_element_type).name} output (kernels write {_OUT_NAMES})"))
         return lax.dot_general(lhs, rhs, dimension_numbers, precision=precision,
@@ -304,6 +317,7 @@ def matmul(a, b, *, bias=None, activation: Optional[str] = None, out_dtype=None,
     a, b = _check_array(a, "a"), _check_array(b, "b")
     _check_dtype(a, "a")
     _check_dtype(b, "b")
+    _check_precision(precision, "matmul")
     _check_activation(activation)
     if not isinstance(alpha, (int, float)) or isinstance(alpha, bool):
         raise TypeError(f"jax_tmem.matmul: alpha must be a Python float, got {type(alpha).__name__}")
@@ -354,10 +368,15 @@ def matmul(a, b, *, bias=None, activation: Optional[str] = None, out_dtype=None,
             dn = (((nbd + 1,), (nbd,)), (tuple(range(nbd)), tuple(range(nbd))))
     if c is not None:
         c = _check_array(c, "c")
-        want = _canon.output_shape(a.shape, b.shape, dn)
-        if c.shape != want or np.dtype(c.dtype) != out_dtype:
-            raise ValueError(f"jax_tmem.matmul: c must have the output's shape {want} and dtype {out_dtype}, "
+        want = tuple(_canon.output_shape(a.shape, b.shape, dn))
+        result = want  # the shape matmul returns: a 1-D operand's unit dim squeezed away
+        for ax in squeeze:
+            result = result[:len(result) + ax] + result[len(result) + ax + 1:]
+        if tuple(c.shape) != result or np.dtype(c.dtype) != out_dtype:
+            raise ValueError(f"jax_tmem.matmul: c must have the result's shape {result} and dtype {out_dtype}, "
                              f"got {c.shape} {c.dtype}")
+        for ax in reversed(squeeze):  # c in the 2-D product's shape, as the kernels add it
+            c = jnp.expand_dims(c, ax)
     if quantize is not None:
         if None in dn[1][0]:  # a 2-D a against a batched b: scaled_dot_general takes paired batch dims
             nbd = len(dn[1][0])

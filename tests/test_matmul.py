@@ -346,3 +346,53 @@ def test_int8_grad_flows_to_bias_only(seed):
     z = np.asarray(a, np.float64) @ np.asarray(b, np.float64) + np.asarray(bias, np.float64)
     sig = 0.5 * (1 + np.tanh(z / 2))  # the logistic function, without overflow
     np.testing.assert_allclose(np.asarray(g), (sig * (1 + z * (1 - sig))).sum(0), rtol=1e-4, atol=1e-4)
+
+
+# ---- found by a user's-eye review, 2026-11-28 ------------------------------------------------------
+
+@pytest.mark.parametrize("path", PATHS)
+def test_fused_relu_is_jax_nn_relu(path):
+    """The fused relu is jax.nn.relu: its gradient at a pre-activation of exactly 0 is 0 (max(x, 0) gave half the
+    cotangent there: zero rows, inputs without a bias) and a NaN stays NaN on every path (the C++ epilogue, which
+    the GPU kernels share, returned 0 for it)."""
+    x, w = jnp.zeros((2, 4), F32), jnp.ones((4, 4), F32)
+    with jax_tmem.use_path(path):
+        g = jax.jit(jax.grad(lambda x: jax_tmem.matmul(x, w, activation="relu").sum()))(x)
+    np.testing.assert_array_equal(np.asarray(g), np.zeros((2, 4), np.float32))
+    a = jnp.array([[jnp.nan, 1.0, 0, 0], [-1.0, 0.5, 0, 0], [2.0, -3.0, 0, 0]], F32)
+    y = run_path(path, lambda a, b: jax_tmem.matmul(a, b, activation="relu"), a, jnp.ones((4, 4), F32))
+    np.testing.assert_array_equal(np.asarray(y), np.asarray(jax.nn.relu(a @ jnp.ones((4, 4), F32))))
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_c_takes_the_result_shape_of_a_1d_operand(path):
+    """matmul(a, b, c=c) with a 1-D a or b: c has the result's shape, as jnp.matmul's result (it had to be the 2-D
+    product's, (1, N) / (M, 1))."""
+    s = seed_of("c-1d", path)
+    a1, b2, a2, b1 = rand(s, (64,), F32), rand(s + 1, (64, 16), F32), rand(s + 2, (16, 64), F32), rand(s + 3, (64,), F32)
+    for a, b in ((a1, b2), (a2, b1), (a1, b1)):
+        want = jnp.matmul(a, b)
+        c = rand(s + 4, want.shape, F32)
+        y = run_path(path, lambda a, b, c: jax_tmem.matmul(a, b, c=c), a, b, c)
+        assert y.shape == want.shape
+        assert_close(y, np.asarray(want, np.float64) + np.asarray(c, np.float64), F32, 64)
+    with pytest.raises(ValueError, match=r"c must have the result's shape \(16,\)"):
+        jax_tmem.matmul(a1, b2, c=jnp.zeros((1, 16), F32))
+
+
+def test_precision_and_dimension_numbers_are_checked_like_lax():
+    """precision is checked as lax.dot_general checks it (any value ran before, at full float32); a bare int for a
+    contracting dim is taken as lax takes it; malformed dimension numbers name the argument; an output type the
+    kernels do not write (float64 under x64, or what lax makes of it) goes to lax.dot_general."""
+    a, b = rand(1, (4, 32), F32), rand(2, (32, 8), F32)
+    for bad in ("bogus", 42):
+        with pytest.raises(ValueError, match="is not a JAX precision"):
+            jax_tmem.dot_general(a, b, (((1,), (0,)), ((), ())), precision=bad)
+        with pytest.raises(ValueError, match="is not a JAX precision"):
+            jax_tmem.matmul(a, b, precision=bad)
+    np.testing.assert_allclose(np.asarray(jax_tmem.dot_general(a, b, ((1, 0), ((), ())))),
+                               np.asarray(lax.dot_general(a, b, ((1, 0), ((), ())))), rtol=1e-2, atol=1e-2)
+    with pytest.raises(TypeError, match="dimension_numbers must be"):
+        jax_tmem.dot_general(a, b, "mk,kn")
+    y = jax_tmem.dot_general(a, b, (((1,), (0,)), ((), ())), preferred_element_type=jnp.float64)
+    assert y.dtype == lax.dot_general(a, b, (((1,), (0,)), ((), ())), preferred_element_type=jnp.float64).dtype

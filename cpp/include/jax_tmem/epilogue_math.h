@@ -17,7 +17,7 @@ namespace jax_tmem {
 
 JT_HD float apply_activation(float x, Activation act) {
   switch (act) {
-    case Activation::kRelu: return x > 0.0f ? x : 0.0f;
+    case Activation::kRelu: return x > 0.0f || x != x ? x : 0.0f;  // NaN stays NaN, as jax.nn.relu (max(x, 0))
     case Activation::kGelu: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
     case Activation::kGeluTanh: {
       const float kBeta = 0.79788456080286536f;  // sqrt(2 / pi)
