@@ -272,6 +272,7 @@ def _einsum_op(recipe, path):
     def op(subscripts, *operands, **kwargs):
         return einsum(subscripts, *operands, recipe=recipe, path=path, **kwargs)
     op.__name__ = op.__qualname__ = f"jax_tmem_einsum_{recipe.name}"
+    op.jax_tmem_recipe = recipe
     return op
 
 

@@ -241,3 +241,25 @@ def test_dropin_errors():
         jl.Dense(4, recipe="fp8", dot_general=jax.lax.dot_general).init(jax.random.key(0), jnp.ones((2, 8)))
     with pytest.raises(ValueError, match="recipe='fp8' sets the GEMM op; pass one of them, not both"):
         jn.Linear(8, 4, recipe="fp8", dot_general=jax.lax.dot_general, rngs=nnx.Rngs(0))
+
+
+def test_nnx_dropins_report_the_recipe_they_run_and_take_dot_general_cls():
+    """``layer.recipe`` names the recipe of the GEMM op the layer runs, a user's own jax_tmem op included (it said
+    "bf16" for dot_general=dot_general_op("mxfp8")); LinearGeneral takes Flax's dot_general_cls with the default
+    recipe (the user's class then runs the GEMM, as in the linen drop-ins; it always raised) and refuses it with a
+    quantized one."""
+    assert jn.Linear(8, 4, dot_general=jax_tmem.dot_general_op("mxfp8"), rngs=nnx.Rngs(0)).recipe == "mxfp8"
+    assert jn.Einsum("bd,dh->bh", (8, 4), einsum_op=jax_tmem.einsum_op("fp8"), rngs=nnx.Rngs(0)).recipe == "fp8"
+    calls = []
+
+    class Plain:
+        def __call__(self, *args, **kwargs):
+            calls.append(1)
+            return jax.lax.dot_general(*args, **kwargs)
+    x = rand(seed_of("dg-cls"), (4, 8), jnp.float32)
+    ours = jn.LinearGeneral(8, 4, dot_general_cls=Plain, rngs=nnx.Rngs(0))
+    theirs = nnx.LinearGeneral(8, 4, rngs=nnx.Rngs(0))
+    np.testing.assert_array_equal(np.asarray(ours(x)), np.asarray(theirs(x)))
+    assert calls and ours.recipe is None
+    with pytest.raises(ValueError, match="recipe='fp8' sets the GEMM op; pass one of them, not both"):
+        jn.LinearGeneral(8, 4, recipe="fp8", dot_general_cls=Plain, rngs=nnx.Rngs(0))

@@ -9,12 +9,14 @@ from jax_tmem.ops.recipes import get_recipe
 
 
 def _op(cls_name, recipe, given, make):
+    """(the recipe the layer runs, its GEMM op): ``recipe``'s op, or the user's own (with the default recipe; a
+    jax_tmem op names its recipe, so ``layer.recipe`` tells which)."""
     r = get_recipe(recipe)
     if given is None:
         return r, make(r)
     if r.quantized:
         raise ValueError(f"jax_tmem.flax.nnx.{cls_name}: recipe={r.name!r} sets the GEMM op; pass one of them, not both")
-    return r, given
+    return getattr(given, "jax_tmem_recipe", r), given
 
 
 class Linear(_nnx.Linear):
@@ -30,8 +32,11 @@ class LinearGeneral(_nnx.LinearGeneral):
     """``flax.nnx.LinearGeneral`` running on jax_tmem; ``recipe`` as for :class:`Linear`."""
 
     def __init__(self, in_features, out_features, *, recipe="bf16", dot_general=None, **kwargs):
-        if kwargs.get("dot_general_cls") is not None:
-            raise ValueError("jax_tmem.flax.nnx.LinearGeneral: dot_general_cls replaces jax_tmem's op; use nnx.LinearGeneral")
+        if kwargs.get("dot_general_cls") is not None:  # the user's class runs the GEMM (as in the linen drop-ins)
+            r, _ = _op("LinearGeneral", recipe, kwargs["dot_general_cls"], dot_general_op)
+            super().__init__(in_features, out_features, **kwargs)
+            self.recipe = None
+            return
         r, op = _op("LinearGeneral", recipe, dot_general, dot_general_op)
         super().__init__(in_features, out_features, dot_general=op, **kwargs)
         self.recipe = r.name
