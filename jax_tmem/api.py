@@ -369,8 +369,7 @@ def matmul(a, b, *, bias=None, activation: Optional[str] = None, out_dtype=None,
             dn = (((nbd + 1,), (nbd,)), (tuple(range(nbd)), tuple(range(nbd))))
     if c is not None:
         c = _check_array(c, "c")
-        want = tuple(_canon.output_shape(a.shape, b.shape, dn))
-        result = want  # the shape matmul returns: a 1-D operand's unit dim squeezed away
+        result = tuple(_canon.output_shape(a.shape, b.shape, dn))  # then a 1-D operand's unit dim squeezed away
         for ax in squeeze:
             result = result[:len(result) + ax] + result[len(result) + ax + 1:]
         if tuple(c.shape) != result or np.dtype(c.dtype) != out_dtype:

@@ -33,7 +33,7 @@ class LinearGeneral(_nnx.LinearGeneral):
 
     def __init__(self, in_features, out_features, *, recipe="bf16", dot_general=None, **kwargs):
         if kwargs.get("dot_general_cls") is not None:  # the user's class runs the GEMM (as in the linen drop-ins)
-            r, _ = _op("LinearGeneral", recipe, kwargs["dot_general_cls"], dot_general_op)
+            _op("LinearGeneral", recipe, kwargs["dot_general_cls"], dot_general_op)  # (refuses a quantized recipe too)
             super().__init__(in_features, out_features, **kwargs)
             self.recipe = None
             return
