@@ -29,6 +29,9 @@ def parse():
     ap.add_argument("--recipes", default="bf16,fp8")
     ap.add_argument("--rounds", type=int, default=5, help="timing rounds (0: no timing)")
     ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--profile", type=int, default=0, help="trace N steps of each variant (jax.profiler) and print "
+                    "each device's GPU kernel time per step by kind; run with XLA_FLAGS=--xla_gpu_enable_command_buffer= "
+                    "so that every kernel is its own trace event")
     return ap.parse_args()
 
 
@@ -140,7 +143,60 @@ def main():
         for n, ts in times.items():
             t = float(np.median(ts))
             print(f"{n:16s} step {t * 1e3:8.2f} ms  {flops / t / 1e12:7.1f} TFLOP/s per device  flax/this {base / t:.3f}")
+    if ARGS.profile:
+        profile(steps, states, *batch(20_000))
     return 0
+
+
+def _kind(name: str) -> str:
+    low = name.lower()
+    for kind, keys in (("jax_tmem", ("jax_tmem",)), ("nccl", ("nccl",)),
+                       ("cublas", ("nvjet", "cublas", "xmma", "cutlass", "gemm"))):
+        if any(k in low for k in keys):
+            return kind
+    return "xla other"
+
+
+def profile(steps, states, x, y):
+    """Each device's GPU kernel time per step (sum of kernel durations, and the span first start - last end) by
+    kind and the top kernels, from a jax.profiler trace of ARGS.profile steps per variant."""
+    import collections
+    import glob
+    import tempfile
+    from jax.profiler import ProfileData
+    for n in steps:
+        p, s = states[n]
+        for _ in range(2):
+            p, s, loss = steps[n](p, s, x, y)
+        jax.block_until_ready(loss)
+        d = tempfile.mkdtemp()
+        with jax.profiler.trace(d):
+            for _ in range(ARGS.profile):
+                p, s, loss = steps[n](p, s, x, y)
+            jax.block_until_ready(loss)
+        states[n] = (p, s)
+        prof = ProfileData.from_file(glob.glob(d + "/**/*.xplane.pb", recursive=True)[0])
+        for plane in prof.planes:
+            if not plane.name.startswith("/device:GPU"):
+                continue
+            per = collections.Counter()
+            t0 = t1 = None
+            for line in plane.lines:
+                if "stream" not in line.name.lower() or "memcpy" in line.name.lower():
+                    continue
+                for e in line.events:
+                    per[e.name] += e.duration_ns
+                    t0 = e.start_ns if t0 is None else min(t0, e.start_ns)
+                    t1 = e.start_ns + e.duration_ns if t1 is None else max(t1, e.start_ns + e.duration_ns)
+            k = ARGS.profile * 1e3
+            kinds = collections.Counter()
+            for name, ns in per.items():
+                kinds[_kind(name)] += ns
+            span = (t1 - t0) / k if t0 is not None else float("nan")
+            print(f"{n} {plane.name}: kernels {sum(per.values()) / k:.0f} us per step, span {span:.0f} us; "
+                  + ", ".join(f"{kk} {v / k:.0f}" for kk, v in kinds.most_common()))
+            for name, ns in per.most_common(8):
+                print(f"    {ns / k:8.0f} us  {_kind(name):9s} {name[:110]}")
 
 
 if __name__ == "__main__":

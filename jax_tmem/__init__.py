@@ -10,9 +10,10 @@ from jax_tmem.api import (SUPPORTED_DTYPES, checkpoint_policies, dot_general, do
                           scaled_dot_general, scaled_matmul)
 from jax_tmem.ops.recipes import RECIPES, Recipe
 from jax_tmem.ops.block_scale import FORMATS, dequantize, quantize, swizzle_scales, unswizzle_scales
+from jax_tmem import export  # noqa: E402 - jax.export of programs holding jax_tmem's GEMMs
 
 __version__ = "0.1.0"
 
 __all__ = ["matmul", "dot_general", "dot_general_op", "einsum", "einsum_op", "Recipe", "RECIPES", "scaled_matmul", "scaled_dot_general", "quantize", "dequantize", "swizzle_scales",
            "unswizzle_scales", "FORMATS", "use_path", "current_path", "decisions", "clear_decisions", "Decision",
-           "SUPPORTED_DTYPES", "checkpoint_policies", "__version__"]
+           "SUPPORTED_DTYPES", "checkpoint_policies", "export", "__version__"]

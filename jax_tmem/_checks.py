@@ -9,7 +9,8 @@ import numpy as np
 from jax import lax
 
 from jax_tmem._core import arch as _arch, config as _config, dtypes as _dtypes
-from jax_tmem.ops.gemm import ACTIVATIONS, common_dtype
+from jax_tmem._core.arch import common_dtype
+from jax_tmem.ops.gemm import ACTIVATIONS
 
 SUPPORTED_DTYPES = _dtypes.OPERAND_DTYPES  # the operand column of dtypes.def
 _SUPPORTED_NAMES = ", ".join(d.name for d in SUPPORTED_DTYPES)
@@ -37,6 +38,23 @@ def _check_out_dtype(dt, name: str):
 def _check_path(path):
     if path is not None and path not in ("auto", "kernel", "xla"):
         raise ValueError(f"jax_tmem: path={path!r} is not supported; use 'auto', 'kernel' or 'xla' (or None)")
+
+
+def _symbolic_path(path, fn: str, *arrays):
+    """The path of a call whose operands may have symbolic dimensions (``jax.export`` shape polymorphism): the
+    kernels are planned for concrete shapes at trace time, so such a call runs XLA's ops (logged), or raises for
+    a forced "kernel" path. Concrete shapes keep ``path``."""
+    from jax_tmem._core import canon as _canon
+    if not _canon.symbolic(*(x.shape for x in arrays if x is not None)):
+        return path
+    shapes = " x ".join(f"{np.dtype(x.dtype).name}{list(x.shape)}" for x in arrays if x is not None)
+    if (path or _config.current_path()) == "kernel":
+        raise ValueError(f"jax_tmem.{fn}: path 'kernel' was forced but {shapes} has symbolic dimensions (jax.export "
+                         "shape polymorphism); the kernels need concrete shapes: export with concrete shapes, or "
+                         "use path 'auto'")
+    _config.record(_config.Decision(fn, shapes, "xla", "XLA's ops", "symbolic dimensions (jax.export shape "
+                                    "polymorphism): the kernels are planned for concrete shapes"))
+    return "xla"
 
 
 def _check_activation(activation):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from typing import Any, Optional
 
 import jax
@@ -18,12 +19,13 @@ import numpy as np
 from jax import lax
 from jax.ad_checkpoint import checkpoint_name
 
-from jax_tmem._checks import (_OUT_NAMES, SUPPORTED_DTYPES, _allow_tf32, _check_activation, _check_array,
+from jax_tmem._checks import (_OUT_NAMES, _symbolic_path, SUPPORTED_DTYPES, _allow_tf32, _check_activation, _check_array,
                               _check_dims, _check_dtype, _check_out_dtype, _check_path, _check_precision, _promote_pair,
                               _quantize_configs)
 from jax_tmem._core import arch as _arch, canon as _canon, config as _config
 from jax_tmem.ops import recipes as _recipes, scaled_dot, scaled_gemm
-from jax_tmem.ops.gemm import Epilogue, apply_activation, common_dtype, gemm
+from jax_tmem._core.arch import common_dtype
+from jax_tmem.ops.gemm import Epilogue, apply_activation, gemm
 
 
 # ---- public API -------------------------------------------------------------------------------
@@ -87,6 +89,7 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
         raise TypeError(f"jax_tmem.dot_general: dimension_numbers must be ((lhs_contracting, rhs_contracting), "
                         f"(lhs_batch, rhs_batch)), each a tuple of ints, got {dimension_numbers!r}") from None
     dimension_numbers = ((lc, rc), (lb, rb))
+    path = _symbolic_path(path, "dot_general", lhs, rhs, c)
     if c is not None:
         return _dot_general_plus_c(lhs, rhs, ((lc, rc), (lb, rb)), precision, preferred_element_type, path, quantize,
                                    recipe, c)
@@ -183,8 +186,8 @@ def _gemm_plus_c(lhs, rhs, bias, c, dn, out_dtype, epi, requested, tf32, fn: str
     """gemm(...) with the addend c (or none): in the kernels' epilogue for M <= _C_IN_EPILOGUE_UP_TO output
     rows, else the float32 result of the rest of the epilogue plus c in XLA, rounded once (the same value)."""
     (lc, _), (lb, _) = dn
-    m = int(np.prod([lhs.shape[d] for d in range(lhs.ndim) if d not in lc + lb], dtype=np.int64))
-    if c is None or m <= _C_IN_EPILOGUE_UP_TO:
+    m = math.prod(lhs.shape[d] for d in range(lhs.ndim) if d not in lc + lb)
+    if c is None or (not _canon.symbolic((m,)) and m <= _C_IN_EPILOGUE_UP_TO):
         return checkpoint_name(gemm(lhs, rhs, bias, c, dn, out_dtype, epi, requested, tf32, -1), GEMM_NAME)
     # (the GEMM records its own path; this records where c goes)
     _config.record(_config.Decision(f"{fn} c", f"M = {m}", "xla" if requested == "xla" else "kernel",
@@ -320,6 +323,7 @@ def matmul(a, b, *, bias=None, activation: Optional[str] = None, out_dtype=None,
     _check_dtype(b, "b")
     _check_precision(precision, "matmul")
     _check_activation(activation)
+    path = _symbolic_path(path, "matmul", a, b, c)
     if not isinstance(alpha, (int, float)) or isinstance(alpha, bool):
         raise TypeError(f"jax_tmem.matmul: alpha must be a Python float, got {type(alpha).__name__}")
     for name, x in (("a", a), ("b", b)):
@@ -430,6 +434,7 @@ def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, preferred_element_type=jnp.f
     lhs_scales = None if lhs_scales is None else _check_array(lhs_scales, "lhs_scales")
     rhs_scales = _check_array(rhs_scales, "rhs_scales")
     _check_path(path)
+    path = _symbolic_path(path, "scaled_matmul", lhs, rhs, lhs_scales, rhs_scales)
     out = np.dtype(jnp.float32 if preferred_element_type is None else preferred_element_type)
     return scaled_gemm.scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, out,
                                      lhs_global_scale, rhs_global_scale, path=path or _config.current_path())
@@ -462,5 +467,6 @@ def scaled_dot_general(lhs, rhs, dimension_numbers, preferred_element_type=jnp.f
     _check_path(path)
     (lc, rc), (lb, rb) = dimension_numbers
     _check_dims(lhs, rhs, tuple(lc), tuple(rc), tuple(lb), tuple(rb))
+    path = _symbolic_path(path, "scaled_dot_general", lhs, rhs)
     return checkpoint_name(scaled_dot.scaled_dot_general(lhs, rhs, dimension_numbers, preferred_element_type, configs,
                                                          path=path or _config.current_path()), GEMM_NAME)

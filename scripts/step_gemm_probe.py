@@ -32,12 +32,12 @@ def main():
     print(f"{jax.devices()[0].device_kind}, jax {jax.__version__}")
     # (what, layout, M, N, K) of the step: h = x w1, y = h w2; dh = g w2^T, dw2 = h^T g, dx = dh w1^T, dw1 = x^T dh
     gemms = [("x w1", "NN", m, f, d), ("h w2", "NN", m, d, f), ("g w2^T", "NT", m, f, d),
-             ("h^T g", "TN", f, d, m), ("x^T dh", "TN", d, f, m)]
+             ("h^T g", "TN", f, d, m), ("dh w1^T", "NT", m, d, f), ("x^T dh", "TN", d, f, m)]
     key = jax.random.key(0)
     for what, lay, M, N, K in gemms:
         a_shape = (K, M) if lay == "TN" else (M, K)
         b_shape = (N, K) if lay == "NT" else (K, N)
-        r = 3
+        r = 3 if M * N * K <= 8192 ** 3 else 2
         a = [jax.random.normal(jax.random.fold_in(key, 2 * i), a_shape, jnp.bfloat16) for i in range(r)]
         b = [jax.random.normal(jax.random.fold_in(key, 2 * i + 1), b_shape, jnp.bfloat16) for i in range(r)]
         dn = DN[lay]

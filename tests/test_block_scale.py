@@ -398,6 +398,25 @@ def test_scaled_dot_general_quantize_dequantize_wiring(monkeypatch):
         np.testing.assert_allclose(np.asarray(y), np.asarray(ref), rtol=0, atol=1e-5 * float(jnp.abs(ref).max()))
 
 
+def test_scaled_dot_general_on_path_xla_runs_no_jax_tmem_kernel(monkeypatch):
+    """path "xla" (argument or use_path) quantizes with XLA's quantizer too: before 2026-11-28 the fused quantize
+    kernel still ran there (a custom call in a program meant to hold none, e.g. for jax.export). As if the fused
+    kernel were available (its XLA local code standing in), "auto" takes it and "xla" does not."""
+    real = block_scale.quantize_dequantize
+    monkeypatch.setattr(block_scale, "quantize_dequantize", lambda x, fmt, impl="ffi": real(x, fmt, impl="xla"))
+    monkeypatch.setattr(block_scale, "_quantize_kernel_target", lambda f, x: "")
+    s = seed_of("sdg-xla-path")
+    x, w = _rand(s, (40, 128)), _rand(s + 1, (24, 128))
+    dn = (((1,), (1,)), ((), ()))
+    for path, fused in (("auto", True), ("xla", False)):
+        jax_tmem.clear_decisions()
+        jax.jit(lambda a, b: jax_tmem.scaled_dot_general(a, b, dn, jnp.float32, configs=["mxfp8"] * 3, path=path))(x, w)
+        ds = jax_tmem.decisions()
+        assert any("fused quantize-dequantize" in d.target for d in ds) == fused, ds
+        if not fused:
+            assert all(d.path == "xla" for d in ds), ds
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("fmt", ["mxfp8", "mxfp8_e5m2"])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])

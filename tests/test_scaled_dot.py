@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax import lax
 import numpy as np
 import pytest
 
@@ -98,6 +99,10 @@ def test_nvfp4_global_scales_and_clipped_gradients_follow_jax(gs, monkeypatch):
 
     def dequantized_product(lhs, rhs, lhs_scales, rhs_scales, preferred_element_type=jnp.float32):
         calls.append(1)
+        # (the barrier keeps JAX's f32 -> e2m1 conversion: in one program with this dequantize, XLA:GPU's excess
+        # precision simplification folds f32 -> e2m1 -> f32 into nothing; H200 2026-11-28, gone with
+        # --xla_allow_excess_precision=false; JAX's own scaled_matmul keeps it)
+        lhs, rhs = lax.optimization_barrier((lhs, rhs))
         a, b = jax_tmem.dequantize(lhs, lhs_scales), jax_tmem.dequantize(rhs, rhs_scales)
         return jnp.einsum("bmk,bnk->bmn", a, b, precision="highest").astype(preferred_element_type)
     monkeypatch.setattr(sms, "scaled_matmul_wrapper", dequantized_product)
@@ -121,16 +126,15 @@ def test_nvfp4_global_scales_and_clipped_gradients_follow_jax(gs, monkeypatch):
     v64 = float(np.sum((x64 @ w64.T) * np.asarray(r, np.float64)))
     assert abs(float(v) - v64) <= 1e-5 * abs(v64), (float(v), v64)
     assert float(dx[0, 0]) == 0.0 and float(dx[3, 7]) == 0.0 and float(jnp.abs(dx).max()) > 0
-    if jax.default_backend() != "cpu":
-        # On an H100 with jax 0.11.2 (2026-11-28) JAX's value differed from ours by 5 % (g = 1) and 17 % (0.37)
-        # with the GEMM replaced; not understood yet (its quantizer matches ours bit for bit there): compared on
-        # the CPU only.
-        pytest.skip("JAX's own NVFP4 scaled_dot_general is compared on the CPU (jax 0.10.2) only")
     vj, (dxj, dwj) = loss(jax.nn.scaled_dot_general)(x, w)
     assert calls, "JAX's scaled_dot_general did not reach the replaced GEMM"
     np.testing.assert_allclose(float(v), float(vj), rtol=1e-6)
+    # (the unquantized float32 backward GEMMs run as tf32 on a GPU, their operands rounded differently by cuBLAS
+    # and by ours: up to 4e-3 of the largest gradient apart on an H200, 2026-11-28)
+    tol = 1e-6 if jax.default_backend() == "cpu" else 1e-2
     for a, b in ((dx, dxj), (dw, dwj)):
-        np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=1e-6, atol=1e-6)
+        b = np.asarray(b, np.float64)
+        np.testing.assert_allclose(np.asarray(a, np.float64), b, rtol=tol, atol=tol * np.abs(b).max())
 
 
 def test_takes_jax_block_scale_configs_and_matches_jax_where_it_runs():

@@ -12,6 +12,7 @@ import functools
 import os
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from jax_tmem._core import canon as _canon, dtypes as _dtypes, ext as _ext
@@ -257,3 +258,18 @@ def check(arch: str, canon: _canon.Canon, a_dtype, b_dtype, out_dtype, allow_tf3
     return mod.kernel_legality(a_dtype.name, b_dtype.name, canon.batch, canon.m, canon.n, canon.k,
                                bool(canon.a_mn_major), bool(canon.b_mn_major), canon.lda, canon.ldb,
                                canon.stride_a, canon.stride_b)
+
+
+def common_dtype(a, b) -> np.dtype:
+    """jnp promotion, except that fp8 (which JAX refuses to promote implicitly) joins the wider type,
+    and an fp8 x fp8 mix computes in bfloat16 (exact for the products)."""
+    a, b = np.dtype(a), np.dtype(b)
+    if a == b:
+        return a
+    if a in FP8 and b in FP8:
+        return np.dtype("bfloat16")
+    if a in FP8:
+        return b
+    if b in FP8:
+        return a
+    return np.dtype(jnp.promote_types(a, b))

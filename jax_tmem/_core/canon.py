@@ -14,6 +14,7 @@ batching rule uses this to vmap over one operand without copying the other.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -44,6 +45,12 @@ class Canon:
         maj = ("MN" if self.a_mn_major else "K") + "/" + ("MN" if self.b_mn_major else "K")
         b = f"{self.batch}x" if self.batch > 1 else ""
         return f"{b}{self.m}x{self.n}x{self.k} (MxNxK, A/B {maj}-major)"
+
+
+def symbolic(*shapes) -> bool:
+    """Whether any dimension is symbolic (``jax.export`` shape polymorphism): the kernels are planned for
+    concrete shapes at trace time, so such GEMMs take the XLA path."""
+    return any(not isinstance(d, numbers.Integral) for shape in shapes for d in shape)
 
 
 def row_major_strides(shape: Sequence[int]) -> list[int]:

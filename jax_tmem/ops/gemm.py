@@ -376,6 +376,11 @@ def bind_gemm(lhs, rhs, *rest, dimension_numbers, out_dtype, epilogue: Epilogue,
     ``requested`` is "auto", "kernel", "xla", or the internal "prefer" (the kernel where one applies,
     else XLA without raising: what the backward pass of a forced-kernel call uses for gradient GEMMs
     whose layout no kernel takes)."""
+    if _canon.symbolic(lhs.shape, rhs.shape):  # jax.export shape polymorphism (a forced kernel path raised in api)
+        _config.record(_config.Decision("gemm", f"{lhs.dtype}{list(lhs.shape)} x {rhs.dtype}{list(rhs.shape)}", "xla",
+                                        "lax.dot_general", "symbolic dimensions: the kernels need concrete shapes"))
+        return xla_reference(lhs, rhs, *rest, dimension_numbers=dimension_numbers, out_dtype=out_dtype,
+                             epilogue=epilogue, allow_tf32=allow_tf32)
     moved = []  # _target's answer for the problem with its MN-major operands transposed, if asked
     if requested != "xla":
         def accept(lhs_shape, rhs_shape, dn):  # a kernel takes the transposed problem: else none is transposed
@@ -464,7 +469,7 @@ def _gemm_bwd(dn, out_dtype, epilogue, requested, allow_tf32, config, res, g):
 
     def gradgemm(x, y, dims, out_dt):
         if np.dtype(x.dtype) != np.dtype(y.dtype):  # e.g. bf16 cotangent x fp8 operand
-            common = common_dtype(x.dtype, y.dtype)
+            common = _arch.common_dtype(x.dtype, y.dtype)
             common = common if common.itemsize >= 2 else np.dtype("bfloat16")
             x, y = x.astype(common), y.astype(common)
         return gemm(x, y, None, None, dims, _grad_out_dtype(out_dt), grad_epi, requested, allow_tf32, config)
@@ -480,18 +485,3 @@ def _gemm_bwd(dn, out_dtype, epilogue, requested, allow_tf32, config, res, g):
 
 
 gemm.defvjp(_gemm_fwd, _gemm_bwd)
-
-
-def common_dtype(a, b) -> np.dtype:
-    """jnp promotion, except that fp8 (which JAX refuses to promote implicitly) joins the wider type,
-    and an fp8 x fp8 mix computes in bfloat16 (exact for the products)."""
-    a, b = np.dtype(a), np.dtype(b)
-    if a == b:
-        return a
-    if a in _arch.FP8 and b in _arch.FP8:
-        return np.dtype("bfloat16")
-    if a in _arch.FP8:
-        return b
-    if b in _arch.FP8:
-        return a
-    return np.dtype(jnp.promote_types(a, b))

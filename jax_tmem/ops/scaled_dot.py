@@ -102,8 +102,9 @@ def _qmm(x, w, fx, fw, out_dtype, path, per_tensor=False, sr_key=None, gx=None, 
         gx, gw = global_scale(x, fx), global_scale(w, fw)
     # where the block-scaled kernel takes the product, the scales in the layout it reads, written by the quantize
     layout = scaled_gemm.kernel_scale_layout(where, x.shape[2], block) if scaled_gemm.takes_kernel(where, path) else "plain"
-    xq, xs = block_scale.quantize(x, fx, global_scale=gx, stochastic_rounding=sr_key, scale_layout=layout)
-    wq, ws = block_scale.quantize(w, fw, global_scale=gw, scale_layout=layout)
+    qpath = "xla" if path == "xla" else None  # (path "xla": XLA's quantizer too, no jax_tmem custom call)
+    xq, xs = block_scale.quantize(x, fx, global_scale=gx, stochastic_rounding=sr_key, scale_layout=layout, path=qpath)
+    wq, ws = block_scale.quantize(w, fw, global_scale=gw, scale_layout=layout, path=qpath)
     return scaled_gemm.scaled_matmul(xq, wq, xs, ws, out_dtype, lhs_global_scale=gx, rhs_global_scale=gw, path=path)
 
 
@@ -113,7 +114,7 @@ def _qdq_mm(x, w, fx, fw, out_dtype, path, where, why):
     dequantize(quantize(.)) in one pass of the fused kernel (block_scale.quantize_dequantize: the same bf16
     values, without writing the fp8 codes and reading them back) and the same bf16 dot. None otherwise."""
     from jax_tmem._core import config as _config
-    if path not in ("auto", "xla") or fx.name not in block_scale.QDQ_FORMATS or fw.name not in block_scale.QDQ_FORMATS:
+    if path != "auto" or fx.name not in block_scale.QDQ_FORMATS or fw.name not in block_scale.QDQ_FORMATS:
         return None
     if scaled_gemm.takes_kernel(where, path):  # (where, why: scaled_matmul's own decision)
         return None  # the block-scaled kernel takes it (a trusted tcgen05 build)
