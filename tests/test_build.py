@@ -354,3 +354,31 @@ def test_no_spills_or_local_memory(resources):
         assert int(stack) == 0 and int(local) == 0, f"{name}: STACK={stack} LOCAL={local} (spills or local arrays)"
         assert int(reg) <= 255, f"{name}: {reg} registers"
         assert int(shared) <= 232448, f"{name}: {shared} bytes of static shared memory"
+
+
+def test_mbarrier_wait_sleeps_only_with_the_suspend_option(tmp_path):
+    """cpp/include/jax_tmem/ptx/mbarrier.cuh's wait: a TRYWAIT + BRA spin by default; with
+    -DJAX_TMEM_MBARRIER_SUSPEND=ON (the CMake option, not the default until measured on a GPU) the retry path
+    sleeps in NANOSLEEP.SYNCS (the suspend-time hint). A small kernel compiled both ways for sm_90a."""
+    _cuda_info()
+    nvcc = shutil.which("nvcc") or _find_tool("nvcc")
+    src = tmp_path / "wait.cu"
+    src.write_text('#include "jax_tmem/ptx/mbarrier.cuh"\n'
+                   "__global__ void k(int* out) {\n  __shared__ uint64_t bar;\n"
+                   "  if (threadIdx.x == 0) jax_tmem::ptx::mbarrier_init(&bar, 1);\n  __syncthreads();\n"
+                   "  jax_tmem::ptx::mbarrier_arrive(&bar);\n  jax_tmem::ptx::mbarrier_wait(&bar, 0);\n"
+                   "  out[threadIdx.x] = 1;\n}\n")
+    include = os.path.join(os.path.dirname(__file__), "..", "cpp", "include")
+    if not os.path.isdir(include):
+        pytest.skip("no source checkout next to the tests")
+    found = {}
+    for flag in ("", "-DJAX_TMEM_MBARRIER_SUSPEND=1"):
+        cubin = tmp_path / f"wait{len(flag)}.cubin"
+        r = subprocess.run([nvcc, "-std=c++17", "-arch=sm_90a", "-cubin", "-I", include, *([flag] if flag else []),
+                            "-o", str(cubin), str(src)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        env = dict(os.environ, PATH=os.pathsep.join([os.path.dirname(_find_tool("nvdisasm")), os.environ.get("PATH", "")]))
+        out = subprocess.run([_find_tool("cuobjdump"), "-sass", str(cubin)], capture_output=True, text=True, env=env).stdout
+        assert "SYNCS.PHASECHK.TRANS64.TRYWAIT" in out, out
+        found[flag] = "NANOSLEEP.SYNCS" in out
+    assert found == {"": False, "-DJAX_TMEM_MBARRIER_SUSPEND=1": True}, found

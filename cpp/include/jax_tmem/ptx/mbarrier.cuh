@@ -41,9 +41,31 @@ __device__ __forceinline__ bool mbarrier_try_wait(uint64_t* bar, uint32_t parity
   return done != 0;
 }
 
+// With a suspend-time hint (10 ms, as CUTLASS's ClusterBarrier::wait) ptxas puts a NANOSLEEP.SYNCS (woken by the
+// barrier) in the retry path; without one the retry is a TRYWAIT + BRA spin, instructions issued (power drawn at the
+// cap) for nothing. Nsight Compute, H200 2026-11-28: our 128x256 entry issues 32-40 % more instructions than
+// cuBLAS's kernel of the same tile and runs 6-7 % slower clocks at the power cap. Built with
+// -DJAX_TMEM_MBARRIER_SUSPEND=ON only until that is measured (compiled, never run). The loop stays either way.
+__device__ __forceinline__ bool mbarrier_try_wait_suspend(uint64_t* bar, uint32_t parity) {
+  uint32_t done;
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\n"
+      "selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(smem_addr(bar)), "r"(parity), "r"(0x989680u)
+      : "memory");
+  return done != 0;
+}
+
 __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
+#if defined(JAX_TMEM_MBARRIER_SUSPEND) && JAX_TMEM_MBARRIER_SUSPEND
+  while (!mbarrier_try_wait_suspend(bar, parity)) {
+  }
+#else
   while (!mbarrier_try_wait(bar, parity)) {
   }
+#endif
 }
 
 // A TMA ring's barriers, by thread 0, then the CTA meets: `stages` full barriers (the producer's one
