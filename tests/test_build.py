@@ -382,3 +382,32 @@ def test_mbarrier_wait_sleeps_only_with_the_suspend_option(tmp_path):
         assert "SYNCS.PHASECHK.TRANS64.TRYWAIT" in out, out
         found[flag] = "NANOSLEEP.SYNCS" in out
     assert found == {"": False, "-DJAX_TMEM_MBARRIER_SUSPEND=1": True}, found
+
+
+def test_pinned_descriptors_leave_one_shared_base_computation(tmp_path):
+    """The JAX_TMEM_PIN_DESCRIPTORS option (off until measured on a GPU): the sm_90a 128x256 entry (bf16, TMA-store
+    epilogue overlapped, last wave shared) compiled for one instantiation both ways. By default ptxas rebuilds the
+    shared-memory base (S2UR SR_SWINHI) in several places, the consumer's k-block loop among them; pinned, once, and
+    the kernel's generic stores to shared memory become STS."""
+    _cuda_info()
+    nvcc = shutil.which("nvcc") or _find_tool("nvcc")
+    include = os.path.join(os.path.dirname(__file__), "..", "cpp", "include")
+    if not os.path.isdir(include):
+        pytest.skip("no source checkout next to the tests")
+    src = tmp_path / "k.cu"
+    src.write_text('#include "jax_tmem/kernels/sm90_gemm.cuh"\nusing namespace jax_tmem;\n'
+                   "using C = sm90::Config<DType::kBF16, DType::kBF16, 256, 4, false, true, false, false, 1, true, 0, 128, "
+                   "true, true>;\nvoid* kernel_ptr() { return (void*)sm90::sm90_gemm_kernel<C>; }\n")
+    env = dict(os.environ, PATH=os.pathsep.join([os.path.dirname(_find_tool("nvdisasm")), os.environ.get("PATH", "")]))
+    counts = {}
+    for flag in ("", "-DJAX_TMEM_PIN_DESCRIPTORS=1"):
+        cubin = tmp_path / f"k{len(flag)}.cubin"
+        r = subprocess.run([nvcc, "-std=c++17", "-O3", "-arch=sm_90a", "-cubin", "--expt-relaxed-constexpr", "-I", include,
+                            *([flag] if flag else []), "-o", str(cubin), str(src)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        out = subprocess.run([_find_tool("cuobjdump"), "-sass", str(cubin)], capture_output=True, text=True, env=env).stdout
+        assert out.count("HGMMA.64x256x16.F32.BF16") >= 4, out[:2000]
+        counts[flag] = (len(re.findall(r"S2UR \w+, SR_SWINHI", out)), len(re.findall(r"\bST\.E\b", out)))
+    (base_default, st_default), (base_pinned, st_pinned) = counts[""], counts["-DJAX_TMEM_PIN_DESCRIPTORS=1"]
+    assert base_pinned == 1 < base_default, counts
+    assert st_pinned < st_default, counts

@@ -53,7 +53,17 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
                      const __grid_constant__ CUtensorMap tma_out, const Params p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace jax_tmem::ptx;
+#if defined(JAX_TMEM_PIN_DESCRIPTORS) && JAX_TMEM_PIN_DESCRIPTORS
+  // The shared-memory base, computed once: without the pin ptxas rebuilds it (S2UR SR_CgaCtaId / SR_SWINHI, the
+  // 1024-byte alignment) at the top of every consumer k-block; derived back from a shared address, the pointer is
+  // also known to be shared (STS instead of generic stores). CMake option JAX_TMEM_PIN_DESCRIPTORS, off until
+  // measured on a GPU (docs/PERF.md, 2026-11-28).
+  uint32_t smem_s = smem_addr(aligned_dynamic_smem());
+  asm volatile("" : "+r"(smem_s));
+  uint8_t* smem = static_cast<uint8_t*>(__cvta_shared_to_generic(smem_s));
+#else
   uint8_t* smem = aligned_dynamic_smem();
+#endif
   uint8_t* trans = smem + C::kStages * C::STAGE_BYTES;     // kATrans only (TRANS_BYTES, 1024-aligned)
   uint8_t* out_bufs = trans + C::TRANS_BYTES;              // kTmaStore only (OUT_BYTES, 1024-aligned)
   uint64_t* full = reinterpret_cast<uint64_t*>(out_bufs + C::OUT_BYTES);
@@ -255,9 +265,12 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     // kTmaStore: this warpgroup's two output boxes.
     epilogue::StoreRing<C::OUT_BOX_BYTES> ring{out_bufs + cw * 2 * C::OUT_BOX_BYTES, 0u};
     // kATrans: A is read from this warpgroup's transposed buffers, not from the ring.
-    const uint64_t desc_a0 = desc::sm90_smem_desc(C::kATrans ? smem_addr(trans) + cw * 16384 : smem_addr(smem) + cw * 8192,
-                                                  A_LBO, 1024, desc::Sm90Swizzle::k128B);
-    const uint64_t desc_b0 = desc::sm90_smem_desc(smem_addr(smem) + C::A_BYTES, B_LBO, 1024, desc::Sm90Swizzle::k128B);
+    uint64_t desc_a0 = desc::sm90_smem_desc(C::kATrans ? smem_addr(trans) + cw * 16384 : smem_addr(smem) + cw * 8192,
+                                            A_LBO, 1024, desc::Sm90Swizzle::k128B);
+    uint64_t desc_b0 = desc::sm90_smem_desc(smem_addr(smem) + C::A_BYTES, B_LBO, 1024, desc::Sm90Swizzle::k128B);
+#if defined(JAX_TMEM_PIN_DESCRIPTORS) && JAX_TMEM_PIN_DESCRIPTORS
+    asm volatile("" : "+l"(desc_a0), "+l"(desc_b0));  // built once, not in every k-block (see smem_s above)
+#endif
     // Releases ring slot `s` to the producer(s): with a cluster, lane r arrives on CTA r's barrier.
     const auto release = [&](int s) {
       if constexpr (C::CLUSTER_M > 1) {
