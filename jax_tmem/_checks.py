@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jax_tmem._core import arch as _arch, config as _config, dtypes as _dtypes
+from jax_tmem._core import arch as _arch, canon as _canon, config as _config, dtypes as _dtypes
 from jax_tmem._core.arch import common_dtype
 from jax_tmem.ops.gemm import ACTIVATIONS
 
@@ -44,7 +44,6 @@ def _symbolic_path(path, fn: str, *arrays):
     """The path of a call whose operands may have symbolic dimensions (``jax.export`` shape polymorphism): the
     kernels are planned for concrete shapes at trace time, so such a call runs XLA's ops (logged), or raises for
     a forced "kernel" path. Concrete shapes keep ``path``."""
-    from jax_tmem._core import canon as _canon
     if not _canon.symbolic(*(x.shape for x in arrays if x is not None)):
         return path
     shapes = " x ".join(f"{np.dtype(x.dtype).name}{list(x.shape)}" for x in arrays if x is not None)

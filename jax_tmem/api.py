@@ -19,9 +19,9 @@ import numpy as np
 from jax import lax
 from jax.ad_checkpoint import checkpoint_name
 
-from jax_tmem._checks import (_OUT_NAMES, _symbolic_path, SUPPORTED_DTYPES, _allow_tf32, _check_activation, _check_array,
+from jax_tmem._checks import (_OUT_NAMES, SUPPORTED_DTYPES, _allow_tf32, _check_activation, _check_array,
                               _check_dims, _check_dtype, _check_out_dtype, _check_path, _check_precision, _promote_pair,
-                              _quantize_configs)
+                              _quantize_configs, _symbolic_path)
 from jax_tmem._core import arch as _arch, canon as _canon, config as _config
 from jax_tmem.ops import recipes as _recipes, scaled_dot, scaled_gemm
 from jax_tmem._core.arch import common_dtype

@@ -87,7 +87,8 @@ def _quantize_kernel_target(f: Format, x) -> str:
     from jax_tmem._core import ext as _ext  # ops -> _core (the reference code above needs no extension)
     if np.dtype(x.dtype) not in (np.dtype(jnp.bfloat16), np.dtype(jnp.float16), np.dtype(jnp.float32)):
         return f"the fused quantize kernel reads bfloat16, float16 or float32, not {np.dtype(x.dtype).name}"
-    if any(not isinstance(d, int) for d in x.shape):
+    from jax_tmem._core import canon as _canon
+    if _canon.symbolic(x.shape):
         return "symbolic dimensions (jax.export shape polymorphism): the kernel is planned for concrete shapes"
     if jax.default_backend() != "gpu":
         return "no GPU (the fused quantize kernel is CUDA only)"

@@ -59,7 +59,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
   // also known to be shared (STS instead of generic stores). CMake option JAX_TMEM_PIN_DESCRIPTORS, off until
   // measured on a GPU (docs/PERF.md, 2026-11-28).
   uint32_t smem_s = smem_addr(aligned_dynamic_smem());
-  asm volatile("" : "+r"(smem_s));
+  pin(smem_s);
   uint8_t* smem = static_cast<uint8_t*>(__cvta_shared_to_generic(smem_s));
 #else
   uint8_t* smem = aligned_dynamic_smem();
@@ -269,7 +269,8 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
                                             A_LBO, 1024, desc::Sm90Swizzle::k128B);
     uint64_t desc_b0 = desc::sm90_smem_desc(smem_addr(smem) + C::A_BYTES, B_LBO, 1024, desc::Sm90Swizzle::k128B);
 #if defined(JAX_TMEM_PIN_DESCRIPTORS) && JAX_TMEM_PIN_DESCRIPTORS
-    asm volatile("" : "+l"(desc_a0), "+l"(desc_b0));  // built once, not in every k-block (see smem_s above)
+    pin(desc_a0);  // built once, not in every k-block (see smem_s above)
+    pin(desc_b0);
 #endif
     // Releases ring slot `s` to the producer(s): with a cluster, lane r arrives on CTA r's barrier.
     const auto release = [&](int s) {

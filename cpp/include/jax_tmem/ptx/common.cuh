@@ -18,6 +18,11 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// Pins a value where it is computed: the empty volatile asm may have changed it, so the compiler keeps it live
+// instead of rematerializing its computation later (e.g. in every iteration of a hot loop). Emits nothing.
+__device__ __forceinline__ void pin(uint32_t& x) { asm volatile("" : "+r"(x)); }
+__device__ __forceinline__ void pin(uint64_t& x) { asm volatile("" : "+l"(x)); }
+
 // a / b as XLA's GPU programs divide float32 (LLVM NVPTX's default lowering of fdiv): div.full.f32, at
 // most 2 ulp from the IEEE quotient (measured on the H200, 2026-11-23: 29 % of random quotients differ
 // from IEEE, by <= 2 ulp; an exact 2.5 = (2.5 s) / s came out 2.5000002 for 8 % of e4m3 values s). Kernels
