@@ -3,13 +3,14 @@ one GPU, ours against lax.dot_general: each layout the step's forward and backwa
 rounds, bench_gemm's method, the kernel the heuristic picks named), then the whole one-device step
 (value_and_grad of the same loss, no communication), so a multi-GPU gap can be split into GEMM time and
 the rest.
-    python3 -P scripts/step_gemm_probe.py [--m 8192 --d 8192 --f 8192 --rounds 7]
+    python3 -P scripts/step_gemm_probe.py [--m 8192 --d 8192 --f 8192 --rounds 7] [--sustain 2]
 Layouts: "NN" a (M, K) x b (K, N) (forward), "NT" b stored (N, K) (dx = g w^T), "TN" a stored (K, M)
 (dw = x^T g)."""
 import argparse
 import os
 import statistics
 import sys
+import time
 
 import jax
 import jax.numpy as jnp
@@ -21,12 +22,37 @@ import jax_tmem  # noqa: E402
 DN = {"NN": (((1,), (0,)), ((), ())), "NT": (((1,), (1,)), ((), ())), "TN": (((0,), (0,)), ((), ()))}
 
 
+def sustained(fns, args, rounds, secs):
+    """Seconds per call of each function, one entry per round: each runs back to back for ``secs`` seconds
+    (dispatches queued 20 at a time), the contenders taking turns."""
+    t = {n: [] for n in fns}
+    for f in fns.values():
+        jax.block_until_ready(f(*args))
+    for _ in range(rounds):
+        for n, f in fns.items():
+            t0, cnt, out = time.perf_counter(), 0, None
+            while time.perf_counter() - t0 < secs:
+                for _ in range(20):
+                    out = f(*args)
+                cnt += 20
+                jax.block_until_ready(out)
+            t[n].append((time.perf_counter() - t0) / cnt)
+    return t
+
+
+def timed(fns, fargs, args):
+    return sustained(fns, fargs, args.rounds, args.sustain) if args.sustain > 0 else bench_gemm.interleaved(fns, fargs, args.rounds)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--m", type=int, default=8192)
     ap.add_argument("--d", type=int, default=8192)
     ap.add_argument("--f", type=int, default=8192, help="the hidden width on one device")
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--sustain", type=float, default=0.0,
+                    help="seconds each contender runs back to back per round (steady state at the power cap, as in "
+                         "a training run) instead of bench_gemm's short interleaved bursts")
     args = ap.parse_args()
     m, d, f = args.m, args.d, args.f
     print(f"{jax.devices()[0].device_kind}, jax {jax.__version__}")
@@ -46,7 +72,7 @@ def main():
                "ours": many(lambda x, y: jax_tmem.dot_general(x, y, dn, preferred_element_type=jnp.bfloat16,
                                                               path="kernel"))}
         jax_tmem.clear_decisions()
-        t = bench_gemm.interleaved(fns, (a, b), args.rounds)
+        t = timed(fns, (a, b), args)
         ratio = [t["xla"][i] / t["ours"][i] for i in range(args.rounds)]
         fl = 2.0 * M * N * K * r
         dec = sorted({x.target for x in jax_tmem.decisions()})
@@ -63,7 +89,7 @@ def main():
     lax_mm = lambda a, b: jax.lax.dot_general(a, b, (((1,), (0,)), ((), ())), preferred_element_type=jnp.bfloat16)
     steps = {n: jax.jit(jax.value_and_grad(lambda p, xx, mm=mm: loss_fn(mm, p, xx)))
              for n, mm in (("ours", ours), ("xla", lax_mm))}
-    t = bench_gemm.interleaved({n: (lambda p, xx, s=s: s(p, xx)) for n, s in steps.items()}, ((w1, w2), x), args.rounds)
+    t = timed({n: (lambda p, xx, s=s: s(p, xx)) for n, s in steps.items()}, ((w1, w2), x), args)
     ratio = [t["xla"][i] / t["ours"][i] for i in range(args.rounds)]
     print(f"one-device step: ours {statistics.median(t['ours']) * 1e3:.3f} ms, xla {statistics.median(t['xla']) * 1e3:.3f}"
           f" ms; xla/ours time {statistics.median(ratio):.3f} ({min(ratio):.3f}-{max(ratio):.3f})", flush=True)

@@ -358,7 +358,7 @@ def test_no_spills_or_local_memory(resources):
 
 def test_mbarrier_wait_sleeps_only_with_the_suspend_option(tmp_path):
     """cpp/include/jax_tmem/ptx/mbarrier.cuh's wait: a TRYWAIT + BRA spin by default; with
-    -DJAX_TMEM_MBARRIER_SUSPEND=ON (the CMake option, not the default until measured on a GPU) the retry path
+    -DJAX_TMEM_MBARRIER_SUSPEND=ON (the CMake option, off: no gain measured on an H200) the retry path
     sleeps in NANOSLEEP.SYNCS (the suspend-time hint). A small kernel compiled both ways for sm_90a."""
     _cuda_info()
     nvcc = shutil.which("nvcc") or _find_tool("nvcc")
@@ -385,7 +385,7 @@ def test_mbarrier_wait_sleeps_only_with_the_suspend_option(tmp_path):
 
 
 def test_pinned_descriptors_leave_one_shared_base_computation(tmp_path):
-    """The JAX_TMEM_PIN_DESCRIPTORS option (off until measured on a GPU): the sm_90a 128x256 entry (bf16, TMA-store
+    """The JAX_TMEM_PIN_DESCRIPTORS option (off: no gain measured on an H200): the sm_90a 128x256 entry (bf16, TMA-store
     epilogue overlapped, last wave shared) compiled for one instantiation both ways. By default ptxas rebuilds the
     shared-memory base (S2UR SR_SWINHI) in several places, the consumer's k-block loop among them; pinned, once, and
     the kernel's generic stores to shared memory become STS."""

@@ -56,8 +56,8 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
 #if defined(JAX_TMEM_PIN_DESCRIPTORS) && JAX_TMEM_PIN_DESCRIPTORS
   // The shared-memory base, computed once: without the pin ptxas rebuilds it (S2UR SR_CgaCtaId / SR_SWINHI, the
   // 1024-byte alignment) at the top of every consumer k-block; derived back from a shared address, the pointer is
-  // also known to be shared (STS instead of generic stores). CMake option JAX_TMEM_PIN_DESCRIPTORS, off until
-  // measured on a GPU (docs/PERF.md, 2026-11-28).
+  // also known to be shared (STS instead of generic stores). CMake option JAX_TMEM_PIN_DESCRIPTORS, off: no
+  // gain in time measured (H200, docs/PERF.md, 2026-11-28 07:37).
   uint32_t smem_s = smem_addr(aligned_dynamic_smem());
   pin(smem_s);
   uint8_t* smem = static_cast<uint8_t*>(__cvta_shared_to_generic(smem_s));

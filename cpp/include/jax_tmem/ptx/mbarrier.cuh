@@ -42,10 +42,10 @@ __device__ __forceinline__ bool mbarrier_try_wait(uint64_t* bar, uint32_t parity
 }
 
 // With a suspend-time hint (10 ms, as CUTLASS's ClusterBarrier::wait) ptxas puts a NANOSLEEP.SYNCS (woken by the
-// barrier) in the retry path; without one the retry is a TRYWAIT + BRA spin, instructions issued (power drawn at the
-// cap) for nothing. Nsight Compute, H200 2026-11-28: our 128x256 entry issues 32-40 % more instructions than
-// cuBLAS's kernel of the same tile and runs 6-7 % slower clocks at the power cap. Built with
-// -DJAX_TMEM_MBARRIER_SUSPEND=ON only until that is measured (compiled, never run). The loop stays either way.
+// barrier) in the retry path; without one the retry is a TRYWAIT + BRA spin. Built with -DJAX_TMEM_MBARRIER_SUSPEND=ON
+// only: with JAX_TMEM_PIN_DESCRIPTORS it took 20-24 % of the 128x256 entry's instructions away and changed neither
+// its time nor its clock, single launches or sustained at the power cap (H200, docs/PERF.md 2026-11-28 07:37). The
+// loop stays either way.
 __device__ __forceinline__ bool mbarrier_try_wait_suspend(uint64_t* bar, uint32_t parity) {
   uint32_t done;
   asm volatile(
