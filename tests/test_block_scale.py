@@ -218,8 +218,10 @@ def _spread(x, seed):
 
 
 KERNEL_SHAPES = [(1, 128, 128, 128), (2, 200, 136, 256), (1, 1, 33, 64), (3, 17, 260, 96)]
-# On a GPU also a shape with >= 132 128x128 tiles (the wide tile's configuration) and K tails of every kind.
-GPU_KERNEL_SHAPES = [(1, 2048, 1200, 544), (1, 300, 4100, 4128), (2, 129, 65, 4064)]
+# On a GPU also a shape with >= 132 128x128 tiles (the wide tile's configuration) and K tails of every kind;
+# on sm_100a/sm_103a the first and last take the CTA-pair kernel (block_scaled_pair: >= SMs / 2 tiles of
+# 256x128), the last with a pair whose second CTA's rows lie wholly past M (no scale row block there).
+GPU_KERNEL_SHAPES = [(1, 2048, 1200, 544), (1, 300, 4100, 4128), (2, 129, 65, 4064), (1, 2056, 1160, 288)]
 
 
 @pytest.mark.parametrize("fmt_a,fmt_b", [("mxfp8", "mxfp8"), ("mxfp8_e5m2", "mxfp8"), ("mxfp8", "mxfp8_e5m2"),

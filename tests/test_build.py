@@ -197,6 +197,33 @@ def test_block_scaled_kernels(sass, arch):
         assert "UBLKCP.S.G" in t and "UTMALDG.3D" in t, f"{f}: scale blocks (bulk copy) or tiles (TMA) not loaded"
 
 
+@pytest.mark.parametrize("arch", ["sm_100a", "sm_103a"])
+def test_block_scaled_pair_kernels(sass, arch):
+    """The CTA-pair block-scaled kernels (kernels/sm100_gemm_2cta.cuh with kSfVec 32 / 16; large problems,
+    cpp/src/sm100_block_scaled.cu block_scaled_pair): the same 6 type mixes as the 1-CTA kernels, each with the
+    cta_group::2 forms: 4 block-scaled MMAs (.2CTA) per 128-byte k-block with the two scale-factor TMEM operands,
+    the scale copies tcgen05.cp.cta_group::2 (UTCCP ... 2CTA: one A and one B block per scale group: 2, 4, 8 per
+    k-block for MXFP8, MXFP4, NVFP4), each CTA's bulk copies of its scale blocks (UBLKCP) and the pair's TMA
+    (UTMALDG.3D.2CTA). Compiled and SASS-checked only: never executed on a Blackwell GPU."""
+    if arch not in _ext.build_info()["cuda_archs"]:
+        pytest.skip(f"{arch} not built")
+    funcs = {f: t for f, t in _functions(_kernels_by_arch(sass)[arch]).items()
+             if "sm100_gemm_2cta_kernel" in f and ("Li32EEE" in f or "Li16EEE" in f)}
+    fp4 = {f: t for f, t in funcs.items() if "Config2CtaILNS_5DTypeE9ELS3_9E" in f}
+    assert len(funcs) == 6 and len(fp4) == 2, \
+        f"{arch}: expected the 4 fp8 mixes + MXFP4 + NVFP4 block-scaled CTA-pair kernels, got {sorted(funcs)}"
+    for f, t in funcs.items():
+        nv, mx4 = f in fp4 and "Li16EEE" in f, f in fp4 and "Li32EEE" in f
+        op = r"UTCOMMA\.2CTA\.(?:4X|BLOCK16)" if nv else r"UTCOMMA\.2CTA" if mx4 else r"UTCQMMA\.2CTA"
+        forms = re.findall(rf"\b{op} gdesc\[UR\d+\], gdesc\[UR\d+\], tmem\[UR\d+\], tmem\[UR\d+\], "
+                           r"idesc\[UR\d+\], tmem\[UR\d+\]", t)
+        assert len(forms) == 4, f"{f}: expected 4 block-scaled {op} per k-block, found {len(forms)}"
+        assert not re.search(r"\bUTC[QO]MMA(?!\.2CTA)", t), f"{f}: a cta_group::1 MMA in the pair kernel"
+        copies = re.findall(r"UTCCP\.T\.S\.2CTA\.4x32dp128bit tmem\[UR\d+", t)
+        assert len(copies) == (8 if nv else 4 if mx4 else 2), f"{f}: {len(copies)} tcgen05.cp.cta_group::2 32x128b.warpx4"
+        assert "UBLKCP.S.G" in t and "UTMALDG.3D.2CTA" in t, f"{f}: scale blocks (bulk copy) or pair tiles (TMA) not loaded"
+
+
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_100a", "sm_103a"])
 def test_fused_quantize_kernel_built(sass, arch):
     """The fused quantize kernel (kernels/mx_quantize.cuh) is in every built arch: bf16 / f16 / f32 in,

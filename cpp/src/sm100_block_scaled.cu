@@ -5,10 +5,12 @@
 //   MXFP4: packed e2m1, UE8M0 per 32                             -> kind::mxf4
 //   NVFP4: packed e2m1, UE4M3 per 16 (global scales: the `scale` operand, applied in the epilogue)
 //                                                                 -> kind::mxf4nvf4
+// Large problems run on CTA pairs (cta_group::2, 256x128 tiles; block_scaled_pair).
 // Compiled and SASS-checked only: NEVER EXECUTED ON A BLACKWELL GPU.
 #include <string>
 
 #include "jax_tmem/kernels/sm100_gemm.cuh"
+#include "jax_tmem/kernels/sm100_gemm_2cta.cuh"
 #include "launch_common.cuh"
 
 namespace jax_tmem::sm100 {
@@ -17,8 +19,19 @@ namespace {
 // 128x128 tiles, 6 stages: double-buffered 128-column accumulators + 8 scale columns per stage fit the
 // 512 TMEM columns (a 256-wide tile's two accumulators alone take all 512).
 // (4-bit: 36 KB stages; the NVFP4 plan: 2 x 128 + 6 x (16 + 16) = 448 columns.)
+// Where the 256x128 pair tiles give every pair of SMs one (sm100_choose's rule for the dense pair kernel),
+// the CTA pair (kernels/sm100_gemm_2cta.cuh, cta_group::2): each CTA loads half of B's 128 columns and
+// the same TMEM plan per CTA. Both chosen by rule, never timed (no Blackwell GPU here).
+inline bool block_scaled_pair(const GemmProblem& p, int num_sms) {
+  return p.batch * ((p.m + 255) / 256) * ((p.n + 127) / 128) >= num_sms / 2 && p.m > 128;
+}
+
 template <DType A, DType B, int kSfVec = 32>
 std::string run_types(const GemmLaunch& L) {
+  if (block_scaled_pair(L.p, L.num_sms)) {
+    using P = Config2Cta<A, B, 128, 6, false, false, false, kSfVec>;
+    return launch_persistent<P>(sm100_gemm_2cta_kernel<P>, L);
+  }
   using C = Config<A, B, 128, 6, false, false, false, 0, kSfVec>;
   return launch_persistent<C>(sm100_gemm_kernel<C>, L);
 }

@@ -164,7 +164,8 @@ __device__ __forceinline__ int kblock_sf_groups(const Params& p, int kb) {
 // One k-block of the block-scaled GEMM: its `groups` scale blocks per 128 rows SMEM -> the stage's TMEM
 // columns (A group g at sfa + 4g; B row block j of group g at sfb + 4 * (g * SFB_BLOCKS + j): the MMA
 // reads a 128 * SFB_BLOCKS-row operand's scales from consecutive 4-column blocks), then the k-block's
-// first `mmas` MMAs (Config's comment: group and SF id per MMA).
+// first `mmas` MMAs (Config's comment: group and SF id per MMA). C::CTAS_PER_TILE 2 (Config2Cta): the
+// cta_group::2 forms, issued by the pair's leader (each CTA's own scales into its own TMEM).
 template <class C>
 __device__ __forceinline__ void issue_block_scaled_kblock(uint32_t d_tmem, uint32_t a_base, uint32_t b_base,
                                                           uint32_t sf_base, uint32_t sfa_tmem, uint32_t sfb_tmem,
@@ -173,11 +174,14 @@ __device__ __forceinline__ void issue_block_scaled_kblock(uint32_t d_tmem, uint3
 #pragma unroll
   for (int g = 0; g < C::SF_GROUPS; ++g) {
     if (g >= groups) break;
-    tcgen05_cp_32x128b_warpx4_cg1(sfa_tmem + 4 * g, sf_desc(sf_base + g * C::SF_BLOCK_BYTES));
+    const auto cp = [](uint32_t taddr, uint64_t desc) {
+      if constexpr (C::CTAS_PER_TILE == 2) tcgen05_cp_32x128b_warpx4_cg2(taddr, desc);
+      else tcgen05_cp_32x128b_warpx4_cg1(taddr, desc);
+    };
+    cp(sfa_tmem + 4 * g, sf_desc(sf_base + g * C::SF_BLOCK_BYTES));
 #pragma unroll
     for (int j = 0; j < C::SFB_BLOCKS; ++j)
-      tcgen05_cp_32x128b_warpx4_cg1(sfb_tmem + 4 * (g * C::SFB_BLOCKS + j),
-                                    sf_desc(sf_base + ((1 + j) * C::SF_GROUPS + g) * C::SF_BLOCK_BYTES));
+      cp(sfb_tmem + 4 * (g * C::SFB_BLOCKS + j), sf_desc(sf_base + ((1 + j) * C::SF_GROUPS + g) * C::SF_BLOCK_BYTES));
   }
 #pragma unroll
   for (int ks = 0; ks < C::BLOCK_K / C::UMMA_K; ++ks) {
@@ -188,9 +192,15 @@ __device__ __forceinline__ void issue_block_scaled_kblock(uint32_t d_tmem, uint3
     const uint32_t sfa = sfa_tmem + 4 * g, sfb = sfb_tmem + 4 * g * C::SFB_BLOCKS;
     const uint64_t da = operand_desc<C, false>(a_base, ks), db = operand_desc<C, false>(b_base, ks);
     const uint32_t acc = (accumulate_first || ks > 0) ? 1u : 0u;
-    if constexpr (C::kMma == desc::MmaKind::kMXF8F6F4) tcgen05_mma_mxf8f6f4_cg1(d_tmem, da, db, idesc, sfa, sfb, acc);
-    else if constexpr (C::kMma == desc::MmaKind::kMXF4) tcgen05_mma_mxf4_cg1(d_tmem, da, db, idesc, sfa, sfb, acc);
-    else tcgen05_mma_mxf4nvf4_cg1(d_tmem, da, db, idesc, sfa, sfb, acc);
+    if constexpr (C::CTAS_PER_TILE == 2) {
+      if constexpr (C::kMma == desc::MmaKind::kMXF8F6F4) tcgen05_mma_mxf8f6f4_cg2(d_tmem, da, db, idesc, sfa, sfb, acc);
+      else if constexpr (C::kMma == desc::MmaKind::kMXF4) tcgen05_mma_mxf4_cg2(d_tmem, da, db, idesc, sfa, sfb, acc);
+      else tcgen05_mma_mxf4nvf4_cg2(d_tmem, da, db, idesc, sfa, sfb, acc);
+    } else {
+      if constexpr (C::kMma == desc::MmaKind::kMXF8F6F4) tcgen05_mma_mxf8f6f4_cg1(d_tmem, da, db, idesc, sfa, sfb, acc);
+      else if constexpr (C::kMma == desc::MmaKind::kMXF4) tcgen05_mma_mxf4_cg1(d_tmem, da, db, idesc, sfa, sfb, acc);
+      else tcgen05_mma_mxf4nvf4_cg1(d_tmem, da, db, idesc, sfa, sfb, acc);
+    }
   }
 }
 

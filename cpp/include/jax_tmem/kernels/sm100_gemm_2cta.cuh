@@ -13,6 +13,13 @@
 //           warps of the pair (remote arrive from the peer). kTmaStore (menu config 9): each warp stores
 //           its 32 rows through a double-buffered swizzled box and TMA (the 1-CTA kernel's
 //           epilogue_tile_tma; the StoreRing protocol ran on the H200 as sm_90a config 8).
+// kSfVec > 0 (the block-scaled GEMM, kinds as in the 1-CTA Config): each CTA loads the k-block's scale blocks
+// it needs into its own stage (its 128 rows of A; ALL BLOCK_N rows of B: its TMEM holds its rows x the full N)
+// with a bulk copy on its own sf_full[s]; warp 3 of each CTA forwards that completion to the leader's
+// full[s] (remote arrive: 1 + 2 arrivals a phase), and the leader's tcgen05.cp.cta_group::2 copies each CTA's
+// blocks into its own TMEM columns (DeepGEMM's 2-CTA block-scaled GEMM: each CTA's scales, forwarded by
+// a warp of each CTA to the leader's barrier). Rows of a last pair tile past M have no scale block (the 128x4
+// layout pads to 128 rows): that CTA loads none, and its accumulator rows are never stored.
 // NOTHING IN THIS FILE HAS BEEN EXECUTED ON A BLACKWELL GPU (compiled and SASS-checked only).
 #pragma once
 
@@ -21,19 +28,24 @@
 
 namespace jax_tmem::sm100 {
 
-template <DType kA_, DType kB_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_, bool kTmaStore_ = false>
+template <DType kA_, DType kB_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_, bool kTmaStore_ = false,
+          int kSfVec_ = 0>
 struct Config2Cta {
   static constexpr DType kA = kA_, kB = kB_;
-  static constexpr desc::MmaKind kMma = mma_kind(kA);
+  static constexpr int kSfVec = kSfVec_;
+  static constexpr bool kBlockScaled = kSfVec_ != 0;
+  static constexpr int ELEM_BITS = dtype_bits(kA);  // 4: packed e2m1
+  static constexpr desc::MmaKind kMma = !kBlockScaled ? mma_kind(kA)
+                                      : ELEM_BITS == 8 ? desc::MmaKind::kMXF8F6F4
+                                      : kSfVec == 16   ? desc::MmaKind::kMXF4NVF4 : desc::MmaKind::kMXF4;
   static constexpr int BLOCK_M = 256;               // rows per pair tile (128 per CTA)
   static constexpr int BLOCK_N = BLOCK_N_;          // columns per pair tile = UMMA N
   static constexpr int kStages = kStages_;
   static constexpr bool kAMN = kAMN_, kBMN = kBMN_;
-  static constexpr int ELEM_BYTES = dtype_bytes(kA);
-  static constexpr int BLOCK_K = 128 / ELEM_BYTES;
+  static constexpr int BLOCK_K = 1024 / ELEM_BITS;  // one 128-byte swizzle row along K
   static constexpr int STAGE_K = BLOCK_K;
-  static constexpr int UMMA_K = 32 / ELEM_BYTES;
-  static constexpr int MN_CHUNK = 128 / ELEM_BYTES;
+  static constexpr int UMMA_K = 256 / ELEM_BITS;    // K of one tcgen05.mma (32 bytes)
+  static constexpr int MN_CHUNK = 1024 / ELEM_BITS;
   static constexpr int CTA_M = BLOCK_M / 2, CTA_N = BLOCK_N / 2;  // this CTA's share of A rows / B columns
   static constexpr int BOX_M = CTA_M, BOX_N = CTA_N;
   static constexpr int TILE_M = BLOCK_M;  // rows of one scheduler tile (the pair's)
@@ -45,18 +57,39 @@ struct Config2Cta {
   static constexpr int CTAS_PER_TILE = 2;   // launched as (2,1,1) clusters by launch_persistent
   static constexpr int A_BYTES = CTA_M * 128;
   static constexpr int B_BYTES = CTA_N * 128;
-  static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
+  static constexpr int SF_BLOCK_BYTES = 512;  // 128 rows x 4 scales (reference §9.1, §10)
+  static constexpr int SF_GROUPS = kBlockScaled ? BLOCK_K / (4 * kSfVec) : 0;  // scale blocks per 128 rows
+  static constexpr int SFB_BLOCKS = kBlockScaled ? BLOCK_N / 128 : 0;          // B's 128-row blocks (all of N)
+  static constexpr int SF_BYTES = kBlockScaled ? ((1 + SFB_BLOCKS) * SF_GROUPS * SF_BLOCK_BYTES + 1023) / 1024 * 1024 : 0;
+  static constexpr int TX_BYTES = A_BYTES + B_BYTES;  // one CTA's TMA bytes per stage (both land on the leader)
+  static constexpr int STAGE_BYTES = TX_BYTES + SF_BYTES;
   static constexpr int kAccStages = 2;
-  static constexpr TmemPlan kTmem = make_tmem_plan(BLOCK_N, kAccStages);  // per CTA: 128 lanes x N
+  // Per CTA: 128 lanes x N accumulators; block-scaled: scale columns per stage (its 128 A rows, all N B rows).
+  static constexpr TmemPlan kTmem =
+      make_tmem_plan(BLOCK_N, kAccStages, 128, kBlockScaled ? BLOCK_K : 0, kSfVec, kBlockScaled ? kStages : 0);
   static constexpr uint32_t TMEM_COLS = kTmem.alloc_cols();
   static constexpr uint32_t ACC_STRIDE = kTmem.acc_offset(1);
+  static constexpr uint32_t SFA_COL0 = kTmem.sfa_offset(0), SFA_COLS = kTmem.sfa_cols;
+  static constexpr uint32_t SFB_COL0 = kTmem.sfb_offset(0), SFB_COLS = kTmem.sfb_cols;
   static constexpr int NUM_THREADS = 256;
   static constexpr int kGroupM = 4;
-  static constexpr int SMEM_BYTES = kStages * STAGE_BYTES + OUT_BYTES + 1024 + (2 * kStages + 2 * kAccStages) * 8 + 16;
-  static constexpr uint32_t IDESC = kind_idesc(kA, kB, BLOCK_M, BLOCK_N, kAMN, kBMN);
+  static constexpr int kBarriers = 2 * kStages + 2 * kAccStages + (kBlockScaled ? kStages : 0);
+  static constexpr int SMEM_BYTES = kStages * STAGE_BYTES + OUT_BYTES + 1024 + kBarriers * 8 + 16;
+  static constexpr uint32_t IDESC =
+      kBlockScaled ? desc::sm100_instr_desc_block_scaled(static_cast<uint32_t>(desc::format_code(kMma, kA)),
+                                                         static_cast<uint32_t>(desc::format_code(kMma, kB)), BLOCK_M,
+                                                         BLOCK_N, kAMN, kBMN, kSfVec == 32, 0, 0)
+                   : kind_idesc(kA, kB, BLOCK_M, BLOCK_N, kAMN, kBMN);
 
-  static_assert(desc::mma_shape_error(kMma, BLOCK_M, BLOCK_N, kAMN, kBMN, 8 * ELEM_BYTES) == nullptr,
+  static_assert(desc::mma_shape_error(kMma, BLOCK_M, BLOCK_N, kAMN, kBMN, ELEM_BITS) == nullptr,
                 "illegal CTA-pair tcgen05.mma shape/majorness");
+  static_assert(!kBlockScaled || ((kSfVec == 32 || (kSfVec == 16 && ELEM_BITS == 4)) &&
+                                  (ELEM_BITS == 8 || ELEM_BITS == 4) && dtype_bits(kB) == ELEM_BITS &&
+                                  BLOCK_N % 128 == 0 && !kAMN && !kBMN && SF_GROUPS * 4 * kSfVec == BLOCK_K),
+                "block-scaled pair: MXFP8 / MXFP4 (32, UE8M0) or NVFP4 (16, UE4M3) K-major operands of one width, "
+                "BLOCK_N a multiple of 128");
+  static_assert(!kBlockScaled || SFB_BLOCKS == 1, "block-scaled pair: 128-wide tiles (B's scales one row block)");
+  static_assert(ELEM_BITS != 4 || kBlockScaled, "4-bit operands: block-scaled kinds only");
   static_assert(kTmem.valid(), "TMEM plan invalid");
   static_assert(kMma != desc::MmaKind::kI8, "kind::i8 is built for the 1-CTA kernel only");
   static_assert(!kBMN || CTA_N % MN_CHUNK == 0, "an MN-major B half must be whole 128-byte atoms");
@@ -73,6 +106,30 @@ __device__ __forceinline__ void issue_mma_2cta(uint32_t d_tmem, uint64_t da, uin
   else tcgen05_mma_f8f6f4_cg2(d_tmem, da, db, C::IDESC, accumulate);
 }
 
+inline constexpr int kSfForwardWarp = 3;  // block-scaled pair: forwards sf_full to the leader's full barrier
+
+// Block-scaled pair: this CTA's scale blocks of k-block `kb` into its stage (`sf`, the 1-CTA kernel's order:
+// A's SF_GROUPS blocks, then B's per 128-row block) on its own sf_full barrier: its 128 rows of A (none where
+// they lie past M: the 128x4 layout has no such row block), all SFB_BLOCKS of B.
+template <class C>
+__device__ __forceinline__ void load_pair_scales(const Params& p, const sched::TileCoord& tc, uint32_t rank, int kb,
+                                                 uint8_t* sf, uint64_t* bar) {
+  using namespace jax_tmem::ptx;
+  const int groups = kblock_sf_groups<C>(p, kb);
+  const int bytes = groups * C::SF_BLOCK_BYTES;
+  const int64_t a_blk = int64_t(tc.m_blk) * 2 + rank, n_blk0 = int64_t(tc.n_blk) * C::SFB_BLOCKS;
+  const bool a_rows = a_blk < (p.m + 127) / 128;
+  mbarrier_arrive_expect_tx(bar, (C::SFB_BLOCKS + (a_rows ? 1 : 0)) * bytes);
+  const uint8_t* ga = p.sfa + (p.a_batched ? tc.batch * p.sfa_batch : 0);
+  const uint8_t* gb = p.sfb + (p.b_batched ? tc.batch * p.sfb_batch : 0);
+  const int64_t col = int64_t(kb) * C::SF_GROUPS;
+  if (a_rows) bulk_load_g2s(sf, ga + (a_blk * p.sf_col_blocks + col) * C::SF_BLOCK_BYTES, bytes, bar);
+#pragma unroll
+  for (int j = 0; j < C::SFB_BLOCKS; ++j)
+    bulk_load_g2s(sf + (1 + j) * C::SF_GROUPS * C::SF_BLOCK_BYTES,
+                  gb + ((n_blk0 + j) * p.sf_col_blocks + col) * C::SF_BLOCK_BYTES, bytes, bar);
+}
+
 template <class C>
 __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     sm100_gemm_2cta_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b,
@@ -87,7 +144,8 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
   uint64_t* empty = full + C::kStages;
   uint64_t* tmem_full = empty + C::kStages;
   uint64_t* tmem_empty = tmem_full + C::kAccStages;
-  uint32_t* tmem_slot = reinterpret_cast<uint32_t*>(tmem_empty + C::kAccStages);
+  uint64_t* sf_full = tmem_empty + C::kAccStages;  // block-scaled: this CTA's scale blocks landed (kStages)
+  uint32_t* tmem_slot = reinterpret_cast<uint32_t*>(sf_full + (C::kBlockScaled ? C::kStages : 0));
 
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -96,8 +154,10 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::kStages; ++s) {
-      mbarrier_init(&full[s], 1);   // leader: its producer's expect_tx (both halves' bytes land here)
+      // leader: its producer's expect_tx (both halves' bytes land here) + block-scaled: both CTAs' forwards
+      mbarrier_init(&full[s], C::kBlockScaled ? 3 : 1);
       mbarrier_init(&empty[s], 1);  // the leader's multicast commit
+      if constexpr (C::kBlockScaled) mbarrier_init(&sf_full[s], 1);  // this CTA's producer's expect_tx
     }
     for (int s = 0; s < C::kAccStages; ++s) {
       mbarrier_init(&tmem_full[s], 1);   // the leader's multicast commit
@@ -136,7 +196,8 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
           mbarrier_wait(&empty[st.stage], st.phase ^ 1u);
           uint8_t* sa = smem + st.stage * C::STAGE_BYTES;
           uint8_t* sb = sa + C::A_BYTES;
-          if (leader) mbarrier_arrive_expect_tx(&full[st.stage], 2 * C::STAGE_BYTES);
+          if (leader) mbarrier_arrive_expect_tx(&full[st.stage], 2 * C::TX_BYTES);
+          if constexpr (C::kBlockScaled) load_pair_scales<C>(p, tc, rank, kb, sb + C::B_BYTES, &sf_full[st.stage]);
           load_stage<C>(tma_load_3d_cg2, sa, sb, &tma_a, &tma_b, &full[st.stage], m0, n0, kb * C::BLOCK_K, ab, bb);
           st.advance();
         }
@@ -156,15 +217,41 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
           tcgen05_fence_after_thread_sync();
           const uint32_t a_base = smem_addr(smem + st.stage * C::STAGE_BYTES);
           const uint32_t b_base = a_base + C::A_BYTES;
+          if constexpr (C::kBlockScaled) {
+            // Scale groups: those inside K (the same in both CTAs); the peer's rows past M read stale scales
+            // for zero-filled data, in rows that are never stored.
+            const int mmas = min(C::BLOCK_K / C::UMMA_K, (p.k - kb * C::BLOCK_K + C::UMMA_K - 1) / C::UMMA_K);
+            issue_block_scaled_kblock<C>(d_tmem, a_base, b_base, b_base + C::B_BYTES,
+                                         tmem_base + C::SFA_COL0 + st.stage * C::SFA_COLS,
+                                         tmem_base + C::SFB_COL0 + st.stage * C::SFB_COLS,
+                                         kblock_sf_groups<C>(p, kb), mmas, kb > 0);
+          } else {
 #pragma unroll
-          for (int ks = 0; ks < C::BLOCK_K / C::UMMA_K; ++ks)
-            issue_mma_2cta<C>(d_tmem, operand_desc<C, C::kAMN>(a_base, ks), operand_desc<C, C::kBMN>(b_base, ks),
-                              (kb > 0 || ks > 0) ? 1u : 0u);
+            for (int ks = 0; ks < C::BLOCK_K / C::UMMA_K; ++ks)
+              issue_mma_2cta<C>(d_tmem, operand_desc<C, C::kAMN>(a_base, ks), operand_desc<C, C::kBMN>(b_base, ks),
+                                (kb > 0 || ks > 0) ? 1u : 0u);
+          }
           tcgen05_commit_cg2_multicast(&empty[st.stage], 0x3);
           st.advance();
         }
         tcgen05_commit_cg2_multicast(&tmem_full[acc.stage], 0x3);
         acc.advance();
+      }
+    }
+    __syncwarp();
+  } else if (warp == kSfForwardWarp) {
+    // Block-scaled: this CTA's scale blocks of each stage landed -> one arrive on the leader's full[s].
+    if constexpr (C::kBlockScaled) {
+      if (elect_one()) {
+        const uint32_t leader_full = mapa_shared(smem_addr(full), 0);
+        PipelineState<C::kStages> st;
+        for (int t = pair; t < num_tiles; t += num_pairs) {
+          for (int kb = 0; kb < k_blocks; ++kb) {
+            mbarrier_wait(&sf_full[st.stage], st.phase);
+            mbarrier_arrive_cluster(leader_full + st.stage * 8);
+            st.advance();
+          }
+        }
       }
     }
     __syncwarp();

@@ -68,18 +68,23 @@ JAX_TMEM_TCGEN05_MMA(tcgen05_mma_f8f6f4_cg2, f8f6f4, 2)
 //   kind::mxf8f6f4 scale_vec::1X (block32, K = 32): one UE8M0 scale per row, SF id = the byte (0..3);
 //   kind::mxf4     scale_vec::2X (block32, K = 64, packed e2m1): two UE8M0 scales, SF id 0 or 2 (half);
 //   kind::mxf4nvf4 scale_vec::4X (block16, K = 64, packed e2m1): four UE4M3 scales (NVFP4), SF id 0.
-#define JAX_TMEM_TCGEN05_MMA_BS(fn, kind, vec)                                                             \
+// The cta_group::2 forms (the CTA pair, issued by the leader): each CTA's TMEM receives its own rows, with the
+// scales at the same TMEM columns of both CTAs (each CTA's own copy: tcgen05_cp_32x128b_warpx4_cg2).
+#define JAX_TMEM_TCGEN05_MMA_BS(fn, kind, vec, group)                                                      \
   __device__ __forceinline__ void fn(uint32_t d_tmem, uint64_t a_desc, uint64_t b_desc, uint32_t idesc,     \
                                      uint32_t sfa_tmem, uint32_t sfb_tmem, uint32_t accumulate) {          \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"                                               \
-                 "tcgen05.mma.cta_group::1.kind::" #kind ".block_scale.scale_vec::" #vec                   \
+                 "tcgen05.mma.cta_group::" #group ".kind::" #kind ".block_scale.scale_vec::" #vec          \
                  " [%0], %1, %2, %3, [%4], [%5], p;\n}\n" ::"r"(d_tmem),                                   \
                  "l"(a_desc), "l"(b_desc), "r"(idesc), "r"(sfa_tmem), "r"(sfb_tmem), "r"(accumulate)       \
                  : "memory");                                                                              \
   }
-JAX_TMEM_TCGEN05_MMA_BS(tcgen05_mma_mxf8f6f4_cg1, mxf8f6f4, 1X)
-JAX_TMEM_TCGEN05_MMA_BS(tcgen05_mma_mxf4_cg1, mxf4, 2X)
-JAX_TMEM_TCGEN05_MMA_BS(tcgen05_mma_mxf4nvf4_cg1, mxf4nvf4, 4X)
+JAX_TMEM_TCGEN05_MMA_BS(tcgen05_mma_mxf8f6f4_cg1, mxf8f6f4, 1X, 1)
+JAX_TMEM_TCGEN05_MMA_BS(tcgen05_mma_mxf4_cg1, mxf4, 2X, 1)
+JAX_TMEM_TCGEN05_MMA_BS(tcgen05_mma_mxf4nvf4_cg1, mxf4nvf4, 4X, 1)
+JAX_TMEM_TCGEN05_MMA_BS(tcgen05_mma_mxf8f6f4_cg2, mxf8f6f4, 1X, 2)
+JAX_TMEM_TCGEN05_MMA_BS(tcgen05_mma_mxf4_cg2, mxf4, 2X, 2)
+JAX_TMEM_TCGEN05_MMA_BS(tcgen05_mma_mxf4nvf4_cg2, mxf4nvf4, 4X, 2)
 #undef JAX_TMEM_TCGEN05_MMA_BS
 
 // ---- SMEM -> TMEM copy (9.7.16.9.2): one thread; asynchronous, ordered before the same thread's later
@@ -87,6 +92,12 @@ JAX_TMEM_TCGEN05_MMA_BS(tcgen05_mma_mxf4nvf4_cg1, mxf4nvf4, 4X)
 // into 4 columns of 32 lanes, replicated into all four lane quadrants (reference §9.1). -----------------
 __device__ __forceinline__ void tcgen05_cp_32x128b_warpx4_cg1(uint32_t taddr, uint64_t s_desc) {
   asm volatile("tcgen05.cp.cta_group::1.32x128b.warpx4 [%0], %1;" ::"r"(taddr), "l"(s_desc) : "memory");
+}
+// CTA-pair form, issued by the leader: each CTA of the pair copies the block at this shared-memory offset of
+// its own shared memory into its own TMEM (as the pair's MMA reads each CTA's own tiles; DeepGEMM's 2-CTA
+// block-scaled GEMM loads each CTA's scales into its own shared memory and copies them this way).
+__device__ __forceinline__ void tcgen05_cp_32x128b_warpx4_cg2(uint32_t taddr, uint64_t s_desc) {
+  asm volatile("tcgen05.cp.cta_group::2.32x128b.warpx4 [%0], %1;" ::"r"(taddr), "l"(s_desc) : "memory");
 }
 
 // ---- commit (9.7.16.11): the mbarrier gets one arrive when all prior async tcgen05 ops OF THIS THREAD
