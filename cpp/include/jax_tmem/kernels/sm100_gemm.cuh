@@ -161,6 +161,31 @@ __device__ __forceinline__ int kblock_sf_groups(const Params& p, int kb) {
   return min(C::SF_GROUPS, p.sf_col_blocks - kb * C::SF_GROUPS);
 }
 
+// The bytes load_scale_blocks moves for k-block `kb` (its barrier's expect_tx).
+template <class C>
+__device__ __forceinline__ uint32_t scale_tx_bytes(const Params& p, int kb, bool with_a) {
+  return (C::SFB_BLOCKS + (with_a ? 1 : 0)) * kblock_sf_groups<C>(p, kb) * C::SF_BLOCK_BYTES;
+}
+
+// One CTA's scale blocks of k-block `kb` into its stage at `sf` (A's SF_GROUPS blocks, then B's per 128-row
+// block), on `bar`: the 128x4 layout's row block a_blk of A (none where !with_a) and SFB_BLOCKS row blocks of B
+// from b_blk0; blocks (row block, kb * SF_GROUPS + g), g < the groups inside K, consecutive in memory: one bulk
+// copy per row block.
+template <class C>
+__device__ __forceinline__ void load_scale_blocks(const Params& p, int batch, int64_t a_blk, bool with_a,
+                                                  int64_t b_blk0, int kb, uint8_t* sf, uint64_t* bar) {
+  using namespace jax_tmem::ptx;
+  const int bytes = kblock_sf_groups<C>(p, kb) * C::SF_BLOCK_BYTES;
+  const int64_t col = int64_t(kb) * C::SF_GROUPS;
+  const uint8_t* ga = p.sfa + (p.a_batched ? batch * p.sfa_batch : 0);
+  const uint8_t* gb = p.sfb + (p.b_batched ? batch * p.sfb_batch : 0);
+  if (with_a) bulk_load_g2s(sf, ga + (a_blk * p.sf_col_blocks + col) * C::SF_BLOCK_BYTES, bytes, bar);
+#pragma unroll
+  for (int j = 0; j < C::SFB_BLOCKS; ++j)
+    bulk_load_g2s(sf + (1 + j) * C::SF_GROUPS * C::SF_BLOCK_BYTES,
+                  gb + ((b_blk0 + j) * p.sf_col_blocks + col) * C::SF_BLOCK_BYTES, bytes, bar);
+}
+
 // One k-block of the block-scaled GEMM: its `groups` scale blocks per 128 rows SMEM -> the stage's TMEM
 // columns (A group g at sfa + 4g; B row block j of group g at sfb + 4 * (g * SFB_BLOCKS + j): the MMA
 // reads a 128 * SFB_BLOCKS-row operand's scales from consecutive 4-column blocks), then the k-block's
@@ -308,22 +333,8 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
           uint8_t* sa = smem + st.stage * C::STAGE_BYTES;
           uint8_t* sb = sa + C::A_BYTES;
           if constexpr (C::kBlockScaled) {
-            // The k-block's 512-byte scale blocks of the 128x4 layout: blocks (row block, kb * SF_GROUPS + g)
-            // of each operand, g < groups (those inside K), consecutive in memory: one bulk copy per row block.
-            const int groups = kblock_sf_groups<C>(p, kb);
-            const int bytes = groups * C::SF_BLOCK_BYTES;
-            mbarrier_arrive_expect_tx(&full[st.stage], C::TX_BYTES + (1 + C::SFB_BLOCKS) * bytes);
-            uint8_t* sf = sb + C::B_BYTES;
-            const uint8_t* ga = p.sfa + (p.a_batched ? tc.batch * p.sfa_batch : 0);
-            const uint8_t* gb = p.sfb + (p.b_batched ? tc.batch * p.sfb_batch : 0);
-            const int64_t col = int64_t(kb) * C::SF_GROUPS;
-            bulk_load_g2s(sf, ga + (int64_t(tc.m_blk) * p.sf_col_blocks + col) * C::SF_BLOCK_BYTES, bytes,
-                          &full[st.stage]);
-#pragma unroll
-            for (int j = 0; j < C::SFB_BLOCKS; ++j)
-              bulk_load_g2s(sf + (1 + j) * C::SF_GROUPS * C::SF_BLOCK_BYTES,
-                            gb + (int64_t(n0 / 128 + j) * p.sf_col_blocks + col) * C::SF_BLOCK_BYTES, bytes,
-                            &full[st.stage]);
+            mbarrier_arrive_expect_tx(&full[st.stage], C::TX_BYTES + scale_tx_bytes<C>(p, kb, true));
+            load_scale_blocks<C>(p, tc.batch, tc.m_blk, true, n0 / 128, kb, sb + C::B_BYTES, &full[st.stage]);
           } else {
             mbarrier_arrive_expect_tx(&full[st.stage], C::TX_BYTES);
           }

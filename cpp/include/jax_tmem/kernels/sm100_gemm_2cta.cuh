@@ -14,12 +14,12 @@
 //           its 32 rows through a double-buffered swizzled box and TMA (the 1-CTA kernel's
 //           epilogue_tile_tma; the StoreRing protocol ran on the H200 as sm_90a config 8).
 // kSfVec > 0 (the block-scaled GEMM, kinds as in the 1-CTA Config): each CTA loads the k-block's scale blocks
-// it needs into its own stage (its 128 rows of A; ALL BLOCK_N rows of B: its TMEM holds its rows x the full N)
-// with a bulk copy on its own sf_full[s]; warp 3 of each CTA forwards that completion to the leader's
-// full[s] (remote arrive: 1 + 2 arrivals a phase), and the leader's tcgen05.cp.cta_group::2 copies each CTA's
-// blocks into its own TMEM columns (DeepGEMM's 2-CTA block-scaled GEMM: each CTA's scales, forwarded by
-// a warp of each CTA to the leader's barrier). Rows of a last pair tile past M have no scale block (the 128x4
-// layout pads to 128 rows): that CTA loads none, and its accumulator rows are never stored.
+// it needs into its own stage (load_scale_blocks: its 128 rows of A; ALL BLOCK_N rows of B, as its TMEM holds its
+// rows x the full N) on its own sf_full[s]; warp 3 of each CTA forwards that completion to the leader's full[s]
+// (remote arrive: 1 + 2 arrivals a phase), and the leader's tcgen05.cp.cta_group::2 copies each CTA's blocks
+// into its own TMEM columns (as DeepGEMM's 2-CTA block-scaled GEMM: each CTA's own scales, a warp of each CTA
+// arriving on the leader's barrier). Rows of a last pair tile past M have no scale row block (the 128x4 layout
+// pads to 128 rows): that CTA loads no A scales, and its accumulator rows are never stored.
 // NOTHING IN THIS FILE HAS BEEN EXECUTED ON A BLACKWELL GPU (compiled and SASS-checked only).
 #pragma once
 
@@ -108,28 +108,6 @@ __device__ __forceinline__ void issue_mma_2cta(uint32_t d_tmem, uint64_t da, uin
 
 inline constexpr int kSfForwardWarp = 3;  // block-scaled pair: forwards sf_full to the leader's full barrier
 
-// Block-scaled pair: this CTA's scale blocks of k-block `kb` into its stage (`sf`, the 1-CTA kernel's order:
-// A's SF_GROUPS blocks, then B's per 128-row block) on its own sf_full barrier: its 128 rows of A (none where
-// they lie past M: the 128x4 layout has no such row block), all SFB_BLOCKS of B.
-template <class C>
-__device__ __forceinline__ void load_pair_scales(const Params& p, const sched::TileCoord& tc, uint32_t rank, int kb,
-                                                 uint8_t* sf, uint64_t* bar) {
-  using namespace jax_tmem::ptx;
-  const int groups = kblock_sf_groups<C>(p, kb);
-  const int bytes = groups * C::SF_BLOCK_BYTES;
-  const int64_t a_blk = int64_t(tc.m_blk) * 2 + rank, n_blk0 = int64_t(tc.n_blk) * C::SFB_BLOCKS;
-  const bool a_rows = a_blk < (p.m + 127) / 128;
-  mbarrier_arrive_expect_tx(bar, (C::SFB_BLOCKS + (a_rows ? 1 : 0)) * bytes);
-  const uint8_t* ga = p.sfa + (p.a_batched ? tc.batch * p.sfa_batch : 0);
-  const uint8_t* gb = p.sfb + (p.b_batched ? tc.batch * p.sfb_batch : 0);
-  const int64_t col = int64_t(kb) * C::SF_GROUPS;
-  if (a_rows) bulk_load_g2s(sf, ga + (a_blk * p.sf_col_blocks + col) * C::SF_BLOCK_BYTES, bytes, bar);
-#pragma unroll
-  for (int j = 0; j < C::SFB_BLOCKS; ++j)
-    bulk_load_g2s(sf + (1 + j) * C::SF_GROUPS * C::SF_BLOCK_BYTES,
-                  gb + ((n_blk0 + j) * p.sf_col_blocks + col) * C::SF_BLOCK_BYTES, bytes, bar);
-}
-
 template <class C>
 __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     sm100_gemm_2cta_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b,
@@ -197,7 +175,14 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
           uint8_t* sa = smem + st.stage * C::STAGE_BYTES;
           uint8_t* sb = sa + C::A_BYTES;
           if (leader) mbarrier_arrive_expect_tx(&full[st.stage], 2 * C::TX_BYTES);
-          if constexpr (C::kBlockScaled) load_pair_scales<C>(p, tc, rank, kb, sb + C::B_BYTES, &sf_full[st.stage]);
+          if constexpr (C::kBlockScaled) {
+            // this CTA's 128 rows of A (none past M: the 128x4 layout has no such row block), all of B's N
+            const int64_t a_blk = int64_t(tc.m_blk) * 2 + rank;
+            const bool a_rows = a_blk < (p.m + 127) / 128;
+            mbarrier_arrive_expect_tx(&sf_full[st.stage], scale_tx_bytes<C>(p, kb, a_rows));
+            load_scale_blocks<C>(p, tc.batch, a_blk, a_rows, int64_t(tc.n_blk) * C::SFB_BLOCKS, kb, sb + C::B_BYTES,
+                                 &sf_full[st.stage]);
+          }
           load_stage<C>(tma_load_3d_cg2, sa, sb, &tma_a, &tma_b, &full[st.stage], m0, n0, kb * C::BLOCK_K, ab, bb);
           st.advance();
         }
