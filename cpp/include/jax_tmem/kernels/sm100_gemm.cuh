@@ -64,16 +64,52 @@ constexpr uint32_t kind_idesc(DType a, DType b, int m, int n, bool a_mn, bool b_
 // MMAs; MMA j reads the row's scales from j * UMMA_K / kSfVec: group that / 4, SF id that % 4. In the
 // last k-block only the MMAs (and scale groups) inside K are issued (loaded): neither stale TMEM nor
 // the layout's padding enters a product.
-template <DType kA_, DType kB_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_, bool kTmaStore_ = false,
-          int kPartialOut_ = 0, int kSfVec_ = 0>
-struct Config {
+//
+// What the 1-CTA Config and the CTA pair's Config2Cta share, for an UMMA_M x BLOCK_N MMA: the kind of the
+// operand types (block-scaled where kSfVec > 0), the geometry of a 128-byte k-block, the scale blocks a stage
+// holds per 128 rows (B's: all BLOCK_N of them) and the instruction descriptor.
+template <DType kA_, DType kB_, int UMMA_M_, int BLOCK_N_, bool kAMN_, bool kBMN_, int kSfVec_>
+struct MmaShape {
   static constexpr DType kA = kA_, kB = kB_;
+  static constexpr bool kAMN = kAMN_, kBMN = kBMN_;
   static constexpr int kSfVec = kSfVec_;
   static constexpr bool kBlockScaled = kSfVec_ != 0;
   static constexpr int ELEM_BITS = dtype_bits(kA);  // 4: packed e2m1 (two per byte, XLA's E(4) layout)
   static constexpr desc::MmaKind kMma = !kBlockScaled ? mma_kind(kA)
                                       : ELEM_BITS == 8 ? desc::MmaKind::kMXF8F6F4
                                       : kSfVec == 16   ? desc::MmaKind::kMXF4NVF4 : desc::MmaKind::kMXF4;
+  static constexpr int BLOCK_K = 1024 / ELEM_BITS;  // one 128-byte swizzle row along K
+  static constexpr int STAGE_K = BLOCK_K;  // K elements per ring slot (the launcher's K-split bound)
+  static constexpr int UMMA_K = 256 / ELEM_BITS;    // K of one tcgen05.mma (always 32 bytes)
+  static constexpr int MN_CHUNK = 1024 / ELEM_BITS; // elements of one 128B swizzle atom along M/N (MN-major)
+  static constexpr int SF_BLOCK_BYTES = 512;  // 128 rows x 4 UE8M0 scales (reference §9.1, §10)
+  static constexpr int SF_GROUPS = kBlockScaled ? BLOCK_K / (4 * kSfVec) : 0;  // scale blocks per 128 rows
+  static constexpr int SFB_BLOCKS = kBlockScaled ? BLOCK_N_ / 128 : 0;         // B's 128-row blocks
+  static constexpr int SF_BYTES = kBlockScaled ? ((1 + SFB_BLOCKS) * SF_GROUPS * SF_BLOCK_BYTES + 1023) / 1024 * 1024 : 0;
+  static constexpr uint32_t IDESC =
+      kBlockScaled ? desc::sm100_instr_desc_block_scaled(static_cast<uint32_t>(desc::format_code(kMma, kA)),
+                                                         static_cast<uint32_t>(desc::format_code(kMma, kB)), UMMA_M_,
+                                                         BLOCK_N_, kAMN, kBMN, kSfVec == 32, 0, 0)
+                   : kind_idesc(kA, kB, UMMA_M_, BLOCK_N_, kAMN, kBMN);
+
+  static_assert(desc::mma_shape_error(kMma, UMMA_M_, BLOCK_N_, kAMN, kBMN, ELEM_BITS) == nullptr,
+                "illegal tcgen05.mma shape/majorness (see desc::mma_shape_error)");
+  static_assert(desc::format_code(kMma, kA) >= 0 && desc::format_code(kMma, kB) >= 0 &&
+                    (kBlockScaled || mma_kind(kB) == kMma),
+                "operand type not taken by the kind");
+  static_assert(!kBlockScaled || ((kSfVec == 32 || (kSfVec == 16 && ELEM_BITS == 4)) &&
+                                  (ELEM_BITS == 8 || ELEM_BITS == 4) && dtype_bits(kB) == ELEM_BITS &&
+                                  BLOCK_N_ % 128 == 0 && !kAMN && !kBMN && SF_GROUPS * 4 * kSfVec == BLOCK_K),
+                "block-scaled: MXFP8 / MXFP4 (32, UE8M0) or NVFP4 (16, UE4M3) K-major operands of one width, "
+                "BLOCK_N a multiple of 128");
+  static_assert(ELEM_BITS != 4 || kBlockScaled, "4-bit operands: block-scaled kinds only");
+};
+
+template <DType kA_, DType kB_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_, bool kTmaStore_ = false,
+          int kPartialOut_ = 0, int kSfVec_ = 0>
+struct Config : MmaShape<kA_, kB_, 128, BLOCK_N_, kAMN_, kBMN_, kSfVec_> {
+  using Shape = MmaShape<kA_, kB_, 128, BLOCK_N_, kAMN_, kBMN_, kSfVec_>;
+  using Shape::kA, Shape::kBlockScaled, Shape::BLOCK_K, Shape::SF_BYTES;
   static constexpr int BLOCK_M = 128;
   static constexpr int BLOCK_N = BLOCK_N_;
   static constexpr int BOX_M = BLOCK_M, BOX_N = BLOCK_N;  // rows of A / B one CTA loads per tile
@@ -85,23 +121,14 @@ struct Config {
   static constexpr int OUT_BYTES = kTmaStore ? 4 * 2 * OUT_BOX_BYTES : 0;  // 2 boxes per epilogue warp
   static constexpr int CTAS_PER_TILE = 1;
   static constexpr int kStages = kStages_;
-  static constexpr bool kAMN = kAMN_, kBMN = kBMN_;
-  static constexpr int BLOCK_K = 1024 / ELEM_BITS;  // one 128-byte swizzle row along K
-  static constexpr int STAGE_K = BLOCK_K;  // K elements per ring slot (the launcher's K-split bound)
-  static constexpr int UMMA_K = 256 / ELEM_BITS;    // K of one tcgen05.mma (always 32 bytes)
-  static constexpr int MN_CHUNK = 1024 / ELEM_BITS; // elements of one 128B swizzle atom along M/N (MN-major)
   static constexpr int A_BYTES = BLOCK_M * 128;
   static constexpr int B_BYTES = BLOCK_N * 128;
-  static constexpr int SF_BLOCK_BYTES = 512;  // 128 rows x 4 UE8M0 scales (reference §9.1, §10)
-  static constexpr int SF_GROUPS = kBlockScaled ? BLOCK_K / (4 * kSfVec) : 0;  // scale blocks per 128 rows
-  static constexpr int SFB_BLOCKS = kBlockScaled ? BLOCK_N / 128 : 0;          // B's 128-row blocks
-  static constexpr int SF_BYTES = kBlockScaled ? ((1 + SFB_BLOCKS) * SF_GROUPS * SF_BLOCK_BYTES + 1023) / 1024 * 1024 : 0;
   static constexpr int STAGE_BYTES = A_BYTES + B_BYTES + SF_BYTES;
   static constexpr int TX_BYTES = A_BYTES + B_BYTES;  // + the k-block's scale blocks (block-scaled)
   static constexpr int kAccStages = 2;
   // Block-scaled: scale columns per pipeline stage (sf_stages = kStages).
   static constexpr TmemPlan kTmem =
-      make_tmem_plan(BLOCK_N, kAccStages, 128, kBlockScaled ? BLOCK_K : 0, kSfVec, kBlockScaled ? kStages : 0);
+      make_tmem_plan(BLOCK_N, kAccStages, 128, kBlockScaled ? BLOCK_K : 0, Shape::kSfVec, kBlockScaled ? kStages : 0);
   static constexpr uint32_t TMEM_COLS = kTmem.alloc_cols();     // allocated columns (power of two)
   static constexpr uint32_t ACC_STRIDE = kTmem.acc_offset(1);  // columns between accumulator buffers
   // Block-scaled: TMEM columns of stage s's scales: A at SFA_COL0 + s * SFA_COLS, B at SFB_COL0 + s * SFB_COLS.
@@ -110,26 +137,10 @@ struct Config {
   static constexpr int NUM_THREADS = 256;
   static constexpr int kGroupM = 8;
   static constexpr int SMEM_BYTES = kStages * STAGE_BYTES + OUT_BYTES + 1024 + (2 * kStages + 2 * kAccStages) * 8 + 16;
-  static constexpr uint32_t IDESC =
-      kBlockScaled ? desc::sm100_instr_desc_block_scaled(static_cast<uint32_t>(desc::format_code(kMma, kA)),
-                                                         static_cast<uint32_t>(desc::format_code(kMma, kB)), 128,
-                                                         BLOCK_N, kAMN, kBMN, kSfVec == 32, 0, 0)
-                   : kind_idesc(kA, kB, 128, BLOCK_N, kAMN, kBMN);
 
-  static_assert(desc::mma_shape_error(kMma, BLOCK_M, BLOCK_N, kAMN, kBMN, ELEM_BITS) == nullptr,
-                "illegal tcgen05.mma shape/majorness (see desc::mma_shape_error)");
-  static_assert(desc::format_code(kMma, kA) >= 0 && desc::format_code(kMma, kB) >= 0 &&
-                    (kBlockScaled || mma_kind(kB) == kMma),
-                "operand type not taken by the kind");
-  static_assert(!kBlockScaled || ((kSfVec == 32 || (kSfVec == 16 && ELEM_BITS == 4)) &&
-                                  (ELEM_BITS == 8 || ELEM_BITS == 4) && dtype_bits(kB) == ELEM_BITS &&
-                                  BLOCK_N % 128 == 0 && kPartialOut == 0 && !kAMN && !kBMN &&
-                                  SF_GROUPS * 4 * kSfVec == BLOCK_K),
-                "block-scaled: MXFP8 / MXFP4 (32, UE8M0) or NVFP4 (16, UE4M3) K-major operands of one width, "
-                "BLOCK_N a multiple of 128, no split-K");
-  static_assert(ELEM_BITS != 4 || kBlockScaled, "4-bit operands: block-scaled kinds only");
+  static_assert(!kBlockScaled || kPartialOut == 0, "block-scaled: no split-K");
   static_assert(kTmem.valid(), "TMEM plan invalid (see tmem_plan.h)");
-  static_assert(!(kA == DType::kF32 && (kAMN || kBMN)), "tf32 MN-major needs the 128B/32B-atom layout (not built)");
+  static_assert(!(kA == DType::kF32 && (kAMN_ || kBMN_)), "tf32 MN-major needs the 128B/32B-atom layout (not built)");
   static_assert(SMEM_BYTES <= 232448, "shared memory per CTA exceeds 227 KB");
   static_assert(STAGE_BYTES % 1024 == 0, "128B-swizzle tiles must stay 1024-byte aligned");
   static_assert(kPartialOut == 0 || (!kTmaStore && kA != DType::kS8), "split-K: direct stores, no int8");

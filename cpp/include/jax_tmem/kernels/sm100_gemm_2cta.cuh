@@ -30,22 +30,13 @@ namespace jax_tmem::sm100 {
 
 template <DType kA_, DType kB_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_, bool kTmaStore_ = false,
           int kSfVec_ = 0>
-struct Config2Cta {
-  static constexpr DType kA = kA_, kB = kB_;
-  static constexpr int kSfVec = kSfVec_;
-  static constexpr bool kBlockScaled = kSfVec_ != 0;
-  static constexpr int ELEM_BITS = dtype_bits(kA);  // 4: packed e2m1
-  static constexpr desc::MmaKind kMma = !kBlockScaled ? mma_kind(kA)
-                                      : ELEM_BITS == 8 ? desc::MmaKind::kMXF8F6F4
-                                      : kSfVec == 16   ? desc::MmaKind::kMXF4NVF4 : desc::MmaKind::kMXF4;
+struct Config2Cta : MmaShape<kA_, kB_, 256, BLOCK_N_, kAMN_, kBMN_, kSfVec_> {  // one M = 256 MMA per K step
+  using Shape = MmaShape<kA_, kB_, 256, BLOCK_N_, kAMN_, kBMN_, kSfVec_>;
+  using Shape::kA, Shape::kMma, Shape::kBlockScaled, Shape::BLOCK_K, Shape::MN_CHUNK, Shape::SF_BYTES,
+      Shape::SFB_BLOCKS;
   static constexpr int BLOCK_M = 256;               // rows per pair tile (128 per CTA)
   static constexpr int BLOCK_N = BLOCK_N_;          // columns per pair tile = UMMA N
   static constexpr int kStages = kStages_;
-  static constexpr bool kAMN = kAMN_, kBMN = kBMN_;
-  static constexpr int BLOCK_K = 1024 / ELEM_BITS;  // one 128-byte swizzle row along K
-  static constexpr int STAGE_K = BLOCK_K;
-  static constexpr int UMMA_K = 256 / ELEM_BITS;    // K of one tcgen05.mma (32 bytes)
-  static constexpr int MN_CHUNK = 1024 / ELEM_BITS;
   static constexpr int CTA_M = BLOCK_M / 2, CTA_N = BLOCK_N / 2;  // this CTA's share of A rows / B columns
   static constexpr int BOX_M = CTA_M, BOX_N = CTA_N;
   static constexpr int TILE_M = BLOCK_M;  // rows of one scheduler tile (the pair's)
@@ -57,16 +48,12 @@ struct Config2Cta {
   static constexpr int CTAS_PER_TILE = 2;   // launched as (2,1,1) clusters by launch_persistent
   static constexpr int A_BYTES = CTA_M * 128;
   static constexpr int B_BYTES = CTA_N * 128;
-  static constexpr int SF_BLOCK_BYTES = 512;  // 128 rows x 4 scales (reference §9.1, §10)
-  static constexpr int SF_GROUPS = kBlockScaled ? BLOCK_K / (4 * kSfVec) : 0;  // scale blocks per 128 rows
-  static constexpr int SFB_BLOCKS = kBlockScaled ? BLOCK_N / 128 : 0;          // B's 128-row blocks (all of N)
-  static constexpr int SF_BYTES = kBlockScaled ? ((1 + SFB_BLOCKS) * SF_GROUPS * SF_BLOCK_BYTES + 1023) / 1024 * 1024 : 0;
   static constexpr int TX_BYTES = A_BYTES + B_BYTES;  // one CTA's TMA bytes per stage (both land on the leader)
-  static constexpr int STAGE_BYTES = TX_BYTES + SF_BYTES;
+  static constexpr int STAGE_BYTES = TX_BYTES + SF_BYTES;  // + this CTA's scale blocks (block-scaled)
   static constexpr int kAccStages = 2;
   // Per CTA: 128 lanes x N accumulators; block-scaled: scale columns per stage (its 128 A rows, all N B rows).
   static constexpr TmemPlan kTmem =
-      make_tmem_plan(BLOCK_N, kAccStages, 128, kBlockScaled ? BLOCK_K : 0, kSfVec, kBlockScaled ? kStages : 0);
+      make_tmem_plan(BLOCK_N, kAccStages, 128, kBlockScaled ? BLOCK_K : 0, Shape::kSfVec, kBlockScaled ? kStages : 0);
   static constexpr uint32_t TMEM_COLS = kTmem.alloc_cols();
   static constexpr uint32_t ACC_STRIDE = kTmem.acc_offset(1);
   static constexpr uint32_t SFA_COL0 = kTmem.sfa_offset(0), SFA_COLS = kTmem.sfa_cols;
@@ -75,25 +62,12 @@ struct Config2Cta {
   static constexpr int kGroupM = 4;
   static constexpr int kBarriers = 2 * kStages + 2 * kAccStages + (kBlockScaled ? kStages : 0);
   static constexpr int SMEM_BYTES = kStages * STAGE_BYTES + OUT_BYTES + 1024 + kBarriers * 8 + 16;
-  static constexpr uint32_t IDESC =
-      kBlockScaled ? desc::sm100_instr_desc_block_scaled(static_cast<uint32_t>(desc::format_code(kMma, kA)),
-                                                         static_cast<uint32_t>(desc::format_code(kMma, kB)), BLOCK_M,
-                                                         BLOCK_N, kAMN, kBMN, kSfVec == 32, 0, 0)
-                   : kind_idesc(kA, kB, BLOCK_M, BLOCK_N, kAMN, kBMN);
 
-  static_assert(desc::mma_shape_error(kMma, BLOCK_M, BLOCK_N, kAMN, kBMN, ELEM_BITS) == nullptr,
-                "illegal CTA-pair tcgen05.mma shape/majorness");
-  static_assert(!kBlockScaled || ((kSfVec == 32 || (kSfVec == 16 && ELEM_BITS == 4)) &&
-                                  (ELEM_BITS == 8 || ELEM_BITS == 4) && dtype_bits(kB) == ELEM_BITS &&
-                                  BLOCK_N % 128 == 0 && !kAMN && !kBMN && SF_GROUPS * 4 * kSfVec == BLOCK_K),
-                "block-scaled pair: MXFP8 / MXFP4 (32, UE8M0) or NVFP4 (16, UE4M3) K-major operands of one width, "
-                "BLOCK_N a multiple of 128");
   static_assert(!kBlockScaled || SFB_BLOCKS == 1, "block-scaled pair: 128-wide tiles (B's scales one row block)");
-  static_assert(ELEM_BITS != 4 || kBlockScaled, "4-bit operands: block-scaled kinds only");
   static_assert(kTmem.valid(), "TMEM plan invalid");
   static_assert(kMma != desc::MmaKind::kI8, "kind::i8 is built for the 1-CTA kernel only");
-  static_assert(!kBMN || CTA_N % MN_CHUNK == 0, "an MN-major B half must be whole 128-byte atoms");
-  static_assert(!(kA == DType::kF32 && (kAMN || kBMN)), "tf32 MN-major needs the 128B/32B-atom layout");
+  static_assert(!kBMN_ || CTA_N % MN_CHUNK == 0, "an MN-major B half must be whole 128-byte atoms");
+  static_assert(!(kA == DType::kF32 && (kAMN_ || kBMN_)), "tf32 MN-major needs the 128B/32B-atom layout");
   static_assert(SMEM_BYTES <= 232448, "shared memory per CTA exceeds 227 KB");
   static_assert(STAGE_BYTES % 1024 == 0, "128B-swizzle tiles must stay 1024-byte aligned");
 };
