@@ -129,6 +129,29 @@ def test_swizzle_layout_is_the_documented_formula(rows, cols, lead):
     np.testing.assert_array_equal(_bytes(back), plain)
 
 
+def _nan_padded(plain):
+    """Plain scales -> the 128x4 tiles with 0xFF (NaN) bytes as padding instead of swizzle_scales' zeros."""
+    ones = jax.lax.bitcast_convert_type(jnp.ones(plain.shape, jnp.uint8), plain.dtype)
+    valid = jax.lax.bitcast_convert_type(jax_tmem.swizzle_scales(ones), jnp.uint8) != 0
+    b = jax.lax.bitcast_convert_type(jax_tmem.swizzle_scales(plain), jnp.uint8)
+    return jax.lax.bitcast_convert_type(jnp.where(valid, b, jnp.uint8(0xFF)), plain.dtype)
+
+
+@pytest.mark.parametrize("rows,cols,lead", [(128, 8, ()), (200, 7, ()), (1, 1, ()), (257, 5, (2,))])
+def test_zero_scale_padding_zeroes_the_padding_only(rows, cols, lead):
+    """block_scale.zero_scale_padding: what swizzle_scales(unswizzle_scales(t)) gives (valid scales kept,
+    padding zero bytes), from tiles whose padding holds random bytes."""
+    rng = np.random.default_rng(seed_of("zp", rows, cols, lead))
+    rb, cb = -(-rows // 128), -(-cols // 4)
+    tiles = jnp.asarray(rng.integers(1, 256, lead + (rb, cb, 32, 16)).astype(np.uint8))
+    t = jax.lax.bitcast_convert_type(tiles, jnp.float8_e8m0fnu)
+    got = block_scale.zero_scale_padding(t, rows, cols)
+    want = jax_tmem.swizzle_scales(jax_tmem.unswizzle_scales(t, rows, cols))
+    assert got.dtype == t.dtype and got.shape == t.shape
+    np.testing.assert_array_equal(_bytes(got), _bytes(want))
+    assert (rows % 128 == 0 and cols % 4 == 0) or (_bytes(got) != _bytes(t)).any()  # there was padding to clear
+
+
 def test_swizzle_matches_nvmath_examples():
     """NVFP4 M = K = 128 (8 scale columns): (row 5, K-group 2) -> byte 82, (row 5, K-group 5) -> 593."""
     plain = np.zeros((128, 8), np.uint8)
@@ -271,8 +294,11 @@ def test_scaled_matmul_kernel_path_matches_float64(fmt_a, fmt_b, b, m, n, k, out
         assert (np.abs(out - xla) / np.maximum(mag, 1e-30)).max() <= 2 * tol
     else:
         assert np.abs(out - xla).max() <= 2 * tol * np.abs(ref).max()
-    # pre-swizzled scales (one or both) go to the call in the 128x4 layout: the same result, bit for bit
-    for sx, sw in ((jax_tmem.swizzle_scales(xs), jax_tmem.swizzle_scales(ws)), (xs, jax_tmem.swizzle_scales(ws))):
+    # pre-swizzled scales (one or both) go to the call in the 128x4 layout: the same result, bit for bit, also
+    # when their padding holds NaN bytes (K / block not a multiple of 4 here: the sm_100a 4-bit MMAs read a
+    # whole 64-K step's scales, past K)
+    for sx, sw in ((jax_tmem.swizzle_scales(xs), jax_tmem.swizzle_scales(ws)), (xs, jax_tmem.swizzle_scales(ws)),
+                   (_nan_padded(xs), _nan_padded(ws))):
         jax_tmem.clear_decisions()
         out_sw = np.asarray(jax_tmem.scaled_matmul(xq, wq, sx, sw, out_dtype, path="kernel", **g), np.float64)
         np.testing.assert_array_equal(out_sw, out)

@@ -62,8 +62,11 @@ constexpr uint32_t kind_idesc(DType a, DType b, int m, int n, bool a_mn, bool b_
 // bulk copy per operand row block. The MMA thread copies them into the stage's own TMEM scale columns
 // (tcgen05.cp 32x128b.warpx4: rewritten only after the stage's previous MMAs retired) and issues the
 // MMAs; MMA j reads the row's scales from j * UMMA_K / kSfVec: group that / 4, SF id that % 4. In the
-// last k-block only the MMAs (and scale groups) inside K are issued (loaded): neither stale TMEM nor
-// the layout's padding enters a product.
+// last k-block only the MMAs (and scale groups) inside K are issued (loaded): no stale TMEM enters a
+// product. A 4-bit MMA spans 64 of K, so where K % 64 == 32 the last one reads the scales of the 32
+// elements past K: TMA zero-fills that data, and its scales are the 128x4 layout's padding, which must be
+// finite (zero bytes: swizzle_scales, the quantize kernel and scaled_matmul's zero_scale_padding make it so;
+// a NaN scale times zero data would make the row's outputs NaN).
 //
 // What the 1-CTA Config and the CTA pair's Config2Cta share, for an UMMA_M x BLOCK_N MMA: the kind of the
 // operand types (block-scaled where kSfVec > 0), the geometry of a 128-byte k-block, the scale blocks a stage
