@@ -295,8 +295,8 @@ def test_scaled_matmul_kernel_path_matches_float64(fmt_a, fmt_b, b, m, n, k, out
     else:
         assert np.abs(out - xla).max() <= 2 * tol * np.abs(ref).max()
     # pre-swizzled scales (one or both) go to the call in the 128x4 layout: the same result, bit for bit, also
-    # when their padding holds NaN bytes (K / block not a multiple of 4 here: the sm_100a 4-bit MMAs read a
-    # whole 64-K step's scales, past K)
+    # when their padding holds NaN bytes (padding rows feed only outputs that are not stored; where K / block is
+    # not a multiple of 4 the padding columns are what the sm_100a 4-bit MMAs read past K, zeroed on the way)
     for sx, sw in ((jax_tmem.swizzle_scales(xs), jax_tmem.swizzle_scales(ws)), (xs, jax_tmem.swizzle_scales(ws)),
                    (_nan_padded(xs), _nan_padded(ws))):
         jax_tmem.clear_decisions()
