@@ -382,24 +382,6 @@ def swizzle_scales(scales):
     return lax.bitcast_convert_type(b, dt) if b.dtype != dt else b
 
 
-def zero_scale_padding(swizzled, rows: int, cols: int):
-    """128x4-tiled scales ``(..., rows/128, cols/4, 32, 16)`` with their padding (rows >= ``rows``, columns >=
-    ``cols``) set to zero bytes, as :func:`swizzle_scales` writes it; the rest unchanged. Pre-swizzled scales from
-    elsewhere may pad with anything (0xFF: NaN), and the sm_100a 4-bit MMAs read a whole 64-K step's scales, past K
-    where K is not a multiple of 64: a NaN there would turn a valid output NaN (zero data times a NaN scale)."""
-    swizzled = jnp.asarray(swizzled)
-    dt = swizzled.dtype
-    b = _as_bytes(swizzled)
-    rb, cb = b.shape[-4], b.shape[-3]
-    tile_r = lax.broadcasted_iota(jnp.int32, (rb, cb, 32, 16), 0)
-    tile_c = lax.broadcasted_iota(jnp.int32, (rb, cb, 32, 16), 1)
-    i = lax.broadcasted_iota(jnp.int32, (rb, cb, 32, 16), 2)
-    j = lax.broadcasted_iota(jnp.int32, (rb, cb, 32, 16), 3)
-    valid = (tile_r * 128 + (j // 4) * 32 + i < rows) & (tile_c * 4 + j % 4 < cols)
-    b = jnp.where(valid, b, jnp.zeros((), b.dtype))
-    return lax.bitcast_convert_type(b, dt) if b.dtype != dt else b
-
-
 def unswizzle_scales(swizzled, rows: int, cols: int):
     """The inverse of :func:`swizzle_scales`: ``(..., rows/128, cols/4, 32, 16)`` -> ``(..., rows, cols)``."""
     swizzled = jnp.asarray(swizzled)

@@ -294,20 +294,16 @@ def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, out_dtype, lhs_global_scale=
             if g is not None:
                 g = jnp.asarray(g, jnp.float32).reshape(())
                 gs = g if gs is None else gs * g
-        # Pre-swizzled scales go to the call as they are, their padding zeroed where K / block leaves padding
-        # columns (the sm_100a 4-bit MMAs read a whole 64-K step's scales: block_scale.zero_scale_padding). The
-        # sm_100a kernel reads the 128x4 layout only (its 512-byte blocks are what tcgen05.cp copies); the sm_90a
-        # kernel reads plain scales a word per 4 columns, so with K / 32 not a multiple of 4 it takes the 128x4
-        # layout too (a small XLA op).
+        # Pre-swizzled scales go to the call as they are, unless K / block leaves padding columns: the sm_100a
+        # 4-bit MMAs read a whole 64-K step's scales, past K, so those go as the re-swizzled plain scales of plan()
+        # (zero padding; a NaN padding byte from elsewhere would turn valid outputs NaN). The sm_100a kernel
+        # reads the 128x4 layout only (its 512-byte blocks are what tcgen05.cp copies); the sm_90a kernel reads
+        # plain scales a word per 4 columns, so with K / 32 not a multiple of 4 it takes the 128x4 layout too (a
+        # small XLA op).
         if lhs_scales.ndim == 5 or rhs_scales.ndim == 5 or kernel_scale_layout(where, lhs.shape[2], fa.block) == "swizzled":
-            cols = lhs.shape[2] // fa.block
-
-            def sw(given, plain, rows):
-                if given.ndim != 5:
-                    return block_scale.swizzle_scales(plain)
-                return block_scale.zero_scale_padding(given, rows, cols) if cols % 4 else given
-
-            return scaled_matmul_ffi(lhs, rhs, sw(lhs_scales, sa, lhs.shape[1]), sw(rhs_scales, sb, rhs.shape[1]),
+            padded = (lhs.shape[2] // fa.block) % 4 != 0
+            sw = lambda given, plain: given if given.ndim == 5 and not padded else block_scale.swizzle_scales(plain)
+            return scaled_matmul_ffi(lhs, rhs, sw(lhs_scales, sa), sw(rhs_scales, sb),
                                      out_dtype, fa.block, layout=1, global_scale=gs)
         return scaled_matmul_ffi(lhs, rhs, sa, sb, out_dtype, fa.block, global_scale=gs)
     reason = xla_reason(why, path)

@@ -65,7 +65,7 @@ constexpr uint32_t kind_idesc(DType a, DType b, int m, int n, bool a_mn, bool b_
 // last k-block only the MMAs (and scale groups) inside K are issued (loaded): no stale TMEM enters a
 // product. A 4-bit MMA spans 64 of K, so where K % 64 == 32 the last one reads the scales of the 32
 // elements past K: TMA zero-fills that data, and its scales are the 128x4 layout's padding, which must be
-// finite (zero bytes: swizzle_scales, the quantize kernel and scaled_matmul's zero_scale_padding make it so;
+// finite (zero bytes: swizzle_scales and the quantize kernel write them, scaled_matmul re-swizzles such scales;
 // a NaN scale times zero data would make the row's outputs NaN).
 //
 // What the 1-CTA Config and the CTA pair's Config2Cta share, for an UMMA_M x BLOCK_N MMA: the kind of the
