@@ -159,7 +159,9 @@ def _kind(name: str) -> str:
 
 def profile(steps, states, x, y):
     """Each device's GPU kernel time per step (sum of kernel durations, and the span first start - last end) by
-    kind and the top kernels, from a jax.profiler trace of ARGS.profile steps per variant."""
+    kind and the top kernels, and each GEMM's time next to how long a collective kernel ran beside it (a GEMM
+    sharing the SMs with NCCL's all-reduce runs longer), from a jax.profiler trace of ARGS.profile steps per
+    variant."""
     import collections
     import glob
     import tempfile
@@ -181,11 +183,13 @@ def profile(steps, states, x, y):
                 continue
             per = collections.Counter()
             t0 = t1 = None
+            spans = []  # (start, end, kind) of every kernel: which GEMMs ran while a collective ran
             for line in plane.lines:
                 if "stream" not in line.name.lower() or "memcpy" in line.name.lower():
                     continue
                 for e in line.events:
                     per[e.name] += e.duration_ns
+                    spans.append((e.start_ns, e.start_ns + e.duration_ns, _kind(e.name)))
                     t0 = e.start_ns if t0 is None else min(t0, e.start_ns)
                     t1 = e.start_ns + e.duration_ns if t1 is None else max(t1, e.start_ns + e.duration_ns)
             k = ARGS.profile * 1e3
@@ -197,6 +201,14 @@ def profile(steps, states, x, y):
                   + ", ".join(f"{kk} {v / k:.0f}" for kk, v in kinds.most_common()))
             for name, ns in per.most_common(8):
                 print(f"    {ns / k:8.0f} us  {_kind(name):9s} {name[:110]}")
+            coll = [(a, b) for a, b, kk in spans if kk == "nccl"]
+            gemms = sorted((a, b) for a, b, kk in spans if kk in ("jax_tmem", "cublas"))
+            hit = [(b - a, sum(max(0, min(b, d) - max(a, c)) for c, d in coll)) for a, b in gemms]
+            both = [(t, o) for t, o in hit if o > 0]
+            print(f"    GEMMs: {len(gemms) / ARGS.profile:.0f} per step, {sum(t for t, _ in hit) / k:.0f} us; "
+                  f"{len(both) / ARGS.profile:.0f} ran beside a collective: {sum(t for t, _ in both) / k:.0f} us, "
+                  f"of it {sum(o for _, o in both) / k:.0f} us overlapped; per GEMM of the last step (us, us beside "
+                  "a collective): " + " ".join(f"{t / 1e3:.0f}/{o / 1e3:.0f}" for t, o in hit[-len(hit) // ARGS.profile:]))
 
 
 if __name__ == "__main__":
