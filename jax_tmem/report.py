@@ -234,6 +234,8 @@ def main() -> int:
               + (f"yes ({info['cuda_version']}, {info['cuda_archs'] or 'no archs'}, "
                  f"{info.get('configs', '?')} kernel configurations)" if info["cuda"]
                  else f"no ({info['cuda_reason']})"))
+        if info.get("dev_options"):
+            _line(f"  built with kernel options for measuring (off by default): {', '.join(info['dev_options'])}")
     on_gpu = jax.default_backend() == "gpu"
     if not on_gpu:
         _line("this machine has no supported GPU: every call runs on the fallback (XLA), and the C++ CPU "

@@ -326,8 +326,10 @@ def test_sm90_uses_wgmma(sass):
     if "sm_90a" not in _ext.build_info()["cuda_archs"]:
         pytest.skip("sm_90a not built")
     sm90 = _kernels_by_arch(sass)["sm_90a"]
-    for op in ("HGMMA.64x256x16.F32.BF16", "HGMMA.64x128x16.F32 ", "HGMMA.64x256x8.F32.TF32",
-               "QGMMA.64x256x32.F32.E4M3.E4M3", "QGMMA.64x128x32.F32.E5M2.E4M3"):
+    # JAX_TMEM_HALF_WIDTH_MMAS (a kernel option for measuring, off): the 256-wide dense entries as two m64n128 wgmmas
+    w = "128" if "JAX_TMEM_HALF_WIDTH_MMAS" in _ext.build_info()["dev_options"] else "256"
+    for op in (f"HGMMA.64x{w}x16.F32.BF16", "HGMMA.64x128x16.F32 ", f"HGMMA.64x{w}x8.F32.TF32",
+               f"QGMMA.64x{w}x32.F32.E4M3.E4M3", "QGMMA.64x128x32.F32.E5M2.E4M3"):
         assert op.strip() in sm90, f"{op.strip()} missing from the sm_90a SASS"
     assert "UTMALDG" in sm90, "TMA loads (UTMALDG) missing from the sm_90a SASS"
     if _all_configs():  # the 2x1-cluster entries are sweep-only
@@ -383,29 +385,44 @@ def test_no_spills_or_local_memory(resources):
         assert int(shared) <= 232448, f"{name}: {shared} bytes of static shared memory"
 
 
+def _compile_sm90(tmp_path, source: str, flags: list) -> tuple:
+    """`source` compiled for sm_90a with nvcc (-O3, the headers of cpp/include, `flags`): ptxas's resource report
+    (stderr) and the SASS. Skips where the extension has no CUDA build or no source checkout is next to the tests."""
+    _cuda_info()
+    include = os.path.join(os.path.dirname(__file__), "..", "cpp", "include")
+    if not os.path.isdir(include):
+        pytest.skip("no source checkout next to the tests")
+    src, cubin = tmp_path / "k.cu", tmp_path / "k.cubin"
+    src.write_text(source)
+    r = subprocess.run([shutil.which("nvcc") or _find_tool("nvcc"), "-std=c++17", "-O3", "-arch=sm_90a", "-cubin",
+                        "--expt-relaxed-constexpr", "-I", include, "-Xptxas", "-v", *flags, "-o", str(cubin), str(src)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    env = dict(os.environ, PATH=os.pathsep.join([os.path.dirname(_find_tool("nvdisasm")), os.environ.get("PATH", "")]))
+    sass = subprocess.run([_find_tool("cuobjdump"), "-sass", str(cubin)], capture_output=True, text=True, env=env).stdout
+    return r.stderr, sass
+
+
+_NO_SPILLS = "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"
+# The 128x256 cooperative entry with its TMA-store epilogue under the next tile's MMAs (entry 20; 22 with
+# CLUSTER = 2), bf16, B stored (K, N) if BMN.
+_ENTRY_128x256 = ("sm90::Config<DType::kBF16, DType::kBF16, 256, 4, false, {bmn}, false, false, {cluster}, true, 0, 128, "
+                  "true, true>")
+_GEMM_HEADER = '#include "jax_tmem/kernels/sm90_gemm.cuh"\nusing namespace jax_tmem;\n'
+
+
 def test_mbarrier_wait_sleeps_only_with_the_suspend_option(tmp_path):
     """cpp/include/jax_tmem/ptx/mbarrier.cuh's wait: a TRYWAIT + BRA spin by default; with
     -DJAX_TMEM_MBARRIER_SUSPEND=ON (the CMake option, off: no gain measured on an H200) the retry path
     sleeps in NANOSLEEP.SYNCS (the suspend-time hint). A small kernel compiled both ways for sm_90a."""
-    _cuda_info()
-    nvcc = shutil.which("nvcc") or _find_tool("nvcc")
-    src = tmp_path / "wait.cu"
-    src.write_text('#include "jax_tmem/ptx/mbarrier.cuh"\n'
-                   "__global__ void k(int* out) {\n  __shared__ uint64_t bar;\n"
-                   "  if (threadIdx.x == 0) jax_tmem::ptx::mbarrier_init(&bar, 1);\n  __syncthreads();\n"
-                   "  jax_tmem::ptx::mbarrier_arrive(&bar);\n  jax_tmem::ptx::mbarrier_wait(&bar, 0);\n"
-                   "  out[threadIdx.x] = 1;\n}\n")
-    include = os.path.join(os.path.dirname(__file__), "..", "cpp", "include")
-    if not os.path.isdir(include):
-        pytest.skip("no source checkout next to the tests")
+    source = ('#include "jax_tmem/ptx/mbarrier.cuh"\n'
+              "__global__ void k(int* out) {\n  __shared__ uint64_t bar;\n"
+              "  if (threadIdx.x == 0) jax_tmem::ptx::mbarrier_init(&bar, 1);\n  __syncthreads();\n"
+              "  jax_tmem::ptx::mbarrier_arrive(&bar);\n  jax_tmem::ptx::mbarrier_wait(&bar, 0);\n"
+              "  out[threadIdx.x] = 1;\n}\n")
     found = {}
     for flag in ("", "-DJAX_TMEM_MBARRIER_SUSPEND=1"):
-        cubin = tmp_path / f"wait{len(flag)}.cubin"
-        r = subprocess.run([nvcc, "-std=c++17", "-arch=sm_90a", "-cubin", "-I", include, *([flag] if flag else []),
-                            "-o", str(cubin), str(src)], capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
-        env = dict(os.environ, PATH=os.pathsep.join([os.path.dirname(_find_tool("nvdisasm")), os.environ.get("PATH", "")]))
-        out = subprocess.run([_find_tool("cuobjdump"), "-sass", str(cubin)], capture_output=True, text=True, env=env).stdout
+        _, out = _compile_sm90(tmp_path, source, [flag] if flag else [])
         assert "SYNCS.PHASECHK.TRANS64.TRYWAIT" in out, out
         found[flag] = "NANOSLEEP.SYNCS" in out
     assert found == {"": False, "-DJAX_TMEM_MBARRIER_SUSPEND=1": True}, found
@@ -416,25 +433,59 @@ def test_pinned_descriptors_leave_one_shared_base_computation(tmp_path):
     epilogue overlapped, last wave shared) compiled for one instantiation both ways. By default ptxas rebuilds the
     shared-memory base (S2UR SR_SWINHI) in several places, the consumer's k-block loop among them; pinned, once, and
     the kernel's generic stores to shared memory become STS."""
-    _cuda_info()
-    nvcc = shutil.which("nvcc") or _find_tool("nvcc")
-    include = os.path.join(os.path.dirname(__file__), "..", "cpp", "include")
-    if not os.path.isdir(include):
-        pytest.skip("no source checkout next to the tests")
-    src = tmp_path / "k.cu"
-    src.write_text('#include "jax_tmem/kernels/sm90_gemm.cuh"\nusing namespace jax_tmem;\n'
-                   "using C = sm90::Config<DType::kBF16, DType::kBF16, 256, 4, false, true, false, false, 1, true, 0, 128, "
-                   "true, true>;\nvoid* kernel_ptr() { return (void*)sm90::sm90_gemm_kernel<C>; }\n")
-    env = dict(os.environ, PATH=os.pathsep.join([os.path.dirname(_find_tool("nvdisasm")), os.environ.get("PATH", "")]))
+    source = (_GEMM_HEADER + f"using C = {_ENTRY_128x256.format(bmn='true', cluster=1)};\n"
+              "void* kernel_ptr() { return (void*)sm90::sm90_gemm_kernel<C>; }\n")
     counts = {}
     for flag in ("", "-DJAX_TMEM_PIN_DESCRIPTORS=1"):
-        cubin = tmp_path / f"k{len(flag)}.cubin"
-        r = subprocess.run([nvcc, "-std=c++17", "-O3", "-arch=sm_90a", "-cubin", "--expt-relaxed-constexpr", "-I", include,
-                            *([flag] if flag else []), "-o", str(cubin), str(src)], capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
-        out = subprocess.run([_find_tool("cuobjdump"), "-sass", str(cubin)], capture_output=True, text=True, env=env).stdout
+        _, out = _compile_sm90(tmp_path, source, [flag] if flag else [])
         assert out.count("HGMMA.64x256x16.F32.BF16") >= 4, out[:2000]
         counts[flag] = (len(re.findall(r"S2UR \w+, SR_SWINHI", out)), len(re.findall(r"\bST\.E\b", out)))
     (base_default, st_default), (base_pinned, st_pinned) = counts[""], counts["-DJAX_TMEM_PIN_DESCRIPTORS=1"]
     assert base_pinned == 1 < base_default, counts
     assert st_pinned < st_default, counts
+
+
+def test_release_per_warpgroup_option_only_for_cooperative_dense_entries(tmp_path):
+    """The JAX_TMEM_RELEASE_PER_WARPGROUP option (off; never run on a GPU yet): the cooperative dense entries release
+    a ring slot once per consumer warpgroup instead of once per warp, ping-pong and split-K / swap-AB entries never.
+    Compiled for sm_90a both ways (the 2x1-cluster 128x256 entry, whose empty barriers then count 4 arrives instead of
+    16): which entries take it, and no spills either way."""
+    source = (_GEMM_HEADER + f"using Coop = {_ENTRY_128x256.format(bmn='false', cluster=2)};\n"
+              "using Ping = sm90::Config<DType::kBF16, DType::kBF16, 128, 6, false, false, true>;\n"
+              "using Part = sm90::Config<DType::kBF16, DType::kBF16, 128, 6, false, false, false, false, 1, false, 2>;\n"
+              "static_assert(Coop::kReleasePerWarpgroup == EXPECT, \"cooperative\");\n"
+              "static_assert(!Ping::kReleasePerWarpgroup && !Part::kReleasePerWarpgroup, \"ping-pong, split-K\");\n"
+              "void* kernel_ptr() { return (void*)sm90::sm90_gemm_kernel<Coop>; }\n")
+    for flags in (["-DEXPECT=0"], ["-DEXPECT=1", "-DJAX_TMEM_RELEASE_PER_WARPGROUP=1"]):
+        report, _ = _compile_sm90(tmp_path, source, flags)
+        assert _NO_SPILLS in report, report
+
+
+def test_half_width_mmas_option_issues_m64n128_wgmmas(tmp_path):
+    """The JAX_TMEM_HALF_WIDTH_MMAS option (off; never run on a GPU yet): the 256-wide cooperative dense entries issue
+    each K step as two m64n128 wgmmas (B's second half 128 x 128 bytes on, both majornesses) instead of one m64n256,
+    as cuBLAS's 256x128 kernel does. The 128x256 entry, B stored (N, K) without a cluster and (K, N) in a 2x1 cluster,
+    compiled for sm_90a both ways: the wgmma shapes in the SASS (the same MMA work), and no spills."""
+    source = (_GEMM_HEADER + f"using NK = {_ENTRY_128x256.format(bmn='false', cluster=1)};\n"
+              f"using KN = {_ENTRY_128x256.format(bmn='true', cluster=2)};\n"
+              "void* k1() { return (void*)sm90::sm90_gemm_kernel<NK>; }\n"
+              "void* k2() { return (void*)sm90::sm90_gemm_kernel<KN>; }\n")
+    shapes = {}
+    for flag in ("", "-DJAX_TMEM_HALF_WIDTH_MMAS=1"):
+        report, out = _compile_sm90(tmp_path, source, [flag] if flag else [])
+        assert report.count(_NO_SPILLS) == 2, report
+        shapes[flag] = tuple(len(re.findall(rf"HGMMA\.64x{n}x16\.F32\.BF16", out)) for n in (256, 128))
+    (wide, narrow), (wide_h, narrow_h) = shapes[""], shapes["-DJAX_TMEM_HALF_WIDTH_MMAS=1"]
+    assert wide >= 8 and narrow == 0, shapes
+    assert wide_h == 0 and narrow_h == 2 * wide, shapes
+
+
+def test_build_info_names_the_kernel_options_a_build_turned_on():
+    """build_info()["dev_options"] lists the kernel options for measuring (CMakeLists.txt) this extension was built
+    with, and the report prints them, so a benchmark of a variant build says what it ran. A build as the README
+    makes it (these tests' build) has none on unless $JAX_TMEM_EXPECT_DEV_OPTIONS names them (comma-separated)."""
+    info = _ext.build_info()
+    if not info:
+        pytest.skip("the extension is not built")
+    want = sorted(o for o in os.environ.get("JAX_TMEM_EXPECT_DEV_OPTIONS", "").split(",") if o)
+    assert sorted(info["dev_options"]) == want, info

@@ -382,6 +382,20 @@ NB_MODULE(_jax_tmem, m) {
     d["cuda_version"] = JAX_TMEM_CUDA_VERSION;
     d["cuda_archs"] = JAX_TMEM_CUDA_ARCHS_BUILT;
     d["configs"] = JAX_TMEM_ALL_CONFIGS ? "all" : "heuristic";  // CMake JAX_TMEM_CONFIGS
+    nb::list dev;  // kernel options for measuring (CMakeLists.txt), off unless a build turned them on
+#if defined(JAX_TMEM_MBARRIER_SUSPEND) && JAX_TMEM_MBARRIER_SUSPEND
+    dev.append("JAX_TMEM_MBARRIER_SUSPEND");
+#endif
+#if defined(JAX_TMEM_PIN_DESCRIPTORS) && JAX_TMEM_PIN_DESCRIPTORS
+    dev.append("JAX_TMEM_PIN_DESCRIPTORS");
+#endif
+#if defined(JAX_TMEM_RELEASE_PER_WARPGROUP) && JAX_TMEM_RELEASE_PER_WARPGROUP
+    dev.append("JAX_TMEM_RELEASE_PER_WARPGROUP");
+#endif
+#if defined(JAX_TMEM_HALF_WIDTH_MMAS) && JAX_TMEM_HALF_WIDTH_MMAS
+    dev.append("JAX_TMEM_HALF_WIDTH_MMAS");
+#endif
+    d["dev_options"] = dev;
     return d;
   }, "How this extension was built: jaxlib/FFI API version of the headers, CUDA archs.");
 

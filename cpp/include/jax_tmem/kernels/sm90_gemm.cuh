@@ -81,7 +81,8 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::kStages; ++s) {
       mbarrier_init(&full[s], 1);
-      mbarrier_init(&empty[s], C::kPingPong ? 4 : 4 * C::CONSUMERS * C::CLUSTER_M);
+      mbarrier_init(&empty[s], C::kPingPong ? 4 : C::kReleasePerWarpgroup ? C::CONSUMERS * C::CLUSTER_M
+                                                                             : 4 * C::CONSUMERS * C::CLUSTER_M);
     }
     mbarrier_init(&order[0], 4);  // one arrive per warp of the other consumer warpgroup
     mbarrier_init(&order[1], 4);
@@ -272,8 +273,12 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     pin(desc_a0);  // built once, not in every k-block (see smem_s above)
     pin(desc_b0);
 #endif
-    // Releases ring slot `s` to the producer(s): with a cluster, lane r arrives on CTA r's barrier.
+    // Releases ring slot `s` to the producer(s): with a cluster, lane r arrives on CTA r's barrier. Per warp, or
+    // (kReleasePerWarpgroup) from the warpgroup's first warp only, as CUTLASS does: wgmma is warpgroup-wide
+    // (.sync.aligned), so once that warp's wait_group passed, the warpgroup's MMAs that read the slot retired.
     const auto release = [&](int s) {
+      if constexpr (C::kReleasePerWarpgroup)
+        if (warp % 4 != 0) return;
       if constexpr (C::CLUSTER_M > 1) {
         if (lane < C::CLUSTER_M) mbarrier_arrive_cluster_cta_scope(mapa_shared(smem_addr(&empty[s]), lane));
       } else {

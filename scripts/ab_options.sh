@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Dev tool (the device machine): A/B of build options in one call. Builds the working tree once per variant
+# (concurrently, each into /tmp/ab_<name>, build dirs /tmp/ab_bd_<name>), runs the GPU tests named by
+# $AB_TESTS on every variant but the first, then the probe command once per variant per round, variants
+# in turn (each probe times XLA beside us in its own process, so compare its ratios, not absolute times).
+#   bash scripts/ab_options.sh OUT_DIR ROUNDS 'base=' 'rpw=-Ccmake.define.JAX_TMEM_RELEASE_PER_WARPGROUP=ON' \
+#        -- python3 -P scripts/step_gemm_probe.py --sustain 0.5 --rounds 5
+# Budget: on an H200 machine (16 cores) two variants built side by side took 190 s (2026-11-29).
+set -u
+out=$1 rounds=$2
+shift 2
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+names=() defs=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do names+=("${1%%=*}"); defs+=("${1#*=}"); shift; done
+[ "${1:-}" = "--" ] && shift
+[ ${#names[@]} -ge 1 ] && [ $# -ge 1 ] || { echo "usage: $0 OUT ROUNDS name=defs... -- probe command" >&2; exit 2; }
+t0=$(date +%s)
+jobs_each=$(( ($(nproc) + ${#names[@]} - 1) / ${#names[@]} ))
+for i in "${!names[@]}"; do
+  # shellcheck disable=SC2086
+  ( CMAKE_BUILD_PARALLEL_LEVEL=$jobs_each python3 -m pip install --no-build-isolation --no-deps --target "/tmp/ab_${names[$i]}" \
+      -Cbuild-dir="/tmp/ab_bd_${names[$i]}" ${defs[$i]} . > "$out/build_${names[$i]}.log" 2>&1
+    echo "rc $?" >> "$out/build_${names[$i]}.log" ) &
+done
+wait
+status=0
+for n in "${names[@]}"; do
+  echo "build $n: $(tail -1 "$out/build_$n.log") ($(( $(date +%s) - t0 )) s)"
+  grep -q "^rc 0$" "$out/build_$n.log" || status=1
+done
+[ $status = 0 ] || exit 1
+if [ -n "${AB_TESTS:-}" ]; then
+  for n in "${names[@]:1}"; do
+    # shellcheck disable=SC2086
+    PYTHONPATH="/tmp/ab_$n" timeout "${AB_TEST_TIMEOUT:-200}" python3 -P -m pytest $AB_TESTS -q -x -p no:cacheprovider \
+      > "$out/tests_$n.log" 2>&1 || status=1
+    echo "tests $n: $(tail -1 "$out/tests_$n.log") ($(( $(date +%s) - t0 )) s)"
+  done
+fi
+for r in $(seq 1 "$rounds"); do
+  for n in "${names[@]}"; do
+    PYTHONPATH="/tmp/ab_$n" timeout "${AB_PROBE_TIMEOUT:-200}" "$@" > "$out/probe_${n}_$r.log" 2>&1 || status=1
+    echo "== $n, round $r ($(( $(date +%s) - t0 )) s)"
+    cat "$out/probe_${n}_$r.log"
+  done
+done
+exit $status
