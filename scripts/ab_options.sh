@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Dev tool (the device machine): A/B of build options in one call. Builds the working tree once per variant
 # (concurrently, each into /tmp/ab_<name>, build dirs /tmp/ab_bd_<name>), runs the GPU tests named by
-# $AB_TESTS on every variant but the first, then the probe command once per variant per round, variants
-# in turn (each probe times XLA beside us in its own process, so compare its ratios, not absolute times).
+# $AB_TESTS on every variant but the first, with AB_BITWISE=1 fingerprints of every dense entry's outputs per
+# variant (scripts/ab_bitwise.py; options that do not change what a kernel sums must leave them equal), then the
+# probe command once per variant per round, variants in turn (each probe times XLA beside us in its own process,
+# so compare its ratios, not absolute times).
 #   bash scripts/ab_options.sh OUT_DIR ROUNDS 'base=' 'rpw=-Ccmake.define.JAX_TMEM_RELEASE_PER_WARPGROUP=ON' \
 #        -- python3 -P scripts/step_gemm_probe.py --sustain 0.5 --rounds 5
 # Budget: on an H200 machine (16 cores) two variants built side by side took 190 s (2026-11-29).
@@ -36,6 +38,15 @@ if [ -n "${AB_TESTS:-}" ]; then
     PYTHONPATH="/tmp/ab_$n" timeout "${AB_TEST_TIMEOUT:-200}" python3 -P -m pytest $AB_TESTS -q -x -p no:cacheprovider \
       > "$out/tests_$n.log" 2>&1 || status=1
     echo "tests $n: $(tail -1 "$out/tests_$n.log") ($(( $(date +%s) - t0 )) s)"
+  done
+fi
+if [ "${AB_BITWISE:-0}" = 1 ]; then  # the dense entries' outputs, fingerprinted per variant, against the first's
+  for n in "${names[@]}"; do
+    PYTHONPATH="/tmp/ab_$n" timeout "${AB_TEST_TIMEOUT:-200}" python3 -P scripts/ab_bitwise.py --out "$out/bitwise_$n.json" \
+      > "$out/bitwise_$n.log" 2>&1 || status=1
+    same=$(cmp -s "$out/bitwise_${names[0]}.json" "$out/bitwise_$n.json" && echo "equal to ${names[0]}" || echo "DIFFERENT from ${names[0]}")
+    echo "bitwise $n: $(tail -1 "$out/bitwise_$n.log"); $same ($(( $(date +%s) - t0 )) s)"
+    case $same in DIFFERENT*) status=1 ;; esac
   done
 fi
 for r in $(seq 1 "$rounds"); do
