@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Dev tool (the device machine): A/B of build options in one call. Builds the working tree once per variant
-# (concurrently, each into /tmp/ab_<name>, build dirs /tmp/ab_bd_<name>), runs the GPU tests named by
+# (concurrently, each into $AB_DIR/<name>, build dirs $AB_DIR/bd_<name>; AB_DIR defaults to build/ab, ignored by
+# git, so that a later call on a machine still warm finds them: AB_SKIP_BUILD=1 reuses every variant already
+# installed there), runs the GPU tests named by
 # $AB_TESTS on every variant but the first, with AB_BITWISE=1 fingerprints of every dense entry's outputs per
 # variant (scripts/ab_bitwise.py; options that do not change what a kernel sums must leave them equal), then the
 # probe command once per variant per round, variants in turn (each probe times XLA beside us in its own process,
@@ -18,31 +20,36 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do names+=("${1%%=*}"); defs+=("${1#*=}"
 [ "${1:-}" = "--" ] && shift
 [ ${#names[@]} -ge 1 ] && [ $# -ge 1 ] || { echo "usage: $0 OUT ROUNDS name=defs... -- probe command" >&2; exit 2; }
 t0=$(date +%s)
+root=$(mkdir -p "${AB_DIR:-build/ab}" && cd "${AB_DIR:-build/ab}" && pwd)
 jobs_each=$(( ($(nproc) + ${#names[@]} - 1) / ${#names[@]} ))
 for i in "${!names[@]}"; do
+  if [ "${AB_SKIP_BUILD:-0}" = 1 ] && [ -d "$root/${names[$i]}/jax_tmem" ]; then
+    echo "rc 0 (reused $root/${names[$i]})" > "$out/build_${names[$i]}.log"
+    continue
+  fi
   # shellcheck disable=SC2086
-  ( CMAKE_BUILD_PARALLEL_LEVEL=$jobs_each python3 -m pip install --no-build-isolation --no-deps --target "/tmp/ab_${names[$i]}" \
-      -Cbuild-dir="/tmp/ab_bd_${names[$i]}" ${defs[$i]} . > "$out/build_${names[$i]}.log" 2>&1
+  ( CMAKE_BUILD_PARALLEL_LEVEL=$jobs_each python3 -m pip install --no-build-isolation --no-deps --upgrade \
+      --target "$root/${names[$i]}" -Cbuild-dir="$root/bd_${names[$i]}" ${defs[$i]} . > "$out/build_${names[$i]}.log" 2>&1
     echo "rc $?" >> "$out/build_${names[$i]}.log" ) &
 done
 wait
 status=0
 for n in "${names[@]}"; do
   echo "build $n: $(tail -1 "$out/build_$n.log") ($(( $(date +%s) - t0 )) s)"
-  grep -q "^rc 0$" "$out/build_$n.log" || status=1
+  grep -q "^rc 0" "$out/build_$n.log" || status=1
 done
 [ $status = 0 ] || exit 1
 if [ -n "${AB_TESTS:-}" ]; then
   for n in "${names[@]:1}"; do
     # shellcheck disable=SC2086
-    PYTHONPATH="/tmp/ab_$n" timeout "${AB_TEST_TIMEOUT:-200}" python3 -P -m pytest $AB_TESTS -q -x -p no:cacheprovider \
+    PYTHONPATH="$root/$n" timeout "${AB_TEST_TIMEOUT:-200}" python3 -P -m pytest $AB_TESTS -q -x -p no:cacheprovider \
       > "$out/tests_$n.log" 2>&1 || status=1
     echo "tests $n: $(tail -1 "$out/tests_$n.log") ($(( $(date +%s) - t0 )) s)"
   done
 fi
 if [ "${AB_BITWISE:-0}" = 1 ]; then  # the dense entries' outputs, fingerprinted per variant, against the first's
   for n in "${names[@]}"; do
-    PYTHONPATH="/tmp/ab_$n" timeout "${AB_TEST_TIMEOUT:-200}" python3 -P scripts/ab_bitwise.py --out "$out/bitwise_$n.json" \
+    PYTHONPATH="$root/$n" timeout "${AB_TEST_TIMEOUT:-200}" python3 -P scripts/ab_bitwise.py --out "$out/bitwise_$n.json" \
       > "$out/bitwise_$n.log" 2>&1 || status=1
     same=$(cmp -s "$out/bitwise_${names[0]}.json" "$out/bitwise_$n.json" && echo "equal to ${names[0]}" || echo "DIFFERENT from ${names[0]}")
     echo "bitwise $n: $(tail -1 "$out/bitwise_$n.log"); $same ($(( $(date +%s) - t0 )) s)"
@@ -51,7 +58,7 @@ if [ "${AB_BITWISE:-0}" = 1 ]; then  # the dense entries' outputs, fingerprinted
 fi
 for r in $(seq 1 "$rounds"); do
   for n in "${names[@]}"; do
-    PYTHONPATH="/tmp/ab_$n" timeout "${AB_PROBE_TIMEOUT:-200}" "$@" > "$out/probe_${n}_$r.log" 2>&1 || status=1
+    PYTHONPATH="$root/$n" timeout "${AB_PROBE_TIMEOUT:-200}" "$@" > "$out/probe_${n}_$r.log" 2>&1 || status=1
     echo "== $n, round $r ($(( $(date +%s) - t0 )) s)"
     cat "$out/probe_${n}_$r.log"
   done
