@@ -45,7 +45,8 @@ __device__ __forceinline__ void slot_mmas(float (&d)[N / 2], uint64_t desc_a0, u
       const uint64_t db = desc::sm90_desc_advance(desc_b0, b_off + c * C::B_CHUNK + ks * K_STEP_B);
       const uint32_t scale_d = (!zero || c > 0 || ks > 0) ? 1u : 0u;
       if constexpr (C::kHalfWidthMmas && N == C::BLOCK_N) {
-        static_assert(!C::kBMN || C::BLOCK_K * 128 * 2 == 128 * 128, "MN-major B: N/2 = 128 columns are two chunks of LBO bytes");
+        static_assert(!C::kBMN || C::BLOCK_K * 128 * 2 == 128 * 128,
+                      "MN-major B: N/2 = 128 columns are two chunks of LBO = BLOCK_K x 128 bytes");
         // Two m64n(N/2) MMAs per K step: columns [0, N/2) are registers [0, N/4) of the m64nN fragment, the
         // rest [N/4, N/2); B's second half starts N/2 rows (K-major) or N/128 64-element chunks (MN-major)
         // on, N/2 x 128 bytes either way.
