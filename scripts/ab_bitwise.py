@@ -46,9 +46,9 @@ def main():
                                                 "handler runs each case (a dry run of this script)")
     args = ap.parse_args()
     cc, why = _arch.device_cc()
-    arch = args.arch or {90: "sm_90a", 100: "sm_100a", 103: "sm_103a"}.get(cc)
-    if arch is None:
-        sys.exit(f"no jax_tmem GPU kernels on this device ({why or cc})")
+    arch, why = (args.arch, "") if args.arch else _arch.arch_target(cc) if cc > 0 else ("", why)
+    if not arch:
+        sys.exit(f"no jax_tmem GPU kernels on this device: {why}")
     prints, bad = {}, []
     for e in isa.kernel_menu(arch):
         if e["split"] != "none" or not e["built"]:

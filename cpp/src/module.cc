@@ -382,19 +382,12 @@ NB_MODULE(_jax_tmem, m) {
     d["cuda_version"] = JAX_TMEM_CUDA_VERSION;
     d["cuda_archs"] = JAX_TMEM_CUDA_ARCHS_BUILT;
     d["configs"] = JAX_TMEM_ALL_CONFIGS ? "all" : "heuristic";  // CMake JAX_TMEM_CONFIGS
-    nb::list dev;  // kernel options for measuring (CMakeLists.txt), off unless a build turned them on
-#if defined(JAX_TMEM_MBARRIER_SUSPEND) && JAX_TMEM_MBARRIER_SUSPEND
-    dev.append("JAX_TMEM_MBARRIER_SUSPEND");
-#endif
-#if defined(JAX_TMEM_PIN_DESCRIPTORS) && JAX_TMEM_PIN_DESCRIPTORS
-    dev.append("JAX_TMEM_PIN_DESCRIPTORS");
-#endif
-#if defined(JAX_TMEM_RELEASE_PER_WARPGROUP) && JAX_TMEM_RELEASE_PER_WARPGROUP
-    dev.append("JAX_TMEM_RELEASE_PER_WARPGROUP");
-#endif
-#if defined(JAX_TMEM_HALF_WIDTH_MMAS) && JAX_TMEM_HALF_WIDTH_MMAS
-    dev.append("JAX_TMEM_HALF_WIDTH_MMAS");
-#endif
+    nb::list dev;  // kernel options for measuring that this build has on (CMakeLists.txt: comma-separated)
+    for (std::string opts = JAX_TMEM_DEV_OPTIONS; !opts.empty();) {
+      const size_t comma = opts.find(',');
+      dev.append(opts.substr(0, comma));
+      opts = comma == std::string::npos ? "" : opts.substr(comma + 1);
+    }
     d["dev_options"] = dev;
     return d;
   }, "How this extension was built: jaxlib/FFI API version of the headers, CUDA archs.");
