@@ -131,16 +131,12 @@ struct Config {
   static constexpr int kTransBarrier = 8;  // kATrans: named barriers 8 + cw (one per consumer warpgroup)
   // The last wave shared out along K where planned (sched::TailSplit; menu::tail_splits: the plain cooperative schedule).
   static constexpr bool kTailSplit = kPartialOut == 0 && !kPingPong && kClusterM_ == 1;
-  // Dev option JAX_TMEM_RELEASE_PER_WARPGROUP (CMake, off; never run on a GPU yet): the cooperative dense entries
-  // release a ring slot once per consumer warpgroup (and CTA of the cluster), as CUTLASS's signalling threads do,
-  // instead of once per warp: 4 arrives per slot instead of 16 in a 2x1 cluster (half of them remote), 2 instead of
-  // 8 without. The others (ping-pong; split-K / swap-AB, whose transposing entries read the ring with generic loads
-  // in every warp) keep one per warp.
-#if defined(JAX_TMEM_RELEASE_PER_WARPGROUP) && JAX_TMEM_RELEASE_PER_WARPGROUP
+  // The cooperative dense entries release a ring slot once per consumer warpgroup (and CTA of the cluster), as
+  // CUTLASS's signalling threads do, instead of once per warp: 4 arrives per slot instead of 16 in a 2x1 cluster (half
+  // of them remote), 2 instead of 8 without. Measured on an H200 (docs/PERF.md, 2026-11-29 07:07): the transposed-
+  // operand GEMMs of a training step 1-2 % faster, outputs bitwise the same. The others (ping-pong; split-K /
+  // swap-AB, whose transposing entries read the ring with generic loads in every warp) keep one per warp.
   static constexpr bool kReleasePerWarpgroup = kPartialOut == 0 && !kPingPong;
-#else
-  static constexpr bool kReleasePerWarpgroup = false;
-#endif
   // Dev option JAX_TMEM_HALF_WIDTH_MMAS (CMake, off; never run on a GPU yet): the 256-wide cooperative dense entries
   // issue each K step as two m64n128 wgmmas instead of one m64n256, as cuBLAS's nvjet 256x128 kernel does (Nsight
   // Compute, docs/PERF.md 2026-11-28 13:55: 2.3 % fewer SM cycles per tile than ours while reading shared memory

@@ -76,8 +76,9 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
   const int lane = threadIdx.x % 32;
 
   JT_MARK(12, threadIdx.x == 0);
-  // Initialise barriers: full[s] completes on one arrive + the TMA bytes; empty[s] on one arrive from
-  // each consumer warp that reads the slot (8 cooperative, per CTA of the cluster; 4 ping-pong).
+  // Initialise barriers: full[s] completes on one arrive + the TMA bytes; empty[s] on one arrive from each consumer
+  // warpgroup that reads the slot, per CTA of the cluster (kReleasePerWarpgroup: the cooperative dense entries), else
+  // from each consumer warp that reads it (4 ping-pong; 8 per CTA of the cluster split-K / swap-AB).
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::kStages; ++s) {
       mbarrier_init(&full[s], 1);
