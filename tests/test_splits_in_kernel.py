@@ -112,6 +112,15 @@ CASES = [
     (64, 4096, 4096, 1, 17, 2, BF16, True, BF16, False),    # the O projection at 64 tokens, Flax's (K, N) weight
     (48, 2056, 4096, 1, 17, 2, F16, False, F32, True),      # M and N tails, f32 out, the fused epilogue
     (16, 1024, 8192, 1, 15, 2, BF16, True, BF16, True),
+    # fp8 (N, K) weights on the same plans, and the 128-256-token plans of the 8B O / down projections
+    # (docs/PERF.md Next steps 2: candidates for the heuristic, timed by bench_decode.py --variants)
+    (16, 4096, 14336, 1, 15, 2, E4M3, False, BF16, False),
+    (32, 4104, 4096, 1, 16, 2, E4M3, False, BF16, True),    # N tail, the fused epilogue
+    (64, 4096, 4096, 1, 17, 2, E4M3, False, BF16, False),
+    (128, 4096, 4096, 1, 13, 2, E4M3, False, BF16, False),  # two 64-token column tiles
+    (128, 4096, 4096, 1, 14, 4, E4M3, False, BF16, False),
+    (256, 4096, 14336, 1, 14, 2, BF16, False, BF16, False),
+    (200, 4096, 4096, 1, 14, 2, E4M3, False, F32, True),    # M tail, f32 out
 ]
 
 
