@@ -3,8 +3,9 @@
 and operand type it takes, shapes with tails and many k-blocks and tiles per CTA, f32 out; prints one JSON object
 {case: sha256 of the output}. Options that change how a kernel is scheduled but not what it sums (the ring-slot
 release, two half-width wgmmas per K step) must leave every fingerprint unchanged, so that two builds' files
-compare equal; a race shows as a changed fingerprint in some run (run it more than once).
-    python3 -P scripts/ab_bitwise.py [--out FILE] [--repeat 2]
+compare equal; a race shows as a changed fingerprint in some run (run it more than once). `--entries split` walks
+the split-K / swap-AB entries instead (decode shapes, the plan's K splits), `all` both.
+    python3 -P scripts/ab_bitwise.py [--out FILE] [--repeat 2] [--entries dense|split|all]
 Also checks against float64 that every output is right (a build whose outputs are all wrong alike would
 otherwise compare equal to itself)."""
 import argparse
@@ -30,6 +31,13 @@ SHAPES = [(1000, 776, 1008), (2056, 1040, 304), (2048, 4096, 2048)]
 TOL = {2: 5e-5, 4: 4e-3, 1: 1e-2}
 
 
+def split_shapes(e):
+    """Decode-sized shapes for a split-K / swap-AB entry: M within and past its token width (block_n of a swap-AB
+    entry), N and K tails, K long enough for the plan's K splits."""
+    w = e["block_n"] if e["swap_ab"] else 128
+    return [(max(1, w - 3), 4104, 4096), (2 * w + 5, 1032, 2048)]
+
+
 def operands(seed, ta, tb, m, n, k, am, bm):
     ka, kb = jax.random.split(jax.random.key(seed))
     a = jax.random.normal(ka, (m, k) if am == "K" else (k, m), jnp.float32).astype(ta)
@@ -42,6 +50,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="")
     ap.add_argument("--repeat", type=int, default=2, help="runs of each case; all must be bitwise equal")
+    ap.add_argument("--entries", default="dense", choices=("dense", "split", "all"),
+                    help="which menu entries: the dense ones, the split-K / swap-AB ones (decode shapes, the plan's "
+                         "K splits), or both")
     ap.add_argument("--arch", default="", help="the menu to walk (default: this GPU's); on a CPU the C++ reference "
                                                 "handler runs each case (a dry run of this script)")
     args = ap.parse_args()
@@ -51,12 +62,14 @@ def main():
         sys.exit(f"no jax_tmem GPU kernels on this device: {why}")
     prints, bad = {}, []
     for e in isa.kernel_menu(arch):
-        if e["split"] != "none" or not e["built"]:
+        split = bool(e["split_k"])  # the split-K and swap-AB entries (the decode entries, "decode", are not sm90_gemm's)
+        if not e["built"] or e["split"] == "decode" or \
+                {"dense": split, "split": not split, "all": False}[args.entries]:
             continue
         for ta, tb, am, bm in CASES:
-            if jnp.dtype(ta).itemsize != 2 and (am, bm) != ("K", "K"):
+            if (jnp.dtype(ta).itemsize != 2 and (am, bm) != ("K", "K")) or (e["swap_ab"] and am != "K"):
                 continue
-            for m, n, k in SHAPES:
+            for m, n, k in (split_shapes(e) if split else SHAPES):
                 a, b, dn = operands(hash((e["config"], m, n, k)) % 2**31, ta, tb, m, n, k, am, bm)
                 f = jax.jit(lambda x, y: gemm_op.gemm(x, y, None, None, dn, np.dtype(np.float32), gemm_op.Epilogue(),
                                                       "kernel", True, e["config"]))

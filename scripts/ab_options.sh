@@ -4,7 +4,7 @@
 # git, so that a later call on a machine still warm finds them: AB_SKIP_BUILD=1 reuses every variant already
 # installed there), runs the GPU tests named by
 # $AB_TESTS on every variant but the first, with AB_BITWISE=1 fingerprints of every dense entry's outputs per
-# variant (scripts/ab_bitwise.py; options that do not change what a kernel sums must leave them equal), then the
+# variant (scripts/ab_bitwise.py $AB_BITWISE_ARGS; options that do not change what a kernel sums must leave them equal), then the
 # probe command once per variant per round, variants in turn (each probe times XLA beside us in its own process,
 # so compare its ratios, not absolute times).
 #   bash scripts/ab_options.sh OUT_DIR ROUNDS 'base=' 'half=-Ccmake.define.JAX_TMEM_HALF_WIDTH_MMAS=ON' \
@@ -49,7 +49,7 @@ if [ -n "${AB_TESTS:-}" ]; then
 fi
 if [ "${AB_BITWISE:-0}" = 1 ]; then  # the dense entries' outputs, fingerprinted per variant, against the first's
   for n in "${names[@]}"; do
-    PYTHONPATH="$root/$n" timeout "${AB_TEST_TIMEOUT:-200}" python3 -P scripts/ab_bitwise.py --out "$out/bitwise_$n.json" \
+    PYTHONPATH="$root/$n" timeout "${AB_TEST_TIMEOUT:-200}" python3 -P scripts/ab_bitwise.py ${AB_BITWISE_ARGS:-} --out "$out/bitwise_$n.json" \
       > "$out/bitwise_$n.log" 2>&1 || status=1
     same=$(cmp -s "$out/bitwise_${names[0]}.json" "$out/bitwise_$n.json" && echo "equal to ${names[0]}" || echo "DIFFERENT from ${names[0]}")
     echo "bitwise $n: $(tail -1 "$out/bitwise_$n.log"); $same ($(( $(date +%s) - t0 )) s)"

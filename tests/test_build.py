@@ -460,6 +460,25 @@ def test_release_per_warpgroup_only_for_cooperative_dense_entries(tmp_path):
     assert _NO_SPILLS in report, report
 
 
+def test_release_per_warpgroup_splitk_option_spares_the_transposing_entries(tmp_path):
+    """The JAX_TMEM_RELEASE_PER_WARPGROUP_SPLITK option (off; never run on a GPU yet): the split-K / swap-AB entries
+    that read the ring only through wgmma (the decode GEMMs: here fp8 on the 64-row swap-AB entry and bf16 on the
+    split-K one) release a ring slot once per warpgroup too; the transposing fp8 (K, N) entries, whose warps read the
+    ring with generic loads, and ping-pong never. Compiled for sm_90a both ways: which entries take it, no spills."""
+    source = (_GEMM_HEADER +
+              "using Swap = sm90::Config<DType::kE4M3, DType::kE4M3, 16, 5, false, false, false, false, 1, false, 2, 64>;\n"
+              "using Part = sm90::Config<DType::kBF16, DType::kBF16, 128, 6, false, false, false, false, 1, false, 2>;\n"
+              "using Trans = sm90::Config<DType::kE4M3, DType::kE4M3, 128, 6, true, false, false, false, 1, false, 2>;\n"
+              "using Ping = sm90::Config<DType::kBF16, DType::kBF16, 128, 6, false, false, true>;\n"
+              "static_assert(Swap::kReleasePerWarpgroup == EXPECT && Part::kReleasePerWarpgroup == EXPECT, \"split-K\");\n"
+              "static_assert(Trans::kATrans && !Trans::kReleasePerWarpgroup && !Ping::kReleasePerWarpgroup, \"never\");\n"
+              "void* k1() { return (void*)sm90::sm90_gemm_kernel<Swap>; }\n"
+              "void* k2() { return (void*)sm90::sm90_gemm_kernel<Part>; }\n")
+    for flags in (["-DEXPECT=0"], ["-DEXPECT=1", "-DJAX_TMEM_RELEASE_PER_WARPGROUP_SPLITK=1"]):
+        report, _ = _compile_sm90(tmp_path, source, flags)
+        assert report.count(_NO_SPILLS) == 2, report
+
+
 def test_half_width_mmas_option_issues_m64n128_wgmmas(tmp_path):
     """The JAX_TMEM_HALF_WIDTH_MMAS option (off; 1-4 % slower on an H200, 2026-11-29): the 256-wide cooperative dense entries issue
     each K step as two m64n128 wgmmas (B's second half 128 x 128 bytes on, both majornesses) instead of one m64n256,

@@ -135,12 +135,18 @@ struct Config {
   // CUTLASS's signalling threads do, instead of once per warp: 4 arrives per slot instead of 16 in a 2x1 cluster (half
   // of them remote), 2 instead of 8 without. Measured on an H200 (docs/PERF.md, 2026-11-29 07:07): the transposed-
   // operand GEMMs of a training step 1-2 % faster, outputs bitwise the same. The others (ping-pong; split-K /
-  // swap-AB, whose transposing entries read the ring with generic loads in every warp) keep one per warp.
+  // swap-AB, whose transposing entries read the ring with generic loads in every warp) keep one per warp. Dev
+  // option JAX_TMEM_RELEASE_PER_WARPGROUP_SPLITK (CMake, off; never run on a GPU yet): the split-K / swap-AB
+  // entries that do not transpose (the decode GEMMs of 9-256 tokens) release once per warpgroup too.
+#if defined(JAX_TMEM_RELEASE_PER_WARPGROUP_SPLITK) && JAX_TMEM_RELEASE_PER_WARPGROUP_SPLITK
+  static constexpr bool kReleasePerWarpgroup = !kPingPong && !kATrans;
+#else
   static constexpr bool kReleasePerWarpgroup = kPartialOut == 0 && !kPingPong;
-  // Dev option JAX_TMEM_HALF_WIDTH_MMAS (CMake, off; never run on a GPU yet): the 256-wide cooperative dense entries
-  // issue each K step as two m64n128 wgmmas instead of one m64n256, as cuBLAS's nvjet 256x128 kernel does (Nsight
-  // Compute, docs/PERF.md 2026-11-28 13:55: 2.3 % fewer SM cycles per tile than ours while reading shared memory
-  // 25 % harder: A is read twice).
+#endif
+  // Dev option JAX_TMEM_HALF_WIDTH_MMAS (CMake, off; 1-4 % slower on an H200, 2026-11-29 07:07): the 256-wide
+  // cooperative dense entries issue each K step as two m64n128 wgmmas instead of one m64n256, as cuBLAS's nvjet
+  // 256x128 kernel does (Nsight Compute, docs/PERF.md 2026-11-28 13:55: 2.3 % fewer SM cycles per tile than ours
+  // while reading shared memory 25 % harder: A is read twice).
 #if defined(JAX_TMEM_HALF_WIDTH_MMAS) && JAX_TMEM_HALF_WIDTH_MMAS
   static constexpr bool kHalfWidthMmas = kPartialOut == 0 && BLOCK_N_ == 256;
 #else
