@@ -480,9 +480,9 @@ def test_release_per_warpgroup_splitk_option_spares_the_transposing_entries(tmp_
 
 
 def test_half_width_mmas_option_issues_m64n128_wgmmas(tmp_path):
-    """The JAX_TMEM_HALF_WIDTH_MMAS option (off; 1-4 % slower on an H200, 2026-11-29): the 256-wide cooperative dense entries issue
-    each K step as two m64n128 wgmmas (B's second half 128 x 128 bytes on, both majornesses) instead of one m64n256,
-    as cuBLAS's 256x128 kernel does. The 128x256 entry, B stored (N, K) without a cluster and (K, N) in a 2x1 cluster,
+    """The JAX_TMEM_HALF_WIDTH_MMAS option (off; 1-4 % slower on an H200, 2026-11-29): the 256-wide cooperative dense
+    entries issue each K step as two m64n128 wgmmas (B's second half 128 x 128 bytes on, both majornesses) instead of
+    one m64n256, as cuBLAS's 256x128 kernel does. The 128x256 entry, B stored (N, K) without a cluster and (K, N) in a 2x1 cluster,
     compiled for sm_90a both ways: the wgmma shapes in the SASS (the same MMA work), and no spills."""
     source = (_GEMM_HEADER + f"using NK = {_ENTRY_128x256.format(bmn='false', cluster=1)};\n"
               f"using KN = {_ENTRY_128x256.format(bmn='true', cluster=2)};\n"

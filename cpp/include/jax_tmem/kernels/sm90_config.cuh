@@ -134,7 +134,7 @@ struct Config {
   // The cooperative dense entries release a ring slot once per consumer warpgroup (and CTA of the cluster), as
   // CUTLASS's signalling threads do, instead of once per warp: 4 arrives per slot instead of 16 in a 2x1 cluster (half
   // of them remote), 2 instead of 8 without. Measured on an H200 (docs/PERF.md, 2026-11-29 07:07): the transposed-
-  // operand GEMMs of a training step 1-2 % faster, outputs bitwise the same. The others (ping-pong; split-K /
+  // operand GEMMs of a training step 0.6-4 % faster, outputs bitwise the same. The others (ping-pong; split-K /
   // swap-AB, whose transposing entries read the ring with generic loads in every warp) keep one per warp. Dev
   // option JAX_TMEM_RELEASE_PER_WARPGROUP_SPLITK (CMake, off; never run on a GPU yet): the split-K / swap-AB
   // entries that do not transpose (the decode GEMMs of 9-256 tokens) release once per warpgroup too.

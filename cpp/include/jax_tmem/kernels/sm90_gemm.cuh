@@ -78,7 +78,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
   JT_MARK(12, threadIdx.x == 0);
   // Initialise barriers: full[s] completes on one arrive + the TMA bytes; empty[s] on one arrive from each consumer
   // warpgroup that reads the slot, per CTA of the cluster (kReleasePerWarpgroup: the cooperative dense entries), else
-  // from each consumer warp that reads it (4 ping-pong; 8 per CTA of the cluster split-K / swap-AB).
+  // from each consumer warp that reads it (4 ping-pong; 4 per consumer warpgroup split-K / swap-AB).
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::kStages; ++s) {
       mbarrier_init(&full[s], 1);
