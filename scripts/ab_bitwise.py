@@ -2,9 +2,9 @@
 (scripts/ab_options.sh, AB_BITWISE=1). Every built dense entry, forced, on fixed random operands of every layout
 and operand type it takes, shapes with tails and many k-blocks and tiles per CTA, f32 out; prints one JSON object
 {case: sha256 of the output}. Options that change how a kernel is scheduled but not what it sums (the ring-slot
-release, two half-width wgmmas per K step) must leave every fingerprint unchanged, so that two builds' files
-compare equal; a race shows as a changed fingerprint in some run (run it more than once). `--entries split` walks
-the split-K / swap-AB entries instead (decode shapes, the plan's K splits), `all` both.
+release) must leave every fingerprint unchanged, so that two builds' files compare equal; a race shows as a changed
+fingerprint in some run (run it more than once). `--entries split` walks the split-K / swap-AB entries instead
+(decode shapes, the plan's K splits), `all` both.
     python3 -P scripts/ab_bitwise.py [--out FILE] [--repeat 2] [--entries dense|split|all]
 Also checks against float64 that every output is right (a build whose outputs are all wrong alike would
 otherwise compare equal to itself)."""

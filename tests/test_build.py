@@ -326,10 +326,8 @@ def test_sm90_uses_wgmma(sass):
     if "sm_90a" not in _ext.build_info()["cuda_archs"]:
         pytest.skip("sm_90a not built")
     sm90 = _kernels_by_arch(sass)["sm_90a"]
-    # JAX_TMEM_HALF_WIDTH_MMAS (a kernel option for measuring, off): the 256-wide dense entries as two m64n128 wgmmas
-    w = "128" if "JAX_TMEM_HALF_WIDTH_MMAS" in _ext.build_info()["dev_options"] else "256"
-    for op in (f"HGMMA.64x{w}x16.F32.BF16", "HGMMA.64x128x16.F32 ", f"HGMMA.64x{w}x8.F32.TF32",
-               f"QGMMA.64x{w}x32.F32.E4M3.E4M3", "QGMMA.64x128x32.F32.E5M2.E4M3"):
+    for op in ("HGMMA.64x256x16.F32.BF16", "HGMMA.64x128x16.F32 ", "HGMMA.64x256x8.F32.TF32",
+               "QGMMA.64x256x32.F32.E4M3.E4M3", "QGMMA.64x128x32.F32.E5M2.E4M3"):
         assert op.strip() in sm90, f"{op.strip()} missing from the sm_90a SASS"
     assert "UTMALDG" in sm90, "TMA loads (UTMALDG) missing from the sm_90a SASS"
     if _all_configs():  # the 2x1-cluster entries are sweep-only
@@ -477,25 +475,6 @@ def test_release_per_warpgroup_splitk_option_spares_the_transposing_entries(tmp_
     for flags in (["-DEXPECT=0"], ["-DEXPECT=1", "-DJAX_TMEM_RELEASE_PER_WARPGROUP_SPLITK=1"]):
         report, _ = _compile_sm90(tmp_path, source, flags)
         assert report.count(_NO_SPILLS) == 2, report
-
-
-def test_half_width_mmas_option_issues_m64n128_wgmmas(tmp_path):
-    """The JAX_TMEM_HALF_WIDTH_MMAS option (off; 1-4 % slower on an H200, 2026-11-29): the 256-wide cooperative dense
-    entries issue each K step as two m64n128 wgmmas (B's second half 128 x 128 bytes on, both majornesses) instead of
-    one m64n256, as cuBLAS's 256x128 kernel does. The 128x256 entry, B stored (N, K) without a cluster and (K, N) in a 2x1 cluster,
-    compiled for sm_90a both ways: the wgmma shapes in the SASS (the same MMA work), and no spills."""
-    source = (_GEMM_HEADER + f"using NK = {_ENTRY_128x256.format(bmn='false', cluster=1)};\n"
-              f"using KN = {_ENTRY_128x256.format(bmn='true', cluster=2)};\n"
-              "void* k1() { return (void*)sm90::sm90_gemm_kernel<NK>; }\n"
-              "void* k2() { return (void*)sm90::sm90_gemm_kernel<KN>; }\n")
-    shapes = {}
-    for flag in ("", "-DJAX_TMEM_HALF_WIDTH_MMAS=1"):
-        report, out = _compile_sm90(tmp_path, source, [flag] if flag else [])
-        assert report.count(_NO_SPILLS) == 2, report
-        shapes[flag] = tuple(len(re.findall(rf"HGMMA\.64x{n}x16\.F32\.BF16", out)) for n in (256, 128))
-    (wide, narrow), (wide_h, narrow_h) = shapes[""], shapes["-DJAX_TMEM_HALF_WIDTH_MMAS=1"]
-    assert wide >= 8 and narrow == 0, shapes
-    assert wide_h == 0 and narrow_h == 2 * wide, shapes
 
 
 def test_build_info_names_the_kernel_options_a_build_turned_on():

@@ -143,15 +143,6 @@ struct Config {
 #else
   static constexpr bool kReleasePerWarpgroup = kPartialOut == 0 && !kPingPong;
 #endif
-  // Dev option JAX_TMEM_HALF_WIDTH_MMAS (CMake, off; 1-4 % slower on an H200, 2026-11-29 07:07): the 256-wide
-  // cooperative dense entries issue each K step as two m64n128 wgmmas instead of one m64n256, as cuBLAS's nvjet
-  // 256x128 kernel does (Nsight Compute, docs/PERF.md 2026-11-28 13:55: 2.3 % fewer SM cycles per tile than ours
-  // while reading shared memory 25 % harder: A is read twice).
-#if defined(JAX_TMEM_HALF_WIDTH_MMAS) && JAX_TMEM_HALF_WIDTH_MMAS
-  static constexpr bool kHalfWidthMmas = kPartialOut == 0 && BLOCK_N_ == 256;
-#else
-  static constexpr bool kHalfWidthMmas = false;
-#endif
   static constexpr int kTailBarrier = 10;  // both consumer warpgroups: around tail_fixup's flags, split_fixup's ring reuse
   // K splits summed here, no reduce pass, where the launcher planned it (menu::k_splits; split_fixup). Not
   // for 256-wide tiles: adding the splits over their 128 accumulators per thread spilled (menu::in_kernel_refusal).

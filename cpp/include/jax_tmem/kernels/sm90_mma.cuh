@@ -43,21 +43,7 @@ __device__ __forceinline__ void slot_mmas(float (&d)[N / 2], uint64_t desc_a0, u
     for (int ks = 0; ks < C::BLOCK_K / C::INSTR_K; ++ks) {
       const uint64_t da = desc::sm90_desc_advance(desc_a0, a_off + c * C::A_CHUNK + ks * K_STEP_A);
       const uint64_t db = desc::sm90_desc_advance(desc_b0, b_off + c * C::B_CHUNK + ks * K_STEP_B);
-      const uint32_t scale_d = (!zero || c > 0 || ks > 0) ? 1u : 0u;
-      if constexpr (C::kHalfWidthMmas && N == C::BLOCK_N) {
-        static_assert(!C::kBMN || C::BLOCK_K * 128 * 2 == 128 * 128,
-                      "MN-major B: N/2 = 128 columns are two chunks of LBO = BLOCK_K x 128 bytes");
-        // Two m64n(N/2) MMAs per K step: columns [0, N/2) are registers [0, N/4) of the m64nN fragment, the
-        // rest [N/4, N/2); B's second half starts N/2 rows (K-major) or N/128 64-element chunks (MN-major)
-        // on, N/2 x 128 bytes either way.
-        float(&lo)[N / 4] = *reinterpret_cast<float(*)[N / 4]>(&d[0]);
-        float(&hi)[N / 4] = *reinterpret_cast<float(*)[N / 4]>(&d[N / 4]);
-        mma_step<C, N / 2>(lo, da, db, scale_d);
-        mma_step<C, N / 2>(hi, da, desc::sm90_desc_advance(desc_b0, b_off + c * C::B_CHUNK + ks * K_STEP_B + N / 2 * 128),
-                           scale_d);
-      } else {
-        mma_step<C, N>(d, da, db, scale_d);
-      }
+      mma_step<C, N>(d, da, db, (!zero || c > 0 || ks > 0) ? 1u : 0u);
     }
   }
   wgmma_commit();
