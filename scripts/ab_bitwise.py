@@ -70,6 +70,8 @@ def main():
             if (jnp.dtype(ta).itemsize != 2 and (am, bm) != ("K", "K")) or (e["swap_ab"] and am != "K"):
                 continue
             for m, n, k in (split_shapes(e) if split else SHAPES):
+                if am == "MN":  # an MN-major A's row pitch (M elements) must be a multiple of 16 bytes (TMA)
+                    m = -(-m * jnp.dtype(ta).itemsize // 16) * 16 // jnp.dtype(ta).itemsize
                 a, b, dn = operands(hash((e["config"], m, n, k)) % 2**31, ta, tb, m, n, k, am, bm)
                 f = jax.jit(lambda x, y: gemm_op.gemm(x, y, None, None, dn, np.dtype(np.float32), gemm_op.Epilogue(),
                                                       "kernel", True, e["config"]))

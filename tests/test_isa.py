@@ -910,8 +910,10 @@ SM90_NAMES = {0: "128x128 cooperative", 1: "128x256 cooperative", 2: "128x64 coo
     (8, 8192, 8192, 1, "bfloat16", 25),     # M <= 8, a 16-bit weight: the mma.sync decode entries
     (1, 8192, 8192, 1, "bfloat16", 25),
     (512, 512, 65536, 1, "bfloat16", 14),   # 32 tiles of 128x64 <= 132 / 4 and 1024 K blocks: split-K
-    (128, 4096, 4096, 1, "bfloat16", 2),    # 64 tiles > 132 / 4: no split
-    (128, 4096, 14336, 1, "bfloat16", 2),   # 64 tiles > 132 / 4: no split, however long K (224 K blocks)
+    (128, 8192, 14336, 1, "bfloat16", 2),   # 128 tiles > 132 / 4: no split, however long K (224 K blocks)
+    # 16-bit weights at 65-128 tokens: the 128-row swap-AB entry's 2 x 32 tiles of 64 tokens, 2 K splits summed
+    # in a cluster (sm90_cluster_decode) where they fit on the SMs; 6144 wide: 2 x 48 x 2 > 132 SMs
+    (128, 4096, 4096, 1, "bfloat16", 13), (128, 4096, 14336, 1, "bfloat16", 13), (128, 6144, 4096, 1, "bfloat16", 2),
     (256, 256, 64, 66, "bfloat16", 20),      # batch counts: 66 x 2 x 1 = 132 tiles of 128x256
     (8192, 8196, 8192, 1, "bfloat16", 1),   # rows of 16392 bytes: no TMA store, the register epilogue
     (8192, 8196, 8192, 1, "float32", 20),    # the same N in f32: 32784-byte rows, TMA store
@@ -985,8 +987,15 @@ def test_sm90_cluster_decode_boundaries():
     assert plan(16, 256, 65536)["splits"] == 8             # 4 tiles x 8 reduce-pass splits: more CTAs
     assert plan(64, 4096, 4096, batch=2)["splits"] == 1    # 2 x 64 tiles x 2 > 132
     assert plan(64, 4096, 4096, a_mn_major=True)["config"] not in (15, 16, 17)  # swap-AB needs a K-major lhs
-    for m in (16, 32, 64):  # fp8 weights keep their measured plans (no cluster)
+    for m in (16, 32, 64, 128):  # fp8 weights keep their measured plans (no cluster)
         assert plan(m, 4096, 4096, a_dtype="float8_e4m3fn")["splits"] > 0
+    # 65-128 tokens: the 128-row entry's 64-token tiles (2 x 32 x 2 splits = 128 CTAs), in place of 64 dense tiles
+    for m in (65, 96, 128):
+        assert (plan(m, 4096, 4096)["config"], plan(m, 4096, 4096)["splits"]) == (13, -2)
+        assert plan(m, 4096, 4096, b_mn_major=True)["splits"] == -2  # a 16-bit (K, N) weight too
+    assert plan(129, 4096, 4096)["config"] == 2 and plan(128, 4352, 4096)["config"] == 2  # 3 token tiles; 136 CTAs
+    assert plan(128, 4096, 4096, a_mn_major=True)["config"] == 2  # swap-AB needs a K-major lhs
+    assert plan(128, 2048, 4096)["config"] == 14  # 16 x 8 reduce-pass splits: more CTAs than 2 x 16 x 2
 
 
 def test_one_split_plans_need_no_workspace():
@@ -1037,7 +1046,7 @@ def test_sm90_split_k_counts_k_bytes():
     (whatever K); 16 tiles (<= 132 / 4) split from 32 blocks: an e4m3 K of 4096, a bf16 one of 2048, not an
     e4m3 one of 2048 (16 blocks)."""
     assert isa.kernel_plan("sm_90a", 128, 4096, 14336, a_dtype="float8_e4m3fn")["config"] == 2
-    assert isa.kernel_plan("sm_90a", 128, 4096, 14336, a_dtype="bfloat16")["config"] == 2
+    assert isa.kernel_plan("sm_90a", 128, 6144, 14336, a_dtype="bfloat16")["config"] == 2  # (4096: cluster decode)
     assert isa.kernel_plan("sm_90a", 128, 1024, 4096, a_dtype="float8_e4m3fn")["config"] == 14
     assert isa.kernel_plan("sm_90a", 128, 1024, 2048, a_dtype="bfloat16")["config"] == 14
     assert isa.kernel_plan("sm_90a", 128, 1024, 2048, a_dtype="float8_e4m3fn")["config"] == 2

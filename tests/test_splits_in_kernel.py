@@ -112,6 +112,10 @@ CASES = [
     (64, 4096, 4096, 1, 17, 2, BF16, True, BF16, False),    # the O projection at 64 tokens, Flax's (K, N) weight
     (48, 2056, 4096, 1, 17, 2, F16, False, F32, True),      # M and N tails, f32 out, the fused epilogue
     (16, 1024, 8192, 1, 15, 2, BF16, True, BF16, True),
+    # 65-128 tokens (sm90_cluster_decode): the 128-row entry's 64-token tiles, 2 splits, 16-bit weights either way
+    (128, 4096, 14336, 1, 13, 2, BF16, False, BF16, False),  # the down projection at 128 tokens
+    (96, 4096, 4096, 1, 13, 2, BF16, True, BF16, True),     # a half-filled second token tile, (K, N), fused
+    (77, 4104, 4096, 1, 13, 2, F16, False, F32, False),     # M and N tails, f32 out
     # fp8 (N, K) weights on the same plans, and the 128-256-token plans of the 8B O / down projections
     # (docs/PERF.md Next steps 2: candidates for the heuristic, timed by bench_decode.py --variants)
     (16, 4096, 14336, 1, 15, 2, E4M3, False, BF16, False),
@@ -175,11 +179,12 @@ def test_splits_summed_in_the_kernel(case):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m,n,k,kn", [(64, 4096, 4096, False), (64, 4096, 14336, True), (32, 1024, 8192, False)])
+@pytest.mark.parametrize("m,n,k,kn", [(64, 4096, 4096, False), (64, 4096, 14336, True), (32, 1024, 8192, False),
+                                    (128, 4096, 14336, True), (96, 4096, 4096, False)])
 def test_the_heuristic_sums_decode_splits_in_a_cluster(m, n, k, kn):
-    """The 16-bit decode GEMMs whose 64-row tiles x 2 fit on the SMs: the heuristic's own plan (config -1)
-    is 2 K splits summed in clusters (the 8B O and down projections at 64 tokens), and its values hold
-    against float64, NaN-poisoned, bitwise repeatable."""
+    """The 16-bit decode GEMMs whose swap-AB tiles x 2 fit on the SMs: the heuristic's own plan (config -1)
+    is 2 K splits summed in clusters (the 8B O and down projections at 64 tokens on 64-row tiles, at 65-128 on
+    the 128-row entry's 64-token tiles), and its values hold against float64, NaN-poisoned, bitwise repeatable."""
     _require_sm90()
     sms = _arch.device_sms()
     plan = isa.kernel_plan("sm_90a", m, n, k, a_dtype="bfloat16", b_mn_major=kn, num_sms=sms)

@@ -344,6 +344,7 @@ inline bool sm90_cluster_pays(const GemmProblem& p, int64_t tiles, int num_sms) 
          ((p.m + 127) / 128) % 2 == 0;
 }
 
+inline constexpr int kSm90DecodeMaxM = 64;
 // A 16-bit decode GEMM whose 64-row swap-AB tiles, 2 K splits each, fit on the SMs at once: those tiles, their
 // 2 splits summed in a cluster of 2 CTAs (k_splits; no workspace, no reduce pass), where that gives at least
 // as many CTAs as the plan `plan` (so not where decode_split_count's reduce-pass splits give more: 4 tiles x 8)
@@ -353,11 +354,18 @@ inline bool sm90_cluster_pays(const GemmProblem& p, int64_t tiles, int num_sms) 
 // 4096: 64 tiles each) 0.95 -> 1.002 (the 128-row entry's 32 CTAs, and 2 splits with a reduce pass); M = 32
 // 0.96 -> 0.971, M = 16 0.95 -> 0.959. The 6144-wide QKV (96 tiles) on 128-row tiles in clusters of 2 lost
 // (M = 64: 0.964 against 0.994; M = 32 on 64x32: 0.955 against 0.971).
-inline constexpr int kSm90ClusterDecodeMinKBlocks = 32;
+// M of 65-128 (a dense plan: 64 tiles of 128x64 on half the SMs for N = 4096): the 128-row entry's 64-token
+// tiles (two per 128 tokens), 2 K splits in a cluster, under the same rule. H200, 2026-11-29 09:58,
+// bench_decode.py --variants, 8B layer (O and down), M = 128, xla / it: bf16 0.93 -> 0.956; e4m3 0.92 ->
+// 0.922 (not taken: 8-bit weights keep their plans).
+inline constexpr int kSm90ClusterDecodeMinKBlocks = 32, kSm90ClusterDecodeMaxM = 128;
 inline Plan sm90_cluster_decode(const GemmProblem& p, int num_sms, const Plan& plan) {
   const KernelConfig& c = kSm90Table.at(static_cast<Sm90>(plan.config));
-  if (!c.swap_ab() || dtype_bytes(p.b_type) != 2 || k_blocks_128B(p) < kSm90ClusterDecodeMinKBlocks) return plan;
-  const KernelConfig* t = kSm90Table.narrowest(Split::kSwapAB, p.m, 64);
+  const bool dense = !c.swap_ab() && p.m > kSm90DecodeMaxM && p.m <= kSm90ClusterDecodeMaxM && !p.a_mn_major;
+  if (!(c.swap_ab() || dense) || dtype_bytes(p.b_type) != 2 || k_blocks_128B(p) < kSm90ClusterDecodeMinKBlocks)
+    return plan;
+  const KernelConfig* t = dense ? kSm90Table.narrowest(Split::kSwapAB, kSm90DecodeMaxM, 128)
+                                : kSm90Table.narrowest(Split::kSwapAB, p.m, 64);
   if (t == nullptr) return plan;
   const int64_t tiles = partial_tiles(p, *t), ctas = partial_tiles(p, c) * k_splits(plan.splits);
   if (tiles * 2 < ctas || tiles * 2 > num_sms || !in_kernel_refusal(true, *t, -2).empty())
@@ -365,7 +373,7 @@ inline Plan sm90_cluster_decode(const GemmProblem& p, int num_sms, const Plan& p
   return Plan{t->id, -2, 0};
 }
 
-inline constexpr int kSm90DecodeMaxM = 64, kSm90TransposeMaxM = 256, kSm90SplitKIdle = 4;
+inline constexpr int kSm90TransposeMaxM = 256, kSm90SplitKIdle = 4;
 inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = -1) {
   // The decode entries: one split, no workspace (their K split is over a CTA's warps), forced or not.
   const KernelConfig* forced = p.config >= 0 ? kSm90Table.find(p.config) : nullptr;
