@@ -7,7 +7,7 @@
 # variant (scripts/ab_bitwise.py $AB_BITWISE_ARGS; options that do not change what a kernel sums must leave them equal), then the
 # probe command once per variant per round, variants in turn (each probe times XLA beside us in its own process,
 # so compare its ratios, not absolute times).
-#   bash scripts/ab_options.sh OUT_DIR ROUNDS 'base=' 'rsk=-Ccmake.define.JAX_TMEM_RELEASE_PER_WARPGROUP_SPLITK=ON' \
+#   bash scripts/ab_options.sh OUT_DIR ROUNDS 'base=' 'pin=-Ccmake.define.JAX_TMEM_PIN_DESCRIPTORS=ON' \
 #        -- python3 -P scripts/step_gemm_probe.py --sustain 0.5 --rounds 5
 # Budget: on an H200 machine (16 cores) two variants built side by side took 190 s (2026-11-29).
 set -u

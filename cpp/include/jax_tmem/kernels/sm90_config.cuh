@@ -135,14 +135,10 @@ struct Config {
   // CUTLASS's signalling threads do, instead of once per warp: 4 arrives per slot instead of 16 in a 2x1 cluster (half
   // of them remote), 2 instead of 8 without. Measured on an H200 (docs/PERF.md, 2026-11-29 07:07): the transposed-
   // operand GEMMs of a training step 0.6-4 % faster, outputs bitwise the same. The others (ping-pong; split-K /
-  // swap-AB, whose transposing entries read the ring with generic loads in every warp) keep one per warp. Dev
-  // option JAX_TMEM_RELEASE_PER_WARPGROUP_SPLITK (CMake, off; never run on a GPU yet): the split-K / swap-AB
-  // entries that do not transpose (the decode GEMMs of 9-256 tokens) release once per warpgroup too.
-#if defined(JAX_TMEM_RELEASE_PER_WARPGROUP_SPLITK) && JAX_TMEM_RELEASE_PER_WARPGROUP_SPLITK
-  static constexpr bool kReleasePerWarpgroup = !kPingPong && !kATrans;
-#else
+  // swap-AB, whose transposing entries read the ring with generic loads in every warp) keep one per warp: for the
+  // split-K / swap-AB entries that do not transpose, one per warpgroup gave the same bits and no change in the 8B
+  // decode chain at 16-128 tokens (H200, 2026-11-29 09:58; commit 3c66df8 has it).
   static constexpr bool kReleasePerWarpgroup = kPartialOut == 0 && !kPingPong;
-#endif
   static constexpr int kTailBarrier = 10;  // both consumer warpgroups: around tail_fixup's flags, split_fixup's ring reuse
   // K splits summed here, no reduce pass, where the launcher planned it (menu::k_splits; split_fixup). Not
   // for 256-wide tiles: adding the splits over their 128 accumulators per thread spilled (menu::in_kernel_refusal).
