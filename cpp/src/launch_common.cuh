@@ -14,6 +14,7 @@
 #include "jax_tmem/launch.h"
 #include "jax_tmem/legality.h"
 #include "jax_tmem/menu.h"
+#include "jax_tmem/tail_boxes.h"
 #include "jax_tmem/tma_desc.h"
 
 namespace jax_tmem {
@@ -120,7 +121,9 @@ JT_CONFIG_FLAG(splits_in_kernel_of, kSplitsInKernel)
 // CTAS_PER_TILE CTAs, launched with that cluster shape) per tile, at most as many as can be resident
 // at once (#SMs, or the number of clusters the GPU can co-schedule, which can be fewer than
 // #SMs / cluster size when a GPC has an odd number of SMs).
-template <class C, typename Kernel>
+// kTails: the kernel takes two more maps after the output's, A and B again in boxes of their last row block's
+// rows (TailBoxes; zeroed and unused where that operand has no tail).
+template <class C, bool kTails = false, typename Kernel>
 std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
   CUtensorMap map_a, map_b;
   std::string err = encode_ab_maps<C>(L, &map_a, &map_b);
@@ -206,7 +209,24 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
                               128 / dtype_bytes(p.out_type), C::OUT_BOX_ROWS);
     if (!err.empty()) return "output (TMA store epilogue): " + err;
   }
-  cudaError_t e = launch_kernel(cfg, kernel, map_a, map_b, map_out, prm);
+  cudaError_t e;
+  if constexpr (kTails) {
+    const TailBoxes<C> tails(p.m, p.n);
+    CUtensorMap map_a_tail = {}, map_b_tail = {};
+    const bool a_batched = p.batch > 1 && p.stride_a != 0, b_batched = p.batch > 1 && p.stride_b != 0;
+    if (tails.a_rows)
+      err = tma::encode_operand(&map_a_tail, L.in(Role::kA), p.a_type, p.k, p.m, a_batched ? p.batch : 1, p.lda,
+                                p.stride_a, C::BLOCK_K, tails.a_rows, CU_TENSOR_MAP_SWIZZLE_128B,
+                                C::kPartialOut == 2 ? tma::kStreamed : CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
+    if (!err.empty()) return "operand a (last row block): " + err;
+    if (tails.b_rows)
+      err = tma::encode_operand(&map_b_tail, L.in(Role::kB), p.b_type, p.k, p.n, b_batched ? p.batch : 1, p.ldb,
+                                p.stride_b, C::BLOCK_K, tails.b_rows);
+    if (!err.empty()) return "operand b (last row block): " + err;
+    e = launch_kernel(cfg, kernel, map_a, map_b, map_out, map_a_tail, map_b_tail, prm);
+  } else {
+    e = launch_kernel(cfg, kernel, map_a, map_b, map_out, prm);
+  }
   if (e == cudaSuccess) e = cudaGetLastError();
   if (e != cudaSuccess) return std::string("kernel launch failed: ") + cudaGetErrorString(e);
   if constexpr (C::kPartialOut != 0)

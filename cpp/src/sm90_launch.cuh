@@ -21,10 +21,10 @@ std::string run(const GemmLaunch& L) {
     const bool kernel_finishes = menu::k_splits(L.p.splits) <= 1 || menu::splits_in_kernel(L.p.splits);
     if (!kernel_finishes || epilogue::plain(kernel_params(L).epi)) {
       using P = typename C::template WithFusedFinish<false>;
-      return launch_persistent<P>(sm90_gemm_kernel<P>, L);
+      return launch_persistent<P, true>(sm90_gemm_kernel<P>, L);
     }
   }
-  return launch_persistent<C>(sm90_gemm_kernel<C>, L);
+  return launch_persistent<C, true>(sm90_gemm_kernel<C>, L);
 }
 
 // One configuration (a line of jax_tmem/sm90_configs.def) of one kernel family, as a kernel Config.

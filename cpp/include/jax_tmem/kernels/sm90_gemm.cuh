@@ -28,6 +28,7 @@
 #include "jax_tmem/ptx/tma.cuh"
 #include "jax_tmem/ptx/wgmma.cuh"
 #include "jax_tmem/scheduler.cuh"
+#include "jax_tmem/tail_boxes.h"
 
 // JT_TIMELINE (scripts/stream_probe.cu only, never the package): %globaltimer stamps per CTA into
 // jt_timeline[blockIdx.x * 16 + i] where `cond` holds (where a decode GEMM's time goes: start, first data, last
@@ -50,7 +51,8 @@ namespace jax_tmem::sm90 {
 template <class C>
 __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     sm90_gemm_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b,
-                     const __grid_constant__ CUtensorMap tma_out, const Params p) {
+                     const __grid_constant__ CUtensorMap tma_out, const __grid_constant__ CUtensorMap tma_a_tail,
+                     const __grid_constant__ CUtensorMap tma_b_tail, const Params p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace jax_tmem::ptx;
 #if defined(JAX_TMEM_PIN_DESCRIPTORS) && JAX_TMEM_PIN_DESCRIPTORS
@@ -119,7 +121,8 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     }
   };
   // Every CTA of a cluster walks the same tiles (the cluster's tile); CTA `rank` owns rows
-  // [rank * BLOCK_M, rank * BLOCK_M + BLOCK_M) of it. Rows past M are zero-filled and not stored.
+  // [rank * BLOCK_M, rank * BLOCK_M + BLOCK_M) of it. Rows past M are not stored (in shared memory they hold zeros,
+  // or stale data under a tail box).
   const uint32_t rank = C::CLUSTER_M > 1 ? cluster_ctarank() : 0u;
 
   if (warpgroup == 0) {
@@ -129,6 +132,14 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     if (threadIdx.x == 0) {
       prefetch_tensormap(&tma_a);
       prefetch_tensormap(&tma_b);
+      // The last row block of a K-major A / B (past M / N: a decode step's tokens, a weight's last rows) is
+      // loaded through a tail map whose box holds just its rows, rounded up to 8 (launch_persistent; TailBoxes):
+      // boxes mostly out of bounds cost the TMA unit time per row (H200, 2026-11-29: the 8B layer's
+      // GEMMs at 72-96 tokens 1.2-1.6x their time at 128). The slot's rows past the box keep stale data, which
+      // reaches only accumulator rows / columns past M / N: those are never stored.
+      const TailBoxes<C> tails(p);
+      if (tails.a_rows) prefetch_tensormap(&tma_a_tail);
+      if (tails.b_rows) prefetch_tensormap(&tma_b_tail);
       PipelineState<C::kStages> st;
       for (int i = 0; i < my_units; ++i) {
         int t, split, kb0, kb1;
@@ -136,6 +147,11 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
         const sched::TileCoord tc = scheduler.coord(t);
         const int m0 = tc.m_blk * C::TILE_M + rank * C::BLOCK_M, n0 = tc.n_blk * C::BLOCK_N;
         const int ab = p.a_batched ? tc.batch : 0, bb = p.b_batched ? tc.batch : 0;
+        const bool a_tail = tails.a_rows && m0 + C::BLOCK_M > p.m, b_tail = tails.b_rows && n0 + C::BLOCK_N > p.n;
+        const CUtensorMap* map_a = a_tail ? &tma_a_tail : &tma_a;
+        const CUtensorMap* map_b = b_tail ? &tma_b_tail : &tma_b;
+        const uint32_t stage_bytes = C::STAGE_BYTES - (a_tail ? (C::BLOCK_M - tails.a_rows) * 128 * C::K_CHUNKS : 0) -
+                                     (b_tail ? (C::BLOCK_N - tails.b_rows) * 128 * C::K_CHUNKS : 0);
         JT_MARK(8, i == 0);
         for (int kb = kb0; kb < kb1; ++kb) {
           mbarrier_wait(&empty[st.stage], st.phase ^ 1u);
@@ -143,7 +159,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
           uint8_t* sa = smem + st.stage * C::STAGE_BYTES;
           uint8_t* sb = sa + C::A_BYTES;
           const int k0 = kb * C::STAGE_K;
-          mbarrier_arrive_expect_tx(&full[st.stage], C::STAGE_BYTES);
+          mbarrier_arrive_expect_tx(&full[st.stage], stage_bytes);
           JT_MARK(10, i == 0 && kb == kb0);
 #pragma unroll
           for (int c = 0; c < C::K_CHUNKS; ++c) {  // chunk c of A (BLOCK_M rows x 128 bytes) at c * A_CHUNK
@@ -155,7 +171,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
               for (int j = 0; j < C::BLOCK_M / 64; ++j)
                 tma_load_3d(sa + c * C::A_CHUNK + j * 8192, &tma_a, &full[st.stage], m0 + 64 * j, kc, ab);
             } else {
-              tma_load_3d(sa + c * C::A_CHUNK, &tma_a, &full[st.stage], kc, m0, ab);
+              tma_load_3d(sa + c * C::A_CHUNK, map_a, &full[st.stage], kc, m0, ab);
             }
           }
           JT_MARK(11, i == 0 && kb == kb0);
@@ -179,7 +195,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
           } else {
 #pragma unroll
             for (int c = 0; c < C::K_CHUNKS; ++c)
-              tma_load_3d(sb + c * C::B_CHUNK, &tma_b, &full[st.stage], k0 + c * C::BLOCK_K, n0, bb);
+              tma_load_3d(sb + c * C::B_CHUNK, map_b, &full[st.stage], k0 + c * C::BLOCK_K, n0, bb);
           }
           JT_MARK(1, i == 0 && kb == kb0);
           st.advance();
