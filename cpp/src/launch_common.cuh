@@ -19,25 +19,28 @@
 
 namespace jax_tmem {
 
+// The maps of A and B (null: not that one). A K-major operand's box holds a_rows / b_rows rows (a tail box:
+// TailBoxes), by default the kernel's whole block.
 template <class C>
-std::string encode_ab_maps(const GemmLaunch& L, CUtensorMap* map_a, CUtensorMap* map_b) {
+std::string encode_ab_maps(const GemmLaunch& L, CUtensorMap* map_a, CUtensorMap* map_b, int a_rows = C::BOX_M,
+                           int b_rows = C::BOX_N) {
   const GemmProblem& p = L.p;
   constexpr int kChunk = 1024 / dtype_bits(C::kA);  // elements of one 128-byte swizzle atom (MN-major)
   const bool a_batched = p.batch > 1 && p.stride_a != 0, b_batched = p.batch > 1 && p.stride_b != 0;
   std::string err;
   // swap-AB: A is the decode weight, read once (tma::kStreamed)
   constexpr CUtensorMapL2promotion kPromoA = C::kPartialOut == 2 ? tma::kStreamed : CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
-  if constexpr (C::kAMN)
+  if (map_a != nullptr && C::kAMN)
     err = tma::encode_operand(map_a, L.in(Role::kA), p.a_type, p.m, p.k, a_batched ? p.batch : 1, p.lda, p.stride_a, kChunk, C::BLOCK_K,
                               CU_TENSOR_MAP_SWIZZLE_128B, kPromoA);
-  else
-    err = tma::encode_operand(map_a, L.in(Role::kA), p.a_type, p.k, p.m, a_batched ? p.batch : 1, p.lda, p.stride_a, C::BLOCK_K, C::BOX_M,
+  else if (map_a != nullptr)
+    err = tma::encode_operand(map_a, L.in(Role::kA), p.a_type, p.k, p.m, a_batched ? p.batch : 1, p.lda, p.stride_a, C::BLOCK_K, a_rows,
                               CU_TENSOR_MAP_SWIZZLE_128B, kPromoA);
   if (!err.empty()) return "operand a: " + err;
-  if constexpr (C::kBMN)
+  if (map_b != nullptr && C::kBMN)
     err = tma::encode_operand(map_b, L.in(Role::kB), p.b_type, p.n, p.k, b_batched ? p.batch : 1, p.ldb, p.stride_b, kChunk, C::BLOCK_K);
-  else
-    err = tma::encode_operand(map_b, L.in(Role::kB), p.b_type, p.k, p.n, b_batched ? p.batch : 1, p.ldb, p.stride_b, C::BLOCK_K, C::BOX_N);
+  else if (map_b != nullptr)
+    err = tma::encode_operand(map_b, L.in(Role::kB), p.b_type, p.k, p.n, b_batched ? p.batch : 1, p.ldb, p.stride_b, C::BLOCK_K, b_rows);
   if (!err.empty()) return "operand b: " + err;
   return "";
 }
@@ -213,16 +216,9 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
   if constexpr (kTails) {
     const TailBoxes<C> tails(p.m, p.n);
     CUtensorMap map_a_tail = {}, map_b_tail = {};
-    const bool a_batched = p.batch > 1 && p.stride_a != 0, b_batched = p.batch > 1 && p.stride_b != 0;
-    if (tails.a_rows)
-      err = tma::encode_operand(&map_a_tail, L.in(Role::kA), p.a_type, p.k, p.m, a_batched ? p.batch : 1, p.lda,
-                                p.stride_a, C::BLOCK_K, tails.a_rows, CU_TENSOR_MAP_SWIZZLE_128B,
-                                C::kPartialOut == 2 ? tma::kStreamed : CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
-    if (!err.empty()) return "operand a (last row block): " + err;
-    if (tails.b_rows)
-      err = tma::encode_operand(&map_b_tail, L.in(Role::kB), p.b_type, p.k, p.n, b_batched ? p.batch : 1, p.ldb,
-                                p.stride_b, C::BLOCK_K, tails.b_rows);
-    if (!err.empty()) return "operand b (last row block): " + err;
+    err = encode_ab_maps<C>(L, tails.a_rows ? &map_a_tail : nullptr, tails.b_rows ? &map_b_tail : nullptr,
+                            tails.a_rows, tails.b_rows);
+    if (!err.empty()) return "last row block's box: " + err;
     e = launch_kernel(cfg, kernel, map_a, map_b, map_out, map_a_tail, map_b_tail, prm);
   } else {
     e = launch_kernel(cfg, kernel, map_a, map_b, map_out, prm);
