@@ -58,9 +58,11 @@ def kernel_menu(arch: str) -> list[dict]:
     """Every kernel configuration of ``arch`` ("sm_90a", "sm_100a", "sm_103a"), from the C++ tables the
     dispatcher instantiates (``cpp/include/jax_tmem/sm90_configs.def``, ``sm100_configs.def``):
     ``[{"config", "entry", "name", "block_m", "block_n", "stages", "cluster_m", "schedule", "epilogue",
-    "split", "swap_ab", "split_k", "heuristic", "built", "not_built"}]``. ``config`` is what :func:`kernel_plan` takes
-    to force an entry; ``heuristic`` entries can be chosen by the heuristic and are always compiled, the
-    others only with ``-C cmake.define.JAX_TMEM_CONFIGS=all`` (``built`` says whether this build has it)."""
+    "split", "swap_ab", "split_k", "heuristic", "candidate", "built", "not_built"}]``. ``config`` is what
+    :func:`kernel_plan` takes to force an entry; ``heuristic`` entries can be chosen by the heuristic and are always
+    compiled, ``candidate`` ones are always compiled but only forced (a plan still to be measured against the
+    heuristic's), the others only with ``-C cmake.define.JAX_TMEM_CONFIGS=all`` (``built`` says whether this build
+    has it)."""
     return [dict(e) for e in _ext().kernel_menu(arch)]
 
 

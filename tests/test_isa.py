@@ -607,12 +607,12 @@ def test_kernel_menus_come_from_the_config_tables():
     to drift), with each entry's fields; what an entry is comes from its fields, not its id."""
     sm90 = isa.kernel_menu("sm_90a")
     sm100 = isa.kernel_menu("sm_100a")
-    assert [e["config"] for e in sm90] == [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 20, 22, 24, 11, 12, 13, 14, 18, 19, 15, 16, 17,
-                                           25, 26, 27, 28, 29, 30, 31, 32, 33, 34]
+    assert [e["config"] for e in sm90] == [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 20, 22, 24, 11, 12, 13, 14, 18, 19, 35, 15, 16,
+                                           17, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34]
     assert [e["config"] for e in sm100] == [0, 1, 4, 8, 9, 11, 12, 13, 14]
     assert isa.kernel_menu("sm_103a") == sm100
-    assert [e["config"] for e in sm90 if e["swap_ab"]] == [11, 12, 13, 18, 19, 15, 16, 17]
-    assert [e["block_m"] for e in sm90 if e["swap_ab"]] == [128, 128, 128, 128, 128, 64, 64, 64]
+    assert [e["config"] for e in sm90 if e["swap_ab"]] == [11, 12, 13, 18, 19, 35, 15, 16, 17]
+    assert [e["block_m"] for e in sm90 if e["swap_ab"]] == [128, 128, 128, 128, 128, 128, 64, 64, 64]
     assert [e["config"] for e in sm100 if e["split_k"]] == [11, 12, 13, 14]
     pair = {e["config"]: e for e in sm100}[4]
     assert pair["name"] == "256x256 CTA pair (cta_group::2)" and (pair["block_m"], pair["cluster_m"]) == (256, 2)
@@ -621,7 +621,7 @@ def test_kernel_menus_come_from_the_config_tables():
     assert by_entry["k128x256TmaStoreOverlap"]["epilogue"] == "tma-store-overlap"
     assert by_entry["k128x128PingPong"]["schedule"] == "ping-pong"
     assert by_entry["k128x128Cluster2"]["cluster_m"] == 2
-    assert [e["block_n"] for e in sm90 if e["swap_ab"]] == [16, 32, 64, 128, 256, 16, 32, 64]
+    assert [e["block_n"] for e in sm90 if e["swap_ab"]] == [16, 32, 64, 128, 256, 192, 16, 32, 64]
     assert [(e["config"], e["block_m"], e["block_n"]) for e in sm90 if e["split"] == "decode"] == [
         (25, 16, 8), (26, 16, 16), (27, 32, 16), (28, 64, 8), (29, 64, 16), (30, 64, 8), (31, 128, 8), (32, 64, 16),
         (33, 64, 32), (34, 64, 64)]
@@ -629,8 +629,9 @@ def test_kernel_menus_come_from_the_config_tables():
     for e in sm90 + sm100:
         assert e["split_k"] == (e["split"] not in ("none", "decode")) == (e["epilogue"] == "partial"), e
         assert e["swap_ab"] == (e["split"] == "swap-ab"), e
-        # always compiled if the heuristic may choose it; the rest with JAX_TMEM_CONFIGS=all
-        assert e["built"] == (e["heuristic"] or _ext.build_info()["configs"] == "all"), e
+        # always compiled if the heuristic may choose it or it is a candidate; the rest with JAX_TMEM_CONFIGS=all
+        assert not (e["heuristic"] and e["candidate"]), e
+        assert e["built"] == (e["heuristic"] or e["candidate"] or _ext.build_info()["configs"] == "all"), e
     for e in sm90 + sm100:  # each entry is one the plan accepts when forced (31: on an fp8 (K, N) weight only)
         kw = dict(a_dtype="float8_e4m3fn", b_mn_major=True) if e["split"] == "decode" and e["block_m"] > 64 else {}
         arch = "sm_90a" if e in sm90 else "sm_100a"
@@ -996,6 +997,19 @@ def test_sm90_cluster_decode_boundaries():
     assert plan(129, 4096, 4096)["config"] == 2 and plan(128, 4352, 4096)["config"] == 2  # 3 token tiles; 136 CTAs
     assert plan(128, 4096, 4096, a_mn_major=True)["config"] == 2  # swap-AB needs a K-major lhs
     assert plan(128, 2048, 4096)["config"] == 14  # 16 x 8 reduce-pass splits: more CTAs than 2 x 16 x 2
+
+
+def test_candidate_entries_are_built_and_forcible_but_never_chosen():
+    """A kCandidate entry (sm90_configs.def; 35: swap-AB 192 tokens wide) is compiled by the default build and
+    can be forced, in-kernel splits too (96 accumulators per thread), but the heuristic's swap-AB choice by width
+    (ConfigTable::narrowest / widest) skips it: 129-192 tokens with an fp8 (K, N) weight keep entry 19."""
+    e = next(e for e in isa.kernel_menu("sm_90a") if e["config"] == 35)
+    assert (e["block_n"], e["swap_ab"], e["heuristic"], e["candidate"], e["built"]) == (192, True, False, True, True), e
+    assert isa.kernel_plan("sm_90a", 192, 4096, 4096, config=35, splits=-2)["splits"] == -2
+    assert isa.entry_reads("sm_90a", 35, "float8_e4m3fn", "float8_e4m3fn", b_mn_major=True) == ""
+    for m in (129, 150, 192, 256):
+        assert isa.kernel_plan("sm_90a", m, 8192, 4096, a_dtype="float8_e4m3fn", b_mn_major=True)["config"] == 19
+        assert isa.kernel_plan("sm_90a", m, 4096, 4096)["config"] != 35
 
 
 def test_one_split_plans_need_no_workspace():

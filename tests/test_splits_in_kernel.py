@@ -5,7 +5,8 @@ distributed shared memory and each CTA finishes the rows of its share of the con
 splits in order 0, 1, ... (the reduce pass's order).
 
 - Host (the extension's own plan code, no GPU): the plan (no workspace; more units than SMs planned too), the
-  refusals (more than 8 splits, a 256-wide entry, a dense entry, sm_100a), the decision log's words.
+  refusals (more than 8 splits, a 256-wide entry, a dense entry, sm_100a), the decision log's words; the
+  192-wide entry (35) planned.
 - GPU (sm_90a): values against float64 for the 64- and 128-row swap-AB entries, the transposing 8-bit one,
   the split-K entry, batches, tails and the fused epilogue; outputs NaN-poisoned; bitwise repeatable; the
   same bits as the reduce pass where the epilogue is a plain cast; XLA's command buffers on and off agree.
@@ -56,8 +57,10 @@ def test_what_is_refused_and_clamped():
     assert (p["config"], p["splits"], p["workspace_floats"]) == (13, -4, 0), p
     with pytest.raises(ValueError, match="at most 8 [(]one cluster of CTAs per tile[)], not 9"):
         isa.kernel_plan("sm_90a", 64, 512, 4096, config=13, splits=-9, num_sms=132)
-    with pytest.raises(ValueError, match="128 accumulators per thread: K splits summed inside the kernel take tiles"):
+    with pytest.raises(ValueError, match="128 accumulators per thread: K splits summed inside the kernel take tiles at most 192 wide"):
         isa.kernel_plan("sm_90a", 200, 512, 4096, config=19, splits=-2, num_sms=132)
+    p = isa.kernel_plan("sm_90a", 192, 4096, 14336, config=35, splits=-4, num_sms=132)  # 96 per thread: planned
+    assert (p["config"], p["splits"], p["workspace_floats"]) == (35, -4, 0), p
     with pytest.raises(ValueError, match="has no K splits"):
         isa.kernel_plan("sm_90a", 512, 4096, 4096, config=9, splits=-4, num_sms=132)
     with pytest.raises(ValueError, match="sm_90a's only"):
@@ -125,6 +128,12 @@ CASES = [
     (128, 4096, 4096, 1, 14, 4, E4M3, False, BF16, False),
     (256, 4096, 14336, 1, 14, 2, BF16, False, BF16, False),
     (200, 4096, 4096, 1, 14, 2, E4M3, False, F32, True),    # M tail, f32 out
+    # entry 35 (swap-AB, 192 tokens wide, a kCandidate): 96 accumulators per thread summed in the cluster
+    (192, 4096, 14336, 1, 35, 4, BF16, False, BF16, False),  # the 8B down projection at 192 tokens
+    (160, 4096, 4096, 1, 35, 2, BF16, True, BF16, True),    # a 160-token tile, Flax's (K, N), the fused epilogue
+    (131, 4104, 4096, 1, 35, 3, F16, False, F32, False),    # M and N tails, f32 out
+    (192, 6144, 4096, 1, 35, 2, E4M3, False, BF16, False),  # fp8 (N, K)
+    (170, 2048, 2048, 1, 35, 4, E4M3, True, BF16, True),    # fp8 (K, N): transposed in smem, promoted per 64 columns
 ]
 
 

@@ -3,7 +3,7 @@ a multiple of the tile, a weight's last rows) through a second tensor map whose 
 up to 8. The rest of that shared-memory slot keeps whatever an earlier stage left there, which may reach only
 accumulator rows / columns past M / N, never stored.
 
-GPU (sm_90a): every heuristic entry forced, with tails in M and N: the output equals, bit for bit, the same rows
+GPU (sm_90a): every heuristic entry (and the kCandidate 35) forced, with tails in M and N: the output equals, bit for bit, the same rows
 and columns of the same entry run on operands padded to whole tiles with random rows (where no tail box is used),
 and matches float64; outputs NaN-poisoned. Host (no GPU): the compile test of which operands take a tail box is
 tests/test_build.py::test_tail_boxes_only_for_k_major_operands.
@@ -41,6 +41,8 @@ CASES = [
     (16, 1, 20, 1032, 1040, BF16, True), (11, 3, 9, 4104, 1040, BF16, False), (12, 1, 20, 1000, 1040, BF16, False),
     # the transposing fp8 (K, N) entries: their A (the weight) is transposed in shared memory, no tail box; tokens
     (18, 1, 100, 2056, 1024, E4M3, True), (19, 1, 200, 2056, 1024, E4M3, True),
+    # the 192-token candidate (35): tokens in a 192-row box cut to the tail, the weight's last rows
+    (35, -2, 150, 4104, 2080, BF16, False), (35, 1, 131, 2056, 1040, E4M3, False), (35, 1, 170, 1032, 1024, E4M3, True),
 ]
 
 

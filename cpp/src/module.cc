@@ -224,6 +224,7 @@ NB_MODULE(_jax_tmem, m) {
       d["swap_ab"] = c.swap_ab();
       d["split_k"] = c.partial();
       d["heuristic"] = c.build == menu::Build::kHeuristic;
+      d["candidate"] = c.build == menu::Build::kCandidate;  // compiled, forced only: not yet in the heuristic
       d["built"] = c.built();
       d["not_built"] = c.built() ? std::string() : menu::not_built_message(c);  // the launcher's words
       out.append(d);

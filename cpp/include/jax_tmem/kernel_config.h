@@ -22,15 +22,17 @@ enum class Epilogue : uint8_t { kRegister, kStaged, kTmaStore, kTmaStoreOverlap,
 // kSplitK / kSwapAB are the kernels' kPartialOut codes (1, 2). kDecode: sm_90a's mma.sync decode entries
 // (kernels/dense_decode.cuh), K split over a CTA's warps and summed in it: no partials, no workspace.
 enum class Split : uint8_t { kNone = 0, kSplitK = 1, kSwapAB = 2, kDecode = 3 };
-enum class Build : uint8_t { kHeuristic, kSweep };
+// kCandidate: always compiled and forcible (config=), but the heuristic does not choose it: an entry whose plan is
+// still to be measured against the heuristic's (bench_decode.py --variants) before a rule takes it.
+enum class Build : uint8_t { kHeuristic, kSweep, kCandidate };
 
 // sm_90a: 128-byte K chunks per ring slot. The 64-row entries (one consumer warpgroup) stage 4, so that
 // each TMA request reads 512 contiguous bytes of a weight row; the 128-row entries one. (The kernel's
 // Config::K_CHUNKS and the plan's K-split bound both read this.)
 constexpr int sm90_k_chunks(int block_m) { return block_m == 64 ? 4 : 1; }
 
-// kHeuristic entries are always compiled; kSweep ones with CMake's JAX_TMEM_CONFIGS=all.
-constexpr bool built(Build b) { return b == Build::kHeuristic || JAX_TMEM_ALL_CONFIGS; }
+// kHeuristic and kCandidate entries are always compiled; kSweep ones with CMake's JAX_TMEM_CONFIGS=all.
+constexpr bool built(Build b) { return b != Build::kSweep || JAX_TMEM_ALL_CONFIGS; }
 
 struct KernelConfig {
   int id;
@@ -108,20 +110,21 @@ struct ConfigTable {
   template <class E>
   constexpr const KernelConfig& at(E e) const { return *find(static_cast<int>(e)); }
   // The narrowest entry with this split whose block_n holds `cols` (null if none): swap-AB by M. With
-  // `block_m` > 0, among the entries of that many rows only.
+  // `block_m` > 0, among the entries of that many rows only. Never a kCandidate (the heuristic's choices).
   const KernelConfig* narrowest(Split split, int64_t cols, int block_m = 0) const {
     const KernelConfig* best = nullptr;
     for (const KernelConfig& c : *this)
       if (c.split == split && c.block_n >= cols && (block_m == 0 || c.block_m == block_m) &&
+          c.build != Build::kCandidate &&
           (!best || c.block_n < best->block_n))
         best = &c;
     return best;
   }
-  // The widest block_n of the entries with this split (0 if none).
+  // The widest block_n of the entries with this split (0 if none), kCandidates aside.
   constexpr int widest(Split split) const {
     int w = 0;
     for (const KernelConfig& c : *this)
-      if (c.split == split && c.block_n > w) w = c.block_n;
+      if (c.split == split && c.build != Build::kCandidate && c.block_n > w) w = c.block_n;
     return w;
   }
   // "id (name), ..." of every entry: for the error on a config outside the menu.

@@ -121,7 +121,7 @@ inline int64_t workspace_floats(const GemmProblem& p, int splits) {
 inline int k_splits(int splits) { return splits < 0 ? -splits : splits; }
 inline bool splits_in_kernel(int splits) { return splits < -1; }
 constexpr int kMaxClusterSplits = 8;
-constexpr int kMaxClusterSplitBlockN = 128;  // the sm_90a Config's kSplitsInKernel
+constexpr int kMaxClusterSplitBlockN = 192;  // the sm_90a Config's kSplitsInKernel (256 wide: 128 accumulators per thread spilled)
 
 // Splits so that the work units (tiles x splits) fill the SMs once: at most 8, and at least 4 K blocks
 // per split. 1 when the tiles alone fill the GPU. At most 2 once the tiles alone occupy a quarter of the

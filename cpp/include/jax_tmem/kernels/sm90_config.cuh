@@ -124,10 +124,14 @@ struct Config {
   // of 128 columns, each into the 64-register set `part` and added into acc once it retires, so that 128
   // + 64 accumulators fit beside the transpose's registers (the weight tile is transposed once for all
   // 256 tokens instead of once per 128-token column tile).
-  static constexpr int PART_N = kPromote && BLOCK_N == 256 ? 128 : BLOCK_N;
+  // The 192-wide transposing entry (35) likewise, in three parts of 64 (one part of 192 spilled 8 bytes beside
+  // the transpose in the fused-finish twin).
+  static constexpr int PART_N = kPromote && BLOCK_N == 256 ? 128 : kPromote && kATrans && BLOCK_N == 192 ? 64 : BLOCK_N;
   // Registers per thread after setmaxnreg (producer / consumers; 128 x P + 128 x CONSUMERS x C <= 64 K):
   // 40 / 232, or 24 / 240 for that entry, whose 192 accumulators and the transpose spilled at 232.
-  static constexpr int PRODUCER_REGS = PART_N < BLOCK_N ? 24 : 40, CONSUMER_REGS = PART_N < BLOCK_N ? 240 : 232;
+  // (The 192-wide one in parts of 64 fits the usual 40 / 232; its producer spilled at 24.)
+  static constexpr int PRODUCER_REGS = PART_N == 128 && BLOCK_N == 256 ? 24 : 40,
+                       CONSUMER_REGS = PART_N == 128 && BLOCK_N == 256 ? 240 : 232;
   static constexpr int kTransBarrier = 8;  // kATrans: named barriers 8 + cw (one per consumer warpgroup)
   // The last wave shared out along K where planned (sched::TailSplit; menu::tail_splits: the plain cooperative schedule).
   static constexpr bool kTailSplit = kPartialOut == 0 && !kPingPong && kClusterM_ == 1;
@@ -140,8 +144,9 @@ struct Config {
   // decode chain at 16-128 tokens (H200, 2026-11-29 09:58; commit 3c66df8 has it).
   static constexpr bool kReleasePerWarpgroup = kPartialOut == 0 && !kPingPong;
   static constexpr int kTailBarrier = 10;  // both consumer warpgroups: around tail_fixup's flags, split_fixup's ring reuse
-  // K splits summed here, no reduce pass, where the launcher planned it (menu::k_splits; split_fixup). Not
-  // for 256-wide tiles: adding the splits over their 128 accumulators per thread spilled (menu::in_kernel_refusal).
+  // K splits summed here, no reduce pass, where the launcher planned it (menu::k_splits; split_fixup). Up to
+  // 192-wide tiles (96 accumulators per thread); not 256-wide: adding the splits over their 128 accumulators
+  // per thread spilled (menu::in_kernel_refusal).
   static constexpr bool kSplitsInKernel = kPartialOut != 0 && BLOCK_N_ <= menu::kMaxClusterSplitBlockN;
   static constexpr int ACC_REGS = BLOCK_N / 2;         // f32 accumulators per consumer thread
 
