@@ -109,9 +109,9 @@ if arch == "sm_90a":
     # 65-128 tokens (the heuristic's plan for 16-bit weights there): the 128-row entry 13 over two 64-token column
     # tiles, the second one part-filled, 2 splits in a cluster; and more units than the GPU holds at once: 40 tiles
     # of 64 rows x 8 splits = 320 CTAs, clusters in waves; the 192-token candidate (35) with a partial token tile, its
-    # 96 accumulators per thread summed in clusters of 3
+    # 96 accumulators per thread summed in clusters of 3; the 256-token entry (19, 16-bit: 128 per thread)
     for (m_, n_, k_), cfg, odt in (((96, 264, 1040), (13, -2), "bfloat16"), ((16, 2560, 2048), (15, -8), "float32"),
-                                   ((150, 392, 2080), (35, -3), "bfloat16")):
+                                   ((150, 392, 2080), (35, -3), "bfloat16"), ((200, 264, 2080), (19, -2), "bfloat16")):
         a = jnp.asarray(rng.standard_normal((m_, k_)), "bfloat16")
         b = jnp.asarray(rng.standard_normal((n_, k_)), "bfloat16")
         out = jax.jit(lambda x, y: gemm_op.gemm(x, y, None, None, nk, jnp.dtype(odt), gemm_op.Epilogue(), "kernel",

@@ -5,8 +5,8 @@ distributed shared memory and each CTA finishes the rows of its share of the con
 splits in order 0, 1, ... (the reduce pass's order).
 
 - Host (the extension's own plan code, no GPU): the plan (no workspace; more units than SMs planned too), the
-  refusals (more than 8 splits, a 256-wide entry, a dense entry, sm_100a), the decision log's words; the
-  192-wide entry (35) planned.
+  refusals (more than 8 splits, the 8-bit 256-wide entry, a dense entry, sm_100a), the decision log's words; the
+  192-wide entry (35) and the 16-bit 256-wide one (19) planned.
 - GPU (sm_90a): values against float64 for the 64- and 128-row swap-AB entries, the transposing 8-bit one,
   the split-K entry, batches, tails and the fused epilogue; outputs NaN-poisoned; bitwise repeatable; the
   same bits as the reduce pass where the epilogue is a plain cast; XLA's command buffers on and off agree.
@@ -57,8 +57,11 @@ def test_what_is_refused_and_clamped():
     assert (p["config"], p["splits"], p["workspace_floats"]) == (13, -4, 0), p
     with pytest.raises(ValueError, match="at most 8 [(]one cluster of CTAs per tile[)], not 9"):
         isa.kernel_plan("sm_90a", 64, 512, 4096, config=13, splits=-9, num_sms=132)
-    with pytest.raises(ValueError, match="128 accumulators per thread: K splits summed inside the kernel take tiles at most 192 wide"):
-        isa.kernel_plan("sm_90a", 200, 512, 4096, config=19, splits=-2, num_sms=132)
+    with pytest.raises(ValueError, match="128 accumulators per thread beside its 8-bit promotion: K splits summed "
+                                         "inside the kernel take 8-bit tiles at most 192 wide"):
+        isa.kernel_plan("sm_90a", 200, 512, 4096, a_dtype="float8_e4m3fn", config=19, splits=-2, num_sms=132)
+    p = isa.kernel_plan("sm_90a", 200, 512, 4096, config=19, splits=-2, num_sms=132)  # 16-bit 256-wide: planned
+    assert (p["config"], p["splits"], p["workspace_floats"]) == (19, -2, 0), p
     p = isa.kernel_plan("sm_90a", 192, 4096, 14336, config=35, splits=-4, num_sms=132)  # 96 per thread: planned
     assert (p["config"], p["splits"], p["workspace_floats"]) == (35, -4, 0), p
     with pytest.raises(ValueError, match="has no K splits"):
@@ -134,6 +137,9 @@ CASES = [
     (131, 4104, 4096, 1, 35, 3, F16, False, F32, False),    # M and N tails, f32 out
     (192, 6144, 4096, 1, 35, 2, E4M3, False, BF16, False),  # fp8 (N, K)
     (170, 2048, 2048, 1, 35, 4, E4M3, True, BF16, True),    # fp8 (K, N): transposed in smem, promoted per 64 columns
+    # entry 19 (256 tokens wide) with 16-bit operands: 128 accumulators per thread summed in the cluster
+    (256, 4096, 14336, 1, 19, 4, BF16, False, BF16, False),  # the 8B down projection at 256 tokens
+    (230, 1032, 2048, 1, 19, 2, F16, True, F32, True),      # M and N tails, (K, N), f32 out, the fused epilogue
 ]
 
 

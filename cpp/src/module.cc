@@ -421,7 +421,8 @@ NB_MODULE(_jax_tmem, m) {
     const menu::Plan plan = arch == "sm_90a" ? menu::sm90_plan(p, num_sms) : menu::sm100_plan(p, num_sms);
     if (menu::splits_in_kernel(splits) || menu::splits_in_kernel(plan.splits)) {  // the launcher's conditions
       const menu::KernelConfig& c = *table.find(plan.config);
-      const std::string why = menu::in_kernel_refusal(arch == "sm_90a", c, plan.splits);
+      const std::string why =
+          menu::in_kernel_refusal(arch == "sm_90a", c, plan.splits, jax_tmem::dtype_bytes(p.a_type));
       if (!why.empty()) throw std::invalid_argument(why);
     }
     return nb::make_tuple(plan.config, table.find(plan.config)->name, plan.splits, plan.ws_floats);

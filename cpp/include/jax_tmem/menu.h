@@ -121,7 +121,13 @@ inline int64_t workspace_floats(const GemmProblem& p, int splits) {
 inline int k_splits(int splits) { return splits < 0 ? -splits : splits; }
 inline bool splits_in_kernel(int splits) { return splits < -1; }
 constexpr int kMaxClusterSplits = 8;
-constexpr int kMaxClusterSplitBlockN = 192;  // the sm_90a Config's kSplitsInKernel (256 wide: 128 accumulators per thread spilled)
+// The tiles whose K splits can be summed in the kernel (the sm_90a Config's kSplitsInKernel): up to 192 wide, and 256
+// wide for 16-bit and tf32 operands; the 8-bit 256-wide entry keeps its promotion registers beside the 128
+// accumulators per thread, and adding the splits there spilled.
+constexpr int kMaxClusterSplitBlockN = 192;
+constexpr bool cluster_splits_fit(int block_n, int elem_bytes) {
+  return block_n <= kMaxClusterSplitBlockN || (block_n <= 256 && elem_bytes >= 2);
+}
 
 // Splits so that the work units (tiles x splits) fill the SMs once: at most 8, and at least 4 K blocks
 // per split. 1 when the tiles alone fill the GPU. At most 2 once the tiles alone occupy a quarter of the
@@ -161,15 +167,15 @@ inline int64_t partial_tiles(const GemmProblem& p, const KernelConfig& c) {
 }
 
 // Why a plan cannot sum its K splits inside the kernel (k_splits), or "": the sm_90a split-K / swap-AB
-// entries up to kMaxClusterSplitBlockN wide, at most kMaxClusterSplits. Each CTA runs one unit and meets only
+// entries whose tiles fit (cluster_splits_fit; `elem_bytes`: the operands' width), at most kMaxClusterSplits. Each CTA runs one unit and meets only
 // the CTAs of its own cluster, so more units than the GPU holds at once run in waves (slower, still right).
-inline std::string in_kernel_refusal(bool sm90, const KernelConfig& c, int splits) {
+inline std::string in_kernel_refusal(bool sm90, const KernelConfig& c, int splits, int elem_bytes) {
   if (!sm90) return "K splits summed inside the kernel (splits < 0) are sm_90a's only";
   if (!c.partial()) return std::string("entry ") + c.name + " has no K splits (splits < 0 takes a split-K entry)";
-  if (c.block_n > kMaxClusterSplitBlockN)
+  if (!cluster_splits_fit(c.block_n, elem_bytes))
     return std::string("entry ") + c.name + " keeps " + std::to_string(c.block_n / 2) +
-           " accumulators per thread: K splits summed inside the kernel take tiles at most " +
-           std::to_string(kMaxClusterSplitBlockN) + " wide";
+           " accumulators per thread beside its 8-bit promotion: K splits summed inside the kernel take 8-bit tiles "
+           "at most " + std::to_string(kMaxClusterSplitBlockN) + " wide";
   if (k_splits(splits) > kMaxClusterSplits)
     return "K splits summed inside the kernel: at most " + std::to_string(kMaxClusterSplits) +
            " (one cluster of CTAs per tile), not " + std::to_string(k_splits(splits));
@@ -368,7 +374,7 @@ inline Plan sm90_cluster_decode(const GemmProblem& p, int num_sms, const Plan& p
                                 : kSm90Table.narrowest(Split::kSwapAB, p.m, 64);
   if (t == nullptr) return plan;
   const int64_t tiles = partial_tiles(p, *t), ctas = partial_tiles(p, c) * k_splits(plan.splits);
-  if (tiles * 2 < ctas || tiles * 2 > num_sms || !in_kernel_refusal(true, *t, -2).empty())
+  if (tiles * 2 < ctas || tiles * 2 > num_sms || !in_kernel_refusal(true, *t, -2, 2).empty())
     return plan;  // (one wave: every unit on its own SM)
   return Plan{t->id, -2, 0};
 }

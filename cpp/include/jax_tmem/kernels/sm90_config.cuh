@@ -144,10 +144,10 @@ struct Config {
   // decode chain at 16-128 tokens (H200, 2026-11-29 09:58; commit 3c66df8 has it).
   static constexpr bool kReleasePerWarpgroup = kPartialOut == 0 && !kPingPong;
   static constexpr int kTailBarrier = 10;  // both consumer warpgroups: around tail_fixup's flags, split_fixup's ring reuse
-  // K splits summed here, no reduce pass, where the launcher planned it (menu::k_splits; split_fixup). Up to
-  // 192-wide tiles (96 accumulators per thread); not 256-wide: adding the splits over their 128 accumulators
-  // per thread spilled (menu::in_kernel_refusal).
-  static constexpr bool kSplitsInKernel = kPartialOut != 0 && BLOCK_N_ <= menu::kMaxClusterSplitBlockN;
+  // K splits summed here, no reduce pass, where the launcher planned it (menu::k_splits; split_fixup): tiles up to
+  // 192 wide, 256 wide for 16-bit / tf32 operands; not the 8-bit 256-wide entry, whose promotion registers and 128
+  // accumulators per thread spilled with the splits' sums (menu::cluster_splits_fit).
+  static constexpr bool kSplitsInKernel = kPartialOut != 0 && menu::cluster_splits_fit(BLOCK_N_, ELEM_BYTES);
   static constexpr int ACC_REGS = BLOCK_N / 2;         // f32 accumulators per consumer thread
 
   static_assert(BLOCK_N == 16 || BLOCK_N == 32 || BLOCK_N == 64 || BLOCK_N == 128 || BLOCK_N == 192 || BLOCK_N == 256,
