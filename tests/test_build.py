@@ -385,16 +385,17 @@ def test_no_spills_or_local_memory(resources):
         assert int(shared) <= 232448, f"{name}: {shared} bytes of static shared memory"
 
 
-def _compile_sm90(tmp_path, source: str, flags: list) -> tuple:
-    """`source` compiled for sm_90a with nvcc (-O3, the headers of cpp/include, `flags`): ptxas's resource report
-    (stderr) and the SASS. Skips where the extension has no CUDA build or no source checkout is next to the tests."""
+def _compile_cuda(tmp_path, source: str, flags: list, arch: str = "sm_90a") -> tuple:
+    """`source` compiled for `arch` (sm_90a unless named) with nvcc (-O3, the headers of cpp/include, `flags`): ptxas's
+    resource report (stderr) and the SASS. Skips where the extension has no CUDA build or no source checkout is next
+    to the tests."""
     _cuda_info()
     include = os.path.join(os.path.dirname(__file__), "..", "cpp", "include")
     if not os.path.isdir(include):
         pytest.skip("no source checkout next to the tests")
     src, cubin = tmp_path / "k.cu", tmp_path / "k.cubin"
     src.write_text(source)
-    r = subprocess.run([shutil.which("nvcc") or _find_tool("nvcc"), "-std=c++17", "-O3", "-arch=sm_90a", "-cubin",
+    r = subprocess.run([shutil.which("nvcc") or _find_tool("nvcc"), "-std=c++17", "-O3", f"-arch={arch}", "-cubin",
                         "--expt-relaxed-constexpr", "-I", include, "-Xptxas", "-v", *flags, "-o", str(cubin), str(src)],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
@@ -422,7 +423,7 @@ def test_mbarrier_wait_sleeps_only_with_the_suspend_option(tmp_path):
               "  out[threadIdx.x] = 1;\n}\n")
     found = {}
     for flag in ("", "-DJAX_TMEM_MBARRIER_SUSPEND=1"):
-        _, out = _compile_sm90(tmp_path, source, [flag] if flag else [])
+        _, out = _compile_cuda(tmp_path, source, [flag] if flag else [])
         assert "SYNCS.PHASECHK.TRANS64.TRYWAIT" in out, out
         found[flag] = "NANOSLEEP.SYNCS" in out
     assert found == {"": False, "-DJAX_TMEM_MBARRIER_SUSPEND=1": True}, found
@@ -437,7 +438,7 @@ def test_pinned_descriptors_leave_one_shared_base_computation(tmp_path):
               "void* kernel_ptr() { return (void*)sm90::sm90_gemm_kernel<C>; }\n")
     counts = {}
     for flag in ("", "-DJAX_TMEM_PIN_DESCRIPTORS=1"):
-        _, out = _compile_sm90(tmp_path, source, [flag] if flag else [])
+        _, out = _compile_cuda(tmp_path, source, [flag] if flag else [])
         assert out.count("HGMMA.64x256x16.F32.BF16") >= 4, out[:2000]
         counts[flag] = (len(re.findall(r"S2UR \w+, SR_SWINHI", out)), len(re.findall(r"\bST\.E\b", out)))
     (base_default, st_default), (base_pinned, st_pinned) = counts[""], counts["-DJAX_TMEM_PIN_DESCRIPTORS=1"]
@@ -456,7 +457,7 @@ def test_release_per_warpgroup_only_for_cooperative_dense_entries(tmp_path):
               "static_assert(Coop::kReleasePerWarpgroup, \"cooperative\");\n"
               "static_assert(!Ping::kReleasePerWarpgroup && !Part::kReleasePerWarpgroup, \"ping-pong, split-K\");\n"
               "void* kernel_ptr() { return (void*)sm90::sm90_gemm_kernel<Coop>; }\n")
-    report, _ = _compile_sm90(tmp_path, source, [])
+    report, _ = _compile_cuda(tmp_path, source, [])
     assert _NO_SPILLS in report, report
 
 
@@ -486,8 +487,28 @@ def test_tail_boxes_only_for_k_major_operands(tmp_path):
               "void* k1() { return (void*)sm90::sm90_gemm_kernel<Dense>; }\n"
               "void* k2() { return (void*)sm90::sm90_gemm_kernel<Swap>; }\n"
               "void* k3() { return (void*)sm90::sm90_gemm_kernel<Trans>; }\n")
-    report, _ = _compile_sm90(tmp_path, source, [])
+    report, _ = _compile_cuda(tmp_path, source, [])
     assert report.count(_NO_SPILLS) == 3, report
+
+
+def test_sm100_tail_boxes_in_the_one_cta_kernel(tmp_path):
+    """The 1-CTA sm_100a kernel takes the same tail maps (its producer picks the map and the stage's byte count as the
+    sm_90a one does; TailBoxes with CLUSTER_M 1 and no transposed A): K-major A / B get a tail box, MN-major ones
+    and whole blocks none; compiled for sm_100a with two tensor maps more, no spills. (Never run: no Blackwell GPU
+    here; tests/test_tail_boxes.py checks the values on a user's B200.)"""
+    source = ('#include "jax_tmem/kernels/sm100_gemm.cuh"\nusing namespace jax_tmem;\n'
+              "using Dense = sm100::Config<DType::kBF16, DType::kBF16, 256, 4, false, false>;\n"
+              "using MN = sm100::Config<DType::kE4M3, DType::kE4M3, 128, 6, true, true>;\n"
+              "using Swap = sm100::Config<DType::kBF16, DType::kBF16, 64, 9, false, false, false, 2>;\n"
+              "static_assert(TailBoxes<Dense>(80, 6144).a_rows == 80 && TailBoxes<Dense>(77, 100).b_rows == 104, \"\");\n"
+              "static_assert(TailBoxes<Dense>(256, 512).a_rows == 0 && TailBoxes<Dense>(250, 250).b_rows == 0, \"\");\n"
+              "static_assert(TailBoxes<MN>(80, 100).a_rows == 0 && TailBoxes<MN>(80, 100).b_rows == 0, \"MN\");\n"
+              "static_assert(TailBoxes<Swap>(4104, 40).a_rows == 8 && TailBoxes<Swap>(4104, 40).b_rows == 40, \"\");\n"
+              "void* k1() { return (void*)sm100::sm100_gemm_kernel<Dense>; }\n"
+              "void* k2() { return (void*)sm100::sm100_gemm_kernel<Swap>; }\n")
+    report, sass = _compile_cuda(tmp_path, source, [], arch="sm_100a")
+    assert report.count(_NO_SPILLS) == 2, report
+    assert sass.count("UTCHMMA") > 0 and "UTMALDG.3D" in sass, sass[:2000]
 
 
 def test_build_info_names_the_kernel_options_a_build_turned_on():

@@ -1,12 +1,14 @@
-"""Tail boxes (jax_tmem/tail_boxes.h): the sm_90a GEMM kernels load a K-major operand's last row block (tokens past
-a multiple of the tile, a weight's last rows) through a second tensor map whose box holds just those rows, rounded
-up to 8. The rest of that shared-memory slot keeps whatever an earlier stage left there, which may reach only
-accumulator rows / columns past M / N, never stored.
+"""Tail boxes (jax_tmem/tail_boxes.h): the sm_90a GEMM kernels and the 1-CTA sm_100a one load a K-major operand's
+last row block (tokens past a multiple of the tile, a weight's last rows) through a second tensor map whose box holds
+just those rows, rounded up to 8. The rest of that shared-memory slot keeps whatever an earlier stage left there,
+which may reach only accumulator rows / columns past M / N, never stored.
 
-GPU (sm_90a): every heuristic entry (and the kCandidate 35) forced, with tails in M and N: the output equals, bit for bit, the same rows
-and columns of the same entry run on operands padded to whole tiles with random rows (where no tail box is used),
-and matches float64; outputs NaN-poisoned. Host (no GPU): the compile test of which operands take a tail box is
-tests/test_build.py::test_tail_boxes_only_for_k_major_operands.
+GPU: every heuristic entry of the GPU's arch (sm_90a: and the kCandidate 35; sm_100a / sm_103a: and the CTA pair,
+which reads whole boxes) forced, with tails in M and N: the output equals, bit for bit, the same rows and columns of
+the same entry run on operands padded to whole tiles with random rows (where no tail box is used), and matches
+float64; outputs NaN-poisoned. The sm_100a cases have never run (no Blackwell GPU here). Host (no GPU): the compile
+tests of which operands take a tail box are tests/test_build.py::test_tail_boxes_only_for_k_major_operands and
+::test_sm100_tail_boxes_in_the_one_cta_kernel.
 """
 
 from __future__ import annotations
@@ -45,12 +47,22 @@ CASES = [
     (35, -2, 150, 4104, 2080, BF16, False), (35, 1, 131, 2056, 1040, E4M3, False), (35, 1, 170, 1032, 1024, E4M3, True),
 ]
 
+# sm_100a / sm_103a (tcgen05): the 1-CTA dense entries, split-K and swap-AB; the CTA pair (4) as a control
+CASES_SM100 = [
+    (0, None, 200, 520, 1040, BF16, False), (1, None, 77, 520, 528, BF16, False), (0, None, 9, 520, 1040, BF16, True),
+    (1, None, 80, 1032, 1040, E4M3, False), (0, None, 200, 520, 520, E4M3, True), (0, None, 77, 136, 264, F32, False),
+    (4, None, 300, 520, 528, BF16, False),
+    (14, 2, 200, 520, 2080, BF16, False), (13, 1, 80, 4104, 1040, BF16, False), (13, 3, 40, 4104, 1040, E4M3, False),
+    (12, 1, 20, 1000, 1040, BF16, True), (11, 3, 9, 4104, 1040, BF16, False),
+]
 
-def _require_sm90():
+
+def _require(arch):
     if jax.default_backend() != "gpu":
         pytest.skip("no CUDA GPU")
-    if _arch.device_cc()[0] != 90:
-        pytest.skip("tail boxes are the sm_90a kernels' (the sm_100a ones still read whole boxes)")
+    cc = _arch.device_cc()[0]  # sm_100a's menu is sm_103a's too
+    if cc != {"sm_90a": 90, "sm_100a": 100}[arch] and not (arch == "sm_100a" and cc == 103):
+        pytest.skip(f"the {arch} cases need that GPU (this one: compute capability {_arch.device_cc()})")
 
 
 def _run(x, w, dn, cfg, shape):
@@ -60,16 +72,17 @@ def _run(x, w, dn, cfg, shape):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("case", CASES, ids=lambda c: f"cfg{c[0]}-s{c[1]}-{c[2]}x{c[3]}x{c[4]}-{np.dtype(c[5]).name}"
-                                                   f"{'-kn' if c[6] else ''}")
-def test_tail_rows_as_in_a_padded_problem(case):
+@pytest.mark.parametrize("arch,case", [("sm_90a", c) for c in CASES] + [("sm_100a", c) for c in CASES_SM100],
+                         ids=lambda v: v if isinstance(v, str) else
+                         f"cfg{v[0]}-s{v[1]}-{v[2]}x{v[3]}x{v[4]}-{np.dtype(v[5]).name}{'-kn' if v[6] else ''}")
+def test_tail_rows_as_in_a_padded_problem(arch, case):
     config, splits, m, n, k, dtype, kn = case
-    _require_sm90()
-    entry = next((e for e in isa.kernel_menu("sm_90a") if e["config"] == config), None)
+    _require(arch)
+    entry = next((e for e in isa.kernel_menu(arch) if e["config"] == config), None)
     if entry is None or not entry["built"]:
         pytest.skip(f"config {config} is not built here" + (f": {entry['not_built']}" if entry else ""))
     tok_block, w_block = (entry["block_n"], entry["block_m"]) if entry["swap_ab"] else (entry["block_m"], entry["block_n"])
-    if entry["cluster_m"] > 1:
+    if arch == "sm_90a" and entry["cluster_m"] > 1:  # (an sm_100a CTA pair's block_m is the pair's 256 rows)
         tok_block *= entry["cluster_m"]
     mp, np_ = -(-m // tok_block) * tok_block, -(-n // w_block) * w_block
     assert (mp, np_) != (m, n), "a case without tails tests nothing here"

@@ -33,7 +33,7 @@ std::string run_types(const GemmLaunch& L) {
     return launch_persistent<P>(sm100_gemm_2cta_kernel<P>, L);
   }
   using C = Config<A, B, 128, 6, false, false, false, 0, kSfVec>;
-  return launch_persistent<C>(sm100_gemm_kernel<C>, L);
+  return launch_persistent<C, true>(sm100_gemm_kernel<C>, L);  // with tail maps (TailBoxes)
 }
 
 }  // namespace

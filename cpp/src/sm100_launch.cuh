@@ -14,7 +14,7 @@ namespace jax_tmem::sm100 {
 
 template <class C>
 std::string run(const GemmLaunch& L) {
-  return launch_persistent<C>(sm100_gemm_kernel<C>, L);
+  return launch_persistent<C, true>(sm100_gemm_kernel<C>, L);  // with tail maps (TailBoxes)
 }
 
 // The CTA-pair kernel (block_m 256): a (2,1,1) cluster, cta_group::2.

@@ -7,7 +7,8 @@ namespace jax_tmem {
 
 // Rows of the tail boxes, 0 where there is none: a K-major A's (B's) last row block where M (N) is not a multiple of
 // BLOCK_M (BLOCK_N), loaded through a second tensor map whose box holds those rows rounded up to 8
-// (sm90_gemm_kernel's producer; launch_persistent encodes the maps; C: the sm_90a kernel Config). Not for an
+// (the producers of sm90_gemm_kernel and of the 1-CTA sm100_gemm_kernel; launch_persistent encodes the maps; C: their
+// kernel Config; the sm_100a CTA pair reads whole boxes). Not for an
 // MN-major operand (its rows are the contiguous dimension), an A transposed in shared memory, or a B multicast to
 // a cluster. (nvcc only: the kernels and their launchers.)
 template <class C>

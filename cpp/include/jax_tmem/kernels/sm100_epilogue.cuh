@@ -39,7 +39,7 @@ __device__ __forceinline__ void epilogue_tile(uint32_t taddr, int row, int64_t r
 // The TMA-store epilogue of one tile for one warp (its 32 rows, from warp_row0): per 128-byte column
 // chunk, tcgen05.ld 32 columns at a time, row_segment_math, write the row into the swizzled box, and
 // the StoreRing protocol with the warp as the group and lane 0 as the leader. Rows past M hold values
-// computed from zero-filled A rows; the TMA store clips them.
+// computed from zero-filled or (a tail box's slot) stale A rows; the TMA store clips them.
 template <class C>
 __device__ __forceinline__ void epilogue_tile_tma(uint32_t taddr, int row, int64_t row_index, int warp_row0,
                                                   int batch, int n_blk, const Params& p, const CUtensorMap* tma_out,

@@ -27,6 +27,7 @@
 #include "jax_tmem/ptx/tcgen05.cuh"
 #include "jax_tmem/ptx/tma.cuh"
 #include "jax_tmem/scheduler.cuh"
+#include "jax_tmem/tail_boxes.h"
 #include "jax_tmem/tmem_plan.h"
 
 namespace jax_tmem::sm100 {
@@ -117,6 +118,8 @@ struct Config : MmaShape<kA_, kB_, 128, BLOCK_N_, kAMN_, kBMN_, kSfVec_> {
   static constexpr int BLOCK_N = BLOCK_N_;
   static constexpr int BOX_M = BLOCK_M, BOX_N = BLOCK_N;  // rows of A / B one CTA loads per tile
   static constexpr int TILE_M = BLOCK_M;  // rows of one scheduler tile
+  static constexpr int CLUSTER_M = 1;     // (TailBoxes: no B multicast)
+  static constexpr bool kATrans = false;  // (TailBoxes: tcgen05 reads MN-major 8-bit A in place)
   static constexpr int kPartialOut = kPartialOut_;
   static constexpr bool kTmaStore = kTmaStore_;
   static constexpr int OUT_BOX_ROWS = 32;  // an epilogue warp's TMEM lane quadrant
@@ -283,7 +286,8 @@ __device__ __forceinline__ void load_stage(Load load, uint8_t* sa, uint8_t* sb, 
 template <class C>
 __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     sm100_gemm_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b,
-                      const __grid_constant__ CUtensorMap tma_out, const Params p) {
+                      const __grid_constant__ CUtensorMap tma_out, const __grid_constant__ CUtensorMap tma_a_tail,
+                      const __grid_constant__ CUtensorMap tma_b_tail, const Params p) {
 #if defined(__CUDA_ARCH__) && (defined(__CUDA_ARCH_FEAT_SM100_ALL) || defined(__CUDA_ARCH_FEAT_SM103_ALL))
   using namespace jax_tmem::ptx;
   uint8_t* smem = aligned_dynamic_smem();
@@ -334,6 +338,12 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     if (elect_one()) {
       prefetch_tensormap(&tma_a);
       prefetch_tensormap(&tma_b);
+      // A K-major operand's last row block, where M (N) ends inside it, comes through a tail map whose box holds
+      // just its rows, rounded up to 8 (TailBoxes, as the sm_90a kernel: mostly out-of-bounds boxes cost time per
+      // row there); the slot's other rows keep stale data, which reaches only accumulator rows / columns past M / N.
+      const TailBoxes<C> tails(p);
+      if (tails.a_rows) prefetch_tensormap(&tma_a_tail);
+      if (tails.b_rows) prefetch_tensormap(&tma_b_tail);
       PipelineState<C::kStages> st;
       for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
         const int t = u / splits;
@@ -342,17 +352,22 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
         const sched::TileCoord tc = scheduler.coord(t);
         const int m0 = tc.m_blk * C::BLOCK_M, n0 = tc.n_blk * C::BLOCK_N;
         const int ab = p.a_batched ? tc.batch : 0, bb = p.b_batched ? tc.batch : 0;
+        const bool a_tail = tails.a_rows && m0 + C::BLOCK_M > p.m, b_tail = tails.b_rows && n0 + C::BLOCK_N > p.n;
+        const CUtensorMap* map_a = a_tail ? &tma_a_tail : &tma_a;
+        const CUtensorMap* map_b = b_tail ? &tma_b_tail : &tma_b;
+        const uint32_t tx_bytes = C::TX_BYTES - (a_tail ? (C::BLOCK_M - tails.a_rows) * 128 : 0) -
+                                  (b_tail ? (C::BLOCK_N - tails.b_rows) * 128 : 0);
         for (int kb = kb0; kb < kb1; ++kb) {
           mbarrier_wait(&empty[st.stage], st.phase ^ 1u);
           uint8_t* sa = smem + st.stage * C::STAGE_BYTES;
           uint8_t* sb = sa + C::A_BYTES;
           if constexpr (C::kBlockScaled) {
-            mbarrier_arrive_expect_tx(&full[st.stage], C::TX_BYTES + scale_tx_bytes<C>(p, kb, true));
+            mbarrier_arrive_expect_tx(&full[st.stage], tx_bytes + scale_tx_bytes<C>(p, kb, true));
             load_scale_blocks<C>(p, tc.batch, tc.m_blk, true, n0 / 128, kb, sb + C::B_BYTES, &full[st.stage]);
           } else {
-            mbarrier_arrive_expect_tx(&full[st.stage], C::TX_BYTES);
+            mbarrier_arrive_expect_tx(&full[st.stage], tx_bytes);
           }
-          load_stage<C>(tma_load_3d, sa, sb, &tma_a, &tma_b, &full[st.stage], m0, n0, kb * C::BLOCK_K, ab, bb);
+          load_stage<C>(tma_load_3d, sa, sb, map_a, map_b, &full[st.stage], m0, n0, kb * C::BLOCK_K, ab, bb);
           st.advance();
         }
       }
