@@ -352,10 +352,10 @@ def test_every_menu_config_accumulates_into_c(config, out_dtype):
                                             ((E4M3, E5M2), "K")], ids=lambda v: str(v))
 def test_split_k_and_swap_ab(config, splits, dtypes, b_major):
     """The split-K entries (11-14 on both archs, 15-17 on sm_90a: 64-row swap-AB tiles, 4 K chunks per ring
-    slot; 18, 19, 35 on sm_90a: 128, 256 and 192 tokens wide): K splits written as f32 partials to the XLA-allocated workspace and
-    reduced in split order with the epilogue fused into the reduce pass; swap-AB (out^T = B A^T, the
-    output stored transposed). Tails in M, N and K, M and N of 1, batches, bias + gelu + alpha,
-    accumulate into c, every output dtype; bitwise repeatable (the reduction order is fixed)."""
+    slot; 18, 19, 35 on sm_90a: 128, 256 and 192 tokens wide): K splits written as f32 partials to the
+    XLA-allocated workspace and reduced in split order with the epilogue fused into the reduce pass; swap-AB
+    (out^T = B A^T, the output stored transposed). Tails in M, N and K, M and N of 1, batches, bias + gelu +
+    alpha, accumulate into c, every output dtype; bitwise repeatable (the reduction order is fixed)."""
     arch = _require_kernels()
     if not any(e["config"] == config for e in _menu(arch)):
         pytest.skip(f"config {config} is not in the {arch} menu")

@@ -167,8 +167,9 @@ inline int64_t partial_tiles(const GemmProblem& p, const KernelConfig& c) {
 }
 
 // Why a plan cannot sum its K splits inside the kernel (k_splits), or "": the sm_90a split-K / swap-AB
-// entries whose tiles fit (cluster_splits_fit; `elem_bytes`: the operands' width), at most kMaxClusterSplits. Each CTA runs one unit and meets only
-// the CTAs of its own cluster, so more units than the GPU holds at once run in waves (slower, still right).
+// entries whose tiles fit (cluster_splits_fit; `elem_bytes`: the operands' width), at most kMaxClusterSplits.
+// Each CTA runs one unit and meets only the CTAs of its own cluster, so more units than the GPU holds at once
+// run in waves (slower, still right).
 inline std::string in_kernel_refusal(bool sm90, const KernelConfig& c, int splits, int elem_bytes) {
   if (!sm90) return "K splits summed inside the kernel (splits < 0) are sm_90a's only";
   if (!c.partial()) return std::string("entry ") + c.name + " has no K splits (splits < 0 takes a split-K entry)";
