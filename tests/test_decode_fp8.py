@@ -76,7 +76,8 @@ def test_kn_plans_above_64_tokens(m, n, entry):
     e4 = np.dtype(E4M3).name
     plan = lambda dt, mn, sms=132: isa.kernel_plan("sm_90a", m, n, 4096, a_dtype=dt, b_mn_major=mn, num_sms=sms)
     assert plan(e4, True)["config"] == entry
-    assert plan(e4, True, 64)["config"] == (19 if m > 128 else entry)  # 64 SMs: 2 splits of the 32 tiles
+    # 64 SMs: 2 splits of the 32 tiles; 129-192 tokens against >= 64 weight tiles: entry 37 (menu.h sm90_wide_tokens)
+    assert plan(e4, True, 64)["config"] == (37 if m <= 192 and n >= 64 * 128 else 19 if m > 128 else entry)
     if m > 64:  # (bf16 at N = 4096, M <= 128: the cluster-decode plan on swap-AB entry 13, test_isa.py)
         for dt, mn in ((e4, False),) + ((("bfloat16", True), ("bfloat16", False)) if n != 4096 or m > 128 else ()):
             cfg = plan(dt, mn)["config"]

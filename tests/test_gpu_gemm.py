@@ -344,15 +344,16 @@ def test_every_menu_config_accumulates_into_c(config, out_dtype):
                       seed_of("every-c", config, out_dtype, m, n, k))
 
 
-@pytest.mark.parametrize("config", [11, 12, 13, 14, 15, 16, 17, 18, 19, 35],
+@pytest.mark.parametrize("config", [11, 12, 13, 14, 15, 16, 17, 18, 19, 35, 36, 37],
                          ids=["swapab16", "swapab32", "swapab64", "128x128_splitk", "swap64x16", "swap64x32", "swap64x64",
-                              "swapab128", "swapab256", "swapab192"])
+                              "swapab128", "swapab256", "swapab192", "swapab192c2", "swapab192c4"])
 @pytest.mark.parametrize("splits", [1, 3])
 @pytest.mark.parametrize("dtypes,b_major", [((BF16, BF16), "K"), ((BF16, BF16), "MN"), ((F16, F16), "MN"),
                                             ((E4M3, E5M2), "K")], ids=lambda v: str(v))
 def test_split_k_and_swap_ab(config, splits, dtypes, b_major):
     """The split-K entries (11-14 on both archs, 15-17 on sm_90a: 64-row swap-AB tiles, 4 K chunks per ring
-    slot; 18, 19, 35 on sm_90a: 128, 256 and 192 tokens wide): K splits written as f32 partials to the
+    slot; 18, 19, 35 on sm_90a: 128, 256 and 192 tokens wide; 36 / 37: 35 in clusters of 2 / 4 weight tiles
+    sharing the token tile by multicast): K splits written as f32 partials to the
     XLA-allocated workspace and reduced in split order with the epilogue fused into the reduce pass; swap-AB
     (out^T = B A^T, the output stored transposed). Tails in M, N and K, M and N of 1, batches, bias + gelu +
     alpha, accumulate into c, every output dtype; bitwise repeatable (the reduction order is fixed)."""
@@ -388,6 +389,31 @@ def epilogue_case(cfg, dtypes, b_major, m, n, k, batch, out_dtype, with_c, s):
     assert not np.isnan(o1).any(), f"{m}x{n}x{k}: unwritten (NaN-poisoned) outputs"
     err = np.abs(o1 - ref).max() / np.abs(ref).max()
     assert err < _tol(dtypes[0], out_dtype), f"config {cfg} {m}x{n}x{k} batch {batch}: rel err {err:.3e}"
+    np.testing.assert_array_equal(o1, o2)
+
+
+@pytest.mark.parametrize("dtype,w_layout", [(BF16, "NK"), (BF16, "KN"), (E4M3, "NK"), (E4M3, "KN")])
+def test_wide_tokens_run_the_clustered_swap_ab_entry(dtype, w_layout):
+    """129-192 tokens against a weight of at least as many 128-row tiles as SMs (menu.h sm90_wide_tokens): the
+    heuristic's entry 37 (swap-AB 192 tokens wide, clusters of 4 weight tiles, the tokens multicast), named in the
+    log; a token tail, a weight tail (the last cluster's CTAs partly past N), a K tail; against float64, poisoned."""
+    arch = _require_kernels()
+    if arch != "sm_90a":
+        pytest.skip("sm_90a's rule")
+    sms = jax.devices()[0].core_count  # the SMs the plan counts
+    n = 128 * sms + 72  # one more (part-filled) weight tile than SMs
+    s = seed_of("wide-tokens", dtype, w_layout)
+    x = rand(s, (150, 1040), dtype)
+    w = rand(s + 1, (1040, n) if w_layout == "KN" else (n, 1040), dtype)
+    dn = (((1,), (0 if w_layout == "KN" else 1,)), ((), ()))
+    jax_tmem.clear_decisions()
+    o1, o2 = _run_poisoned(lambda a, b: jax_tmem.dot_general(a, b, dn, preferred_element_type=BF16, path="kernel"),
+                           (150, n), BF16, x, w)
+    target = jax_tmem.decisions()[-1].target
+    assert "4x1 cluster, tokens multicast" in target, target
+    ref = _ref(x, w, dn)
+    assert not np.isnan(o1).any(), "unwritten (NaN-poisoned) outputs"
+    assert np.abs(o1 - ref).max() / np.abs(ref).max() < _tol(dtype, BF16)
     np.testing.assert_array_equal(o1, o2)
 
 

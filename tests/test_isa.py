@@ -607,12 +607,13 @@ def test_kernel_menus_come_from_the_config_tables():
     to drift), with each entry's fields; what an entry is comes from its fields, not its id."""
     sm90 = isa.kernel_menu("sm_90a")
     sm100 = isa.kernel_menu("sm_100a")
-    assert [e["config"] for e in sm90] == [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 20, 22, 24, 11, 12, 13, 14, 18, 19, 35, 15,
-                                           16, 17, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34]
+    assert [e["config"] for e in sm90] == [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 20, 22, 24, 11, 12, 13, 14, 18, 19, 35, 36,
+                                           37, 15, 16, 17, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34]
     assert [e["config"] for e in sm100] == [0, 1, 4, 8, 9, 11, 12, 13, 14]
     assert isa.kernel_menu("sm_103a") == sm100
-    assert [e["config"] for e in sm90 if e["swap_ab"]] == [11, 12, 13, 18, 19, 35, 15, 16, 17]
-    assert [e["block_m"] for e in sm90 if e["swap_ab"]] == [128, 128, 128, 128, 128, 128, 64, 64, 64]
+    assert [e["config"] for e in sm90 if e["swap_ab"]] == [11, 12, 13, 18, 19, 35, 36, 37, 15, 16, 17]
+    assert [e["block_m"] for e in sm90 if e["swap_ab"]] == [128] * 8 + [64] * 3
+    assert [e["cluster_m"] for e in sm90 if e["swap_ab"]] == [1] * 6 + [2, 4] + [1] * 3
     assert [e["config"] for e in sm100 if e["split_k"]] == [11, 12, 13, 14]
     pair = {e["config"]: e for e in sm100}[4]
     assert pair["name"] == "256x256 CTA pair (cta_group::2)" and (pair["block_m"], pair["cluster_m"]) == (256, 2)
@@ -621,7 +622,7 @@ def test_kernel_menus_come_from_the_config_tables():
     assert by_entry["k128x256TmaStoreOverlap"]["epilogue"] == "tma-store-overlap"
     assert by_entry["k128x128PingPong"]["schedule"] == "ping-pong"
     assert by_entry["k128x128Cluster2"]["cluster_m"] == 2
-    assert [e["block_n"] for e in sm90 if e["swap_ab"]] == [16, 32, 64, 128, 256, 192, 16, 32, 64]
+    assert [e["block_n"] for e in sm90 if e["swap_ab"]] == [16, 32, 64, 128, 256, 192, 192, 192, 16, 32, 64]
     assert [(e["config"], e["block_m"], e["block_n"]) for e in sm90 if e["split"] == "decode"] == [
         (25, 16, 8), (26, 16, 16), (27, 32, 16), (28, 64, 8), (29, 64, 16), (30, 64, 8), (31, 128, 8), (32, 64, 16),
         (33, 64, 32), (34, 64, 64)]
@@ -660,7 +661,7 @@ def test_heuristic_only_chooses_heuristic_entries(arch, sms):
     makes: a grid of shapes, dtypes, layouts and output types, including decode (16-bit x fp8 too) and split-K."""
     heuristic = {e["config"] for e in isa.kernel_menu(arch) if e["heuristic"]}
     chosen = set()
-    for m in (1, 16, 17, 33, 64, 65, 128, 200, 1000, 2048, 4096, 8192):
+    for m in (1, 16, 17, 33, 64, 65, 128, 160, 200, 1000, 2048, 4096, 8192):
         for n in (8, 128, 1001, 4096, 4097, 16384, 28672):
             for k in (64, 4096, 65536):
                 for dt, bdt in (("bfloat16", None), ("float8_e4m3fn", None), ("float32", None), ("int8", None),
@@ -1000,16 +1001,50 @@ def test_sm90_cluster_decode_boundaries():
 
 
 def test_candidate_entries_are_built_and_forcible_but_never_chosen():
-    """A kCandidate entry (sm90_configs.def; 35: swap-AB 192 tokens wide) is compiled by the default build and
-    can be forced, in-kernel splits too (96 accumulators per thread), but the heuristic's swap-AB choice by width
-    (ConfigTable::narrowest / widest) skips it: 129-192 tokens with an fp8 (K, N) weight keep entry 19."""
-    e = next(e for e in isa.kernel_menu("sm_90a") if e["config"] == 35)
-    assert (e["block_n"], e["swap_ab"], e["heuristic"], e["candidate"], e["built"]) == (192, True, False, True, True), e
+    """A kCandidate entry (sm90_configs.def; 35 / 36: swap-AB 192 tokens wide, alone or in clusters of 2 that
+    multicast the tokens) is compiled by the default build and can be forced (35: in-kernel splits too, 96
+    accumulators per thread; 36, and 37 in clusters of 4: K splits through the workspace only, their clusters are
+    their own), but the heuristic's swap-AB choice by width (ConfigTable::narrowest / widest) skips it, and 37
+    (the heuristic's by its own rule, test_sm90_wide_tokens) too: 129-192 tokens with an fp8 (K, N) weight keep
+    entry 19 below #SMs weight tiles."""
+    menu = {e["config"]: e for e in isa.kernel_menu("sm_90a")}
+    for c, cluster in ((35, 1), (36, 2), (37, 4)):
+        e = menu[c]
+        assert (e["block_n"], e["swap_ab"], e["heuristic"], e["candidate"], e["built"], e["cluster_m"]) == (
+            192, True, c == 37, c != 37, True, cluster), e
+        assert isa.entry_reads("sm_90a", c, "float8_e4m3fn", "float8_e4m3fn", b_mn_major=True) == ""
+        p = isa.kernel_plan("sm_90a", 192, 4096, 4096, config=c, splits=3)
+        assert (p["splits"], p["workspace_floats"] > 0) == (3, True), p
     assert isa.kernel_plan("sm_90a", 192, 4096, 4096, config=35, splits=-2)["splits"] == -2
-    assert isa.entry_reads("sm_90a", 35, "float8_e4m3fn", "float8_e4m3fn", b_mn_major=True) == ""
+    for c in (36, 37):
+        with pytest.raises(ValueError, match="runs in clusters of its own: its K splits go through the workspace"):
+            isa.kernel_plan("sm_90a", 192, 4096, 4096, config=c, splits=-2)
     for m in (129, 150, 192, 256):
         assert isa.kernel_plan("sm_90a", m, 8192, 4096, a_dtype="float8_e4m3fn", b_mn_major=True)["config"] == 19
-        assert isa.kernel_plan("sm_90a", m, 4096, 4096)["config"] != 35
+        assert isa.kernel_plan("sm_90a", m, 4096, 4096)["config"] not in (35, 36, 37)
+
+
+def test_sm90_wide_tokens():
+    """129-192 tokens against a weight of at least as many 128-row tiles as SMs (menu.h sm90_wide_tokens): entry 37
+    (swap-AB 192 tokens wide in clusters of 4 weight tiles, the tokens multicast), one split, no workspace, for
+    16-bit and 8-bit operands, the weight (N, K) or (K, N); not below 129 or above 192 tokens, below #SMs tiles,
+    for a batch, an MN-major lhs, tf32 or 16-bit x fp8 operands."""
+    plan = lambda m, n, k=4096, **kw: isa.kernel_plan("sm_90a", m, n, k, num_sms=132, **kw)
+    for m in (129, 160, 192):
+        for kw in ({}, {"b_mn_major": True}, {"a_dtype": "float8_e4m3fn"},
+                   {"a_dtype": "float8_e4m3fn", "b_mn_major": True}, {"a_dtype": "float16"}):
+            p = plan(m, 28672, **kw)
+            assert (p["config"], p["splits"], p["workspace_floats"]) == (37, 1, 0), (m, kw, p)
+    assert plan(160, 132 * 128)["config"] == 37 and plan(160, 131 * 128 + 1)["config"] == 37  # 132 tiles
+    assert plan(160, 131 * 128)["config"] != 37  # 131 tiles
+    for m in (128, 193, 256):
+        assert plan(m, 28672)["config"] != 37, m
+    assert plan(160, 6144)["config"] != 37  # the 8B QKV: 48 tiles
+    assert plan(160, 28672, batch=2)["config"] != 37
+    assert plan(160, 28672, a_mn_major=True)["config"] != 37
+    assert plan(160, 28672, a_dtype="float32")["config"] != 37
+    assert plan(160, 28672, b_dtype="float8_e4m3fn")["config"] != 37
+    assert isa.kernel_plan("sm_90a", 160, 28672, 4096, num_sms=240)["config"] != 37  # 224 tiles on 240 SMs
 
 
 def test_one_split_plans_need_no_workspace():

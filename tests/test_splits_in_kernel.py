@@ -5,8 +5,8 @@ distributed shared memory and each CTA finishes the rows of its share of the con
 splits in order 0, 1, ... (the reduce pass's order).
 
 - Host (the extension's own plan code, no GPU): the plan (no workspace; more units than SMs planned too), the
-  refusals (more than 8 splits, the 8-bit 256-wide entry, a dense entry, sm_100a), the decision log's words; the
-  192-wide entry (35) and the 16-bit 256-wide one (19) planned.
+  refusals (more than 8 splits, the 8-bit 256-wide entry, a dense entry, an entry in clusters of its own,
+  sm_100a), the decision log's words; the 192-wide entry (35) and the 16-bit 256-wide one (19) planned.
 - GPU (sm_90a): values against float64 for the 64- and 128-row swap-AB entries, the transposing 8-bit one,
   the split-K entry, batches, tails and the fused epilogue; outputs NaN-poisoned; bitwise repeatable; the
   same bits as the reduce pass where the epilogue is a plain cast; XLA's command buffers on and off agree.
@@ -66,6 +66,8 @@ def test_what_is_refused_and_clamped():
     assert (p["config"], p["splits"], p["workspace_floats"]) == (35, -4, 0), p
     with pytest.raises(ValueError, match="has no K splits"):
         isa.kernel_plan("sm_90a", 512, 4096, 4096, config=9, splits=-4, num_sms=132)
+    with pytest.raises(ValueError, match="runs in clusters of its own"):  # (36: 35 in clusters that multicast tokens)
+        isa.kernel_plan("sm_90a", 192, 4096, 4096, config=36, splits=-2, num_sms=132)
     with pytest.raises(ValueError, match="sm_90a's only"):
         isa.kernel_plan("sm_100a", 64, 4096, 4096, config=13, splits=-4, num_sms=148)
     # one K block per split at most: K = 256 bf16 is one ring slot of the 64-row entry (4 x 128 B): one split

@@ -45,6 +45,10 @@ CASES = [
     (18, 1, 100, 2056, 1024, E4M3, True), (19, 1, 200, 2056, 1024, E4M3, True),
     # the 192-token candidate (35): tokens in a 192-row box cut to the tail, the weight's last rows
     (35, -2, 150, 4104, 2080, BF16, False), (35, 1, 131, 2056, 1040, E4M3, False), (35, 1, 170, 1032, 1024, E4M3, True),
+    # 35 in clusters of 2 / 4 (36, 37): the tokens multicast in whole boxes (no tail box), the weight's last rows
+    # in each CTA's own box (the last cluster's later CTAs wholly past N)
+    (36, 1, 150, 4104, 2080, BF16, False), (36, 2, 192, 1160, 1040, E4M3, False), (37, 1, 170, 4104, 1024, BF16, False),
+    (37, 3, 131, 1032, 1024, E4M3, True),
 ]
 
 # sm_100a / sm_103a (tcgen05): the 1-CTA dense entries, split-K and swap-AB; the CTA pair (4) as a control
@@ -83,7 +87,10 @@ def test_tail_rows_as_in_a_padded_problem(arch, case):
         pytest.skip(f"config {config} is not built here" + (f": {entry['not_built']}" if entry else ""))
     tok_block, w_block = (entry["block_n"], entry["block_m"]) if entry["swap_ab"] else (entry["block_m"], entry["block_n"])
     if arch == "sm_90a" and entry["cluster_m"] > 1:  # (an sm_100a CTA pair's block_m is the pair's 256 rows)
-        tok_block *= entry["cluster_m"]
+        if entry["swap_ab"]:  # a cluster of weight tiles
+            w_block *= entry["cluster_m"]
+        else:
+            tok_block *= entry["cluster_m"]
     mp, np_ = -(-m // tok_block) * tok_block, -(-n // w_block) * w_block
     assert (mp, np_) != (m, n), "a case without tails tests nothing here"
     s = seed_of("tail-boxes", *case)

@@ -110,12 +110,13 @@ struct ConfigTable {
   template <class E>
   constexpr const KernelConfig& at(E e) const { return *find(static_cast<int>(e)); }
   // The narrowest entry with this split whose block_n holds `cols` (null if none): swap-AB by M. With
-  // `block_m` > 0, among the entries of that many rows only. Never a kCandidate (the heuristic's choices).
+  // `block_m` > 0, among the entries of that many rows only. Never a kCandidate (the heuristic's choices), nor
+  // a swap-AB entry in clusters of its own (sm_90a 37: its own rule, menu::sm90_wide_tokens).
   const KernelConfig* narrowest(Split split, int64_t cols, int block_m = 0) const {
     const KernelConfig* best = nullptr;
     for (const KernelConfig& c : *this)
       if (c.split == split && c.block_n >= cols && (block_m == 0 || c.block_m == block_m) &&
-          c.build != Build::kCandidate &&
+          c.build != Build::kCandidate && c.cluster_m == 1 &&
           (!best || c.block_n < best->block_n))
         best = &c;
     return best;

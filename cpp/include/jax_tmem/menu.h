@@ -173,6 +173,9 @@ inline int64_t partial_tiles(const GemmProblem& p, const KernelConfig& c) {
 inline std::string in_kernel_refusal(bool sm90, const KernelConfig& c, int splits, int elem_bytes) {
   if (!sm90) return "K splits summed inside the kernel (splits < 0) are sm_90a's only";
   if (!c.partial()) return std::string("entry ") + c.name + " has no K splits (splits < 0 takes a split-K entry)";
+  if (c.cluster_m > 1)
+    return std::string("entry ") + c.name +
+           " runs in clusters of its own: its K splits go through the workspace (splits > 0)";
   if (!cluster_splits_fit(c.block_n, elem_bytes))
     return std::string("entry ") + c.name + " keeps " + std::to_string(c.block_n / 2) +
            " accumulators per thread beside its 8-bit promotion: K splits summed inside the kernel take 8-bit tiles "
@@ -380,6 +383,22 @@ inline Plan sm90_cluster_decode(const GemmProblem& p, int num_sms, const Plan& p
   return Plan{t->id, -2, 0};
 }
 
+// 129-192 tokens against a weight of at least as many 128-row tiles as SMs (a gate / up projection): entry 37, the
+// swap-AB tile 192 tokens wide in clusters of 4 weight tiles sharing the tokens by multicast, one K split, instead
+// of the dense plans' two 128-row token tiles (256 rows computed: the 8B layer at 192 tokens took about its time at
+// 256) or, for an 8-bit (K, N) weight, the 256-token entry 19. H200, 2026-11-29 15:40-15:55, bench_decode.py
+// --variants, 7 rounds (3 for 70B), xla / ours: 8B layer (N = 28672), NK bf16 at 136 / 160 / 192 tokens 0.67 /
+// 0.71 / 0.75 -> 0.735 / 0.777 / 0.822, e4m3 0.94 / 0.78 / 0.82 -> 1.001 / 0.820 / 0.843; KN bf16 at 160 / 192
+// 0.68 / 0.76 -> 0.729 / 0.817, e4m3 4.87 / 4.80 -> 5.09 / 5.01; 70B layer (N = 57344) at 144 / 192, us per layer,
+// bf16 722 / 744 -> 700 / 711, e4m3 384 / 393 -> 374 / 390. The same tile alone (35) or in pairs (36) gained
+// 1-3 % less at 8B; 35 on the narrower weights (QKV, O, down: with K splits) lost or did not gain.
+inline constexpr int kSm90WideTokensMinM = 129, kSm90WideTokensMaxM = 192;
+inline bool sm90_wide_tokens(const GemmProblem& p, int num_sms) {
+  return p.m >= kSm90WideTokensMinM && p.m <= kSm90WideTokensMaxM && p.batch == 1 && !p.a_mn_major &&
+         p.a_type != DType::kS8 && dtype_bytes(p.a_type) == dtype_bytes(p.b_type) && dtype_bytes(p.a_type) <= 2 &&
+         (p.n + 127) / 128 >= num_sms;
+}
+
 inline constexpr int kSm90TransposeMaxM = 256, kSm90SplitKIdle = 4;
 inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = -1) {
   // The decode entries: one split, no workspace (their K split is over a CTA's warps), forced or not.
@@ -387,6 +406,8 @@ inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = 
   if (p.config < 0 && sm90_mma_decode(p)) return Plan{static_cast<int>(sm90_mma_decode_entry(p, num_sms)), 1, 0};
   if (p.config < 0 && sm90_wg_decode(p, num_sms)) return Plan{static_cast<int>(sm90_wg_decode_entry(p)), 1, 0};
   if (forced != nullptr && forced->split == Split::kDecode) return Plan{p.config, 1, 0};
+  if (p.config < 0 && sm90_wide_tokens(p, num_sms))  // (one split: no workspace)
+    return Plan{static_cast<int>(Sm90::k128x192SwapABCluster4), 1, 0};
   const bool transposes = sm90_swap_only_family(p.b_type, p.b_mn_major, false);
   const bool rows64 = !transposes && (p.m <= 32 || dtype_bytes(p.b_type) == 1);
   const DecodePolicy decode{rows64 ? 64 : 128, !transposes,

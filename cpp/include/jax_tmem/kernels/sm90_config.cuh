@@ -147,14 +147,17 @@ struct Config {
   // K splits summed here, no reduce pass, where the launcher planned it (menu::k_splits; split_fixup): tiles up to
   // 192 wide, 256 wide for 16-bit / tf32 operands; not the 8-bit 256-wide entry, whose promotion registers and 128
   // accumulators per thread spilled with the splits' sums (menu::cluster_splits_fit).
-  static constexpr bool kSplitsInKernel = kPartialOut != 0 && menu::cluster_splits_fit(BLOCK_N_, ELEM_BYTES);
+  // (Not in a B-multicast cluster of its own: one cluster shape per launch.)
+  static constexpr bool kSplitsInKernel =
+      kPartialOut != 0 && kClusterM_ == 1 && menu::cluster_splits_fit(BLOCK_N_, ELEM_BYTES);
   static constexpr int ACC_REGS = BLOCK_N / 2;         // f32 accumulators per consumer thread
 
   static_assert(BLOCK_N == 16 || BLOCK_N == 32 || BLOCK_N == 64 || BLOCK_N == 128 || BLOCK_N == 192 || BLOCK_N == 256,
                 "wgmma N must be 16, 32, 64, 128, 192 or 256 here");
   static_assert(BLOCK_N >= 64 || !kBMN, "an MN-major B is loaded in 64-element chunks: BLOCK_N >= 64");
-  static_assert(kPartialOut == 0 || (!kPingPong && !kSmemEpilogue && !kTmaStore && kClusterM_ == 1),
-                "split-K partials: the plain cooperative schedule only");
+  static_assert(kPartialOut == 0 ||
+                    (!kPingPong && !kSmemEpilogue && !kTmaStore && (kClusterM_ == 1 || kPartialOut == 2)),
+                "split-K partials: the plain cooperative schedule only (swap-AB: in B-multicast clusters too)");
   static_assert(!kPingPong || BLOCK_N <= 128, "ping-pong keeps 2 x BLOCK_N / 2 accumulators per thread: N <= 128");
   static_assert(!(kPingPong && kSmemEpilogue), "the staged epilogue is built for the cooperative schedule");
   static_assert(!(kTmaStore && (kPingPong || kSmemEpilogue)), "the TMA-store epilogue is cooperative-only");
@@ -163,8 +166,11 @@ struct Config {
                 "wgmma reads MN-major operands for 16-bit types only (8-bit: an MN-major swap-AB weight, transposed in smem)");
   static_assert(SMEM_BYTES <= 232448, "shared memory per CTA exceeds 227 KB");
   static_assert(SMEM_BYTES + 1024 < (1 << 18), "descriptor stepping (sm90_desc_advance) needs addresses < 2^18");
-  static_assert(CLUSTER_M == 1 || (CLUSTER_M == 2 && !kPingPong), "B multicast: (2,1,1) clusters, cooperative only");
-  static_assert(CLUSTER_M == 1 || (BLOCK_N / CLUSTER_M) % 64 == 0, "each CTA multicasts whole 64-row (8 KB) pieces of B");
+  static_assert(CLUSTER_M == 1 || ((CLUSTER_M == 2 || CLUSTER_M == 4) && !kPingPong),
+                "B multicast: (2,1,1) or (4,1,1) clusters, cooperative only");
+  static_assert(CLUSTER_M == 1 || (kBMN ? (BLOCK_N / CLUSTER_M) % 64 == 0 : BOX_N % 8 == 0 && K_CHUNKS == 1),
+                "each CTA multicasts whole pieces of B: 64 rows (8 KB) of an MN-major B, 8-row swizzle atoms (1 KB) "
+                "of a K-major one (one K chunk per ring slot)");
   static_assert(STAGE_BYTES % 1024 == 0 && B_CHUNK % 1024 == 0, "128B-swizzle tiles must stay 1024-byte aligned");
   static_assert(BLOCK_M == 128 || (BLOCK_M == 64 && kPartialOut == 2 && !kATrans),
                 "64-row tiles: the swap-AB entries with a K-major or 16-bit weight only");

@@ -175,7 +175,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
             }
           }
           JT_MARK(11, i == 0 && kb == kb0);
-          if constexpr (C::CLUSTER_M > 1) {  // our half of B, into both CTAs
+          if constexpr (C::CLUSTER_M > 1) {  // our share of B (BOX_N rows), into every CTA of the cluster
             constexpr uint16_t kMask = (1u << C::CLUSTER_M) - 1;
             if constexpr (C::kBMN) {
               constexpr int kPieces = C::BLOCK_N / 64 / C::CLUSTER_M;
