@@ -386,8 +386,8 @@ inline Plan sm90_cluster_decode(const GemmProblem& p, int num_sms, const Plan& p
 // 129-192 tokens against a weight of at least as many 128-row tiles as SMs (a gate / up projection): entry 37, the
 // swap-AB tile 192 tokens wide in clusters of 4 weight tiles sharing the tokens by multicast, one K split, instead
 // of the dense plans' two 128-row token tiles (256 rows computed: the 8B layer at 192 tokens took about its time at
-// 256) or, for an 8-bit (K, N) weight, the 256-token entry 19. H200, 2026-11-29 15:40-15:55, bench_decode.py
-// --variants, 7 rounds (3 for 70B), xla / ours: 8B layer (N = 28672), NK bf16 at 136 / 160 / 192 tokens 0.67 /
+// 256) or, for an 8-bit (K, N) weight, the 256-token entry 19. H200, 2026-11-29 15:30-15:46, bench_decode.py
+// --variants, 5-7 rounds (3 for 70B), xla / ours: 8B layer (N = 28672), NK bf16 at 136 / 160 / 192 tokens 0.67 /
 // 0.71 / 0.75 -> 0.735 / 0.777 / 0.822, e4m3 0.94 / 0.78 / 0.82 -> 1.001 / 0.820 / 0.843; KN bf16 at 160 / 192
 // 0.68 / 0.76 -> 0.729 / 0.817, e4m3 4.87 / 4.80 -> 5.09 / 5.01; 70B layer (N = 57344) at 144 / 192, us per layer,
 // bf16 722 / 744 -> 700 / 711, e4m3 384 / 393 -> 374 / 390. The same tile alone (35) or in pairs (36) gained
