@@ -1001,12 +1001,12 @@ def test_sm90_cluster_decode_boundaries():
 
 
 def test_candidate_entries_are_built_and_forcible_but_never_chosen():
-    """A kCandidate entry (sm90_configs.def; 35 / 36: swap-AB 192 tokens wide, alone or in clusters of 2 that
-    multicast the tokens) is compiled by the default build and can be forced (35: in-kernel splits too, 96
-    accumulators per thread; 36, and 37 in clusters of 4: K splits through the workspace only, their clusters are
-    their own), but the heuristic's swap-AB choice by width (ConfigTable::narrowest / widest) skips it, and 37
-    (the heuristic's by its own rule, test_sm90_wide_tokens) too: 129-192 tokens with an fp8 (K, N) weight keep
-    entry 19 below #SMs weight tiles."""
+    """The 192-token swap-AB entries: 35 alone, 36 / 37 in clusters of 2 / 4 weight tiles that multicast the tokens.
+    35 and 36 are kCandidates (sm90_configs.def: compiled by the default build, forced only); 37 is the heuristic's,
+    by its own rule only (test_sm90_wide_tokens). All three can be forced with K splits through the workspace; 35
+    also with splits summed in the kernel (96 accumulators per thread), 36 / 37 not (their clusters are their own).
+    The heuristic's choice by width (ConfigTable::narrowest / widest) takes none of them: below #SMs weight tiles,
+    129-192 tokens with an fp8 (K, N) weight keep entry 19."""
     menu = {e["config"]: e for e in isa.kernel_menu("sm_90a")}
     for c, cluster in ((35, 1), (36, 2), (37, 4)):
         e = menu[c]
