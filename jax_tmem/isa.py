@@ -57,8 +57,9 @@ def tmem_plan(block_n: int, acc_stages: int = 2, *, block_m: int = 128, k_tile: 
 def kernel_menu(arch: str) -> list[dict]:
     """Every kernel configuration of ``arch`` ("sm_90a", "sm_100a", "sm_103a"), from the C++ tables the
     dispatcher instantiates (``cpp/include/jax_tmem/sm90_configs.def``, ``sm100_configs.def``):
-    ``[{"config", "entry", "name", "block_m", "block_n", "stages", "cluster_m", "schedule", "epilogue",
-    "split", "swap_ab", "split_k", "heuristic", "candidate", "built", "not_built"}]``. ``config`` is what
+    ``[{"config", "entry", "name", "block_m", "block_n", "stages", "cluster_m", "cluster_n", "schedule", "epilogue",
+    "split", "swap_ab", "split_k", "heuristic", "candidate", "built", "not_built"}]`` (``cluster_m`` / ``cluster_n``:
+    CTAs per thread-block cluster along M sharing B / along N sharing A, by TMA multicast). ``config`` is what
     :func:`kernel_plan` takes to force an entry; ``heuristic`` entries can be chosen by the heuristic and are always
     compiled, ``candidate`` ones are always compiled but only forced (a plan still to be measured against the
     heuristic's), the others only with ``-C cmake.define.JAX_TMEM_CONFIGS=all`` (``built`` says whether this build

@@ -49,6 +49,10 @@ CASES = [
     # in each CTA's own box (the last cluster's later CTAs wholly past N)
     (36, 1, 150, 4104, 2080, BF16, False), (36, 2, 192, 1160, 1040, E4M3, False), (37, 1, 170, 4104, 1024, BF16, False),
     (37, 3, 131, 1032, 1024, E4M3, True),
+    # 96 tokens wide (38), and in clusters of two token tiles sharing the weight by multicast (39: the weight's last
+    # rows in whole boxes, the tokens' in each CTA's own box; the last cluster's second CTA wholly past M)
+    (38, 1, 150, 4104, 1040, BF16, False), (38, -2, 40, 2056, 2080, E4M3, False), (39, 1, 150, 4104, 1040, BF16, False),
+    (39, 2, 80, 1032, 1040, E4M3, False), (39, 1, 200, 2056, 1024, BF16, True),
 ]
 
 # sm_100a / sm_103a (tcgen05): the 1-CTA dense entries, split-K and swap-AB; the CTA pair (4) as a control
@@ -91,6 +95,8 @@ def test_tail_rows_as_in_a_padded_problem(arch, case):
             w_block *= entry["cluster_m"]
         else:
             tok_block *= entry["cluster_m"]
+    if arch == "sm_90a" and entry["cluster_n"] > 1:  # a swap-AB tile's token tiles sharing the weight
+        tok_block *= entry["cluster_n"]
     mp, np_ = -(-m // tok_block) * tok_block, -(-n // w_block) * w_block
     assert (mp, np_) != (m, n), "a case without tails tests nothing here"
     s = seed_of("tail-boxes", *case)

@@ -151,7 +151,7 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
     resident = std::min(resident, clusters);
   }
   const GemmProblem& p = L.p;
-  const int64_t tiles = p.batch * ((p.m + C::TILE_M - 1) / C::TILE_M) * ((p.n + C::BLOCK_N - 1) / C::BLOCK_N);
+  const int64_t tiles = p.batch * ((p.m + C::TILE_M - 1) / C::TILE_M) * ((p.n + C::TILE_N - 1) / C::TILE_N);
   epilogue::KernelParams prm = kernel_params(L);
   int64_t units = tiles;
   // Split-K / swap-AB: the partial sums go to the workspace in the output's orientation (for swap-AB

@@ -217,7 +217,8 @@ NB_MODULE(_jax_tmem, m) {
       d["block_m"] = c.block_m;
       d["block_n"] = c.block_n;
       d["stages"] = c.stages;
-      d["cluster_m"] = c.cluster_m;
+      d["cluster_m"] = c.cluster_m > 1 ? c.cluster_m : 1;  // CTAs per cluster along M (B multicast)
+      d["cluster_n"] = c.cluster_m < -1 ? -c.cluster_m : 1;  // along N (A multicast: .def cluster field < -1)
       d["schedule"] = menu::to_string(c.schedule);
       d["epilogue"] = menu::to_string(c.epilogue);
       d["split"] = menu::to_string(c.split);
@@ -231,7 +232,8 @@ NB_MODULE(_jax_tmem, m) {
     }
     return out;
   }, nb::arg("arch"), "The arch's kernel configurations as the dispatcher instantiates them: [{config, entry, name, "
-     "block_m, block_n, stages, cluster_m, schedule, epilogue, split, swap_ab, split_k, heuristic, built, not_built}].");
+     "block_m, block_n, stages, cluster_m, cluster_n, schedule, epilogue, split, swap_ab, split_k, heuristic, built, "
+     "not_built}].");
 
   m.def("block_scaled_menu", [](const std::string& arch) {
     // The block-scaled (MX) kernel's configurations (jax_tmem/sm90_block_scaled_configs.def; sm_90a only:

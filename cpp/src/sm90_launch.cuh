@@ -44,6 +44,9 @@ std::string run_config(const GemmLaunch& L) {
     return "swap-AB entries need a K-major lhs (the activation)";
   } else if constexpr (menu::sm90_swap_only_family(A, AMN, BMN) && SPLIT != menu::Split::kSwapAB) {
     return "an MN-major 8-bit operand is read by the swap-AB entries only (a decode lhs of <= 64 rows)";
+  } else if constexpr (CM < -1 && menu::sm90_swap_only_family(A, AMN, BMN)) {
+    return "the weight-multicast swap-AB entries read a K-major or 16-bit weight (an 8-bit (K, N) one is transposed "
+           "in shared memory, per CTA)";
   } else if constexpr (BM == 64 && menu::sm90_swap_only_family(A, AMN, BMN)) {
     return "the 64-row swap-AB entries read a K-major or 16-bit weight (an MN-major 8-bit one: the 128-row entries)";
   } else {

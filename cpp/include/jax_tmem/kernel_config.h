@@ -38,6 +38,8 @@ struct KernelConfig {
   int id;
   const char* entry;  // the enum name, e.g. "k128x256TmaStore"
   const char* name;   // in words, for the decision log
+  // cluster_m > 1: clusters of that many CTAs along M sharing B (multicast); < -1: of -cluster_m CTAs along N sharing
+  // A (sm_90a swap-AB: token tiles sharing the weight tile); 1: none.
   int block_m, block_n, stages, cluster_m;
   Schedule schedule;
   Epilogue epilogue;
@@ -48,6 +50,7 @@ struct KernelConfig {
   constexpr bool built() const { return menu::built(build); }
   constexpr bool partial() const { return split == Split::kSplitK || split == Split::kSwapAB; }
   constexpr bool swap_ab() const { return split == Split::kSwapAB; }
+  constexpr int cluster_ctas() const { return cluster_m < 0 ? -cluster_m : cluster_m; }
 };
 
 inline const char* to_string(Schedule s) {

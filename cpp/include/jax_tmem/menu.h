@@ -173,7 +173,7 @@ inline int64_t partial_tiles(const GemmProblem& p, const KernelConfig& c) {
 inline std::string in_kernel_refusal(bool sm90, const KernelConfig& c, int splits, int elem_bytes) {
   if (!sm90) return "K splits summed inside the kernel (splits < 0) are sm_90a's only";
   if (!c.partial()) return std::string("entry ") + c.name + " has no K splits (splits < 0 takes a split-K entry)";
-  if (c.cluster_m > 1)
+  if (c.cluster_ctas() > 1)
     return std::string("entry ") + c.name +
            " runs in clusters of its own: its K splits go through the workspace (splits > 0)";
   if (!cluster_splits_fit(c.block_n, elem_bytes))

@@ -117,8 +117,8 @@ struct Config : MmaShape<kA_, kB_, 128, BLOCK_N_, kAMN_, kBMN_, kSfVec_> {
   static constexpr int BLOCK_M = 128;
   static constexpr int BLOCK_N = BLOCK_N_;
   static constexpr int BOX_M = BLOCK_M, BOX_N = BLOCK_N;  // rows of A / B one CTA loads per tile
-  static constexpr int TILE_M = BLOCK_M;  // rows of one scheduler tile
-  static constexpr int CLUSTER_M = 1;     // (TailBoxes: no B multicast)
+  static constexpr int TILE_M = BLOCK_M, TILE_N = BLOCK_N;  // one scheduler tile
+  static constexpr int CLUSTER_M = 1, CLUSTER_N = 1;  // (TailBoxes: no multicast)
   static constexpr bool kATrans = false;  // (TailBoxes: tcgen05 reads MN-major 8-bit A in place)
   static constexpr int kPartialOut = kPartialOut_;
   static constexpr bool kTmaStore = kTmaStore_;

@@ -39,7 +39,7 @@ struct Config2Cta : MmaShape<kA_, kB_, 256, BLOCK_N_, kAMN_, kBMN_, kSfVec_> {  
   static constexpr int kStages = kStages_;
   static constexpr int CTA_M = BLOCK_M / 2, CTA_N = BLOCK_N / 2;  // this CTA's share of A rows / B columns
   static constexpr int BOX_M = CTA_M, BOX_N = CTA_N;
-  static constexpr int TILE_M = BLOCK_M;  // rows of one scheduler tile (the pair's)
+  static constexpr int TILE_M = BLOCK_M, TILE_N = BLOCK_N;  // one scheduler tile (the pair's)
   static constexpr int kPartialOut = 0;   // no split-K on sm_100a yet
   static constexpr bool kTmaStore = kTmaStore_;
   static constexpr int OUT_BOX_ROWS = 32;  // an epilogue warp's TMEM lane quadrant

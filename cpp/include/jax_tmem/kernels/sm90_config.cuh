@@ -85,10 +85,12 @@ struct Config {
   static constexpr int CONSUMERS = BLOCK_M / 64;  // consumer warpgroups (64 rows each)
   static constexpr int K_CHUNKS = menu::sm90_k_chunks(BLOCK_M);  // 128-byte K chunks per ring slot
   static constexpr int BLOCK_N = BLOCK_N_;
-  static constexpr int CLUSTER_M = kClusterM_;
-  static constexpr int BOX_M = BLOCK_M, BOX_N = BLOCK_N / CLUSTER_M;  // rows of A / B one CTA loads per tile
-  static constexpr int TILE_M = BLOCK_M * CLUSTER_M;  // rows of one scheduler tile (one per cluster)
-  static constexpr int CTAS_PER_TILE = CLUSTER_M;
+  // kClusterM_ > 1: clusters of that many CTAs along M sharing B (multicast); < -1: clusters of -kClusterM_ CTAs
+  // along N sharing A (a swap-AB tile's token tiles sharing the weight tile: menu::KernelConfig::cluster_m).
+  static constexpr int CLUSTER_M = kClusterM_ > 1 ? kClusterM_ : 1, CLUSTER_N = kClusterM_ < -1 ? -kClusterM_ : 1;
+  static constexpr int BOX_M = BLOCK_M / CLUSTER_N, BOX_N = BLOCK_N / CLUSTER_M;  // rows of A / B a CTA loads per tile
+  static constexpr int TILE_M = BLOCK_M * CLUSTER_M, TILE_N = BLOCK_N * CLUSTER_N;  // a scheduler tile (a cluster's)
+  static constexpr int CTAS_PER_TILE = CLUSTER_M * CLUSTER_N;
   static constexpr bool kAMN = kAMN_, kBMN = kBMN_;
   static constexpr int ELEM_BYTES = dtype_bytes(kA);
   static constexpr int BLOCK_K = 128 / ELEM_BYTES;     // one 128-byte swizzle row along K
@@ -134,7 +136,7 @@ struct Config {
                        CONSUMER_REGS = PART_N == 128 && BLOCK_N == 256 ? 240 : 232;
   static constexpr int kTransBarrier = 8;  // kATrans: named barriers 8 + cw (one per consumer warpgroup)
   // The last wave shared out along K where planned (sched::TailSplit; menu::tail_splits: the plain cooperative schedule).
-  static constexpr bool kTailSplit = kPartialOut == 0 && !kPingPong && kClusterM_ == 1;
+  static constexpr bool kTailSplit = kPartialOut == 0 && !kPingPong && CTAS_PER_TILE == 1;
   // The cooperative dense entries release a ring slot once per consumer warpgroup (and CTA of the cluster), as
   // CUTLASS's signalling threads do, instead of once per warp: 4 arrives per slot instead of 16 in a 2x1 cluster (half
   // of them remote), 2 instead of 8 without. Measured on an H200 (docs/PERF.md, 2026-11-29 07:07): the transposed-
@@ -149,14 +151,15 @@ struct Config {
   // accumulators per thread spilled with the splits' sums (menu::cluster_splits_fit).
   // (Not in a B-multicast cluster of its own: one cluster shape per launch.)
   static constexpr bool kSplitsInKernel =
-      kPartialOut != 0 && kClusterM_ == 1 && menu::cluster_splits_fit(BLOCK_N_, ELEM_BYTES);
+      kPartialOut != 0 && CTAS_PER_TILE == 1 && menu::cluster_splits_fit(BLOCK_N_, ELEM_BYTES);
   static constexpr int ACC_REGS = BLOCK_N / 2;         // f32 accumulators per consumer thread
 
-  static_assert(BLOCK_N == 16 || BLOCK_N == 32 || BLOCK_N == 64 || BLOCK_N == 128 || BLOCK_N == 192 || BLOCK_N == 256,
-                "wgmma N must be 16, 32, 64, 128, 192 or 256 here");
+  static_assert(BLOCK_N == 16 || BLOCK_N == 32 || BLOCK_N == 64 || BLOCK_N == 96 || BLOCK_N == 128 || BLOCK_N == 192 ||
+                    BLOCK_N == 256,
+                "wgmma N must be 16, 32, 64, 96, 128, 192 or 256 here");
   static_assert(BLOCK_N >= 64 || !kBMN, "an MN-major B is loaded in 64-element chunks: BLOCK_N >= 64");
   static_assert(kPartialOut == 0 ||
-                    (!kPingPong && !kSmemEpilogue && !kTmaStore && (kClusterM_ == 1 || kPartialOut == 2)),
+                    (!kPingPong && !kSmemEpilogue && !kTmaStore && (CTAS_PER_TILE == 1 || kPartialOut == 2)),
                 "split-K partials: the plain cooperative schedule only (swap-AB: in B-multicast clusters too)");
   static_assert(!kPingPong || BLOCK_N <= 128, "ping-pong keeps 2 x BLOCK_N / 2 accumulators per thread: N <= 128");
   static_assert(!(kPingPong && kSmemEpilogue), "the staged epilogue is built for the cooperative schedule");
@@ -171,6 +174,8 @@ struct Config {
   static_assert(CLUSTER_M == 1 || (kBMN ? (BLOCK_N / CLUSTER_M) % 64 == 0 : BOX_N % 8 == 0 && K_CHUNKS == 1),
                 "each CTA multicasts whole pieces of B: 64 rows (8 KB) of an MN-major B, 8-row swizzle atoms (1 KB) "
                 "of a K-major one (one K chunk per ring slot)");
+  static_assert(CLUSTER_N == 1 || (CLUSTER_N == 2 && kPartialOut == 2 && !kATrans && K_CHUNKS == 1),
+                "A multicast: (2,1,1) clusters along N, the swap-AB entries' weight, not transposed in smem");
   static_assert(STAGE_BYTES % 1024 == 0 && B_CHUNK % 1024 == 0, "128B-swizzle tiles must stay 1024-byte aligned");
   static_assert(BLOCK_M == 128 || (BLOCK_M == 64 && kPartialOut == 2 && !kATrans),
                 "64-row tiles: the swap-AB entries with a K-major or 16-bit weight only");

@@ -84,8 +84,8 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::kStages; ++s) {
       mbarrier_init(&full[s], 1);
-      mbarrier_init(&empty[s], C::kPingPong ? 4 : C::kReleasePerWarpgroup ? C::CONSUMERS * C::CLUSTER_M
-                                                                             : 4 * C::CONSUMERS * C::CLUSTER_M);
+      mbarrier_init(&empty[s], C::kPingPong ? 4 : C::kReleasePerWarpgroup ? C::CONSUMERS * C::CTAS_PER_TILE
+                                                                             : 4 * C::CONSUMERS * C::CTAS_PER_TILE);
     }
     mbarrier_init(&order[0], 4);  // one arrive per warp of the other consumer warpgroup
     mbarrier_init(&order[1], 4);
@@ -93,14 +93,14 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     JT_MARK(13, true);
   }
   // NOTE: with a cluster, the peer's barriers must be initialised before our multicast reaches them.
-  if constexpr (C::CLUSTER_M > 1) cluster_sync();
+  if constexpr (C::CTAS_PER_TILE > 1) cluster_sync();
   else __syncthreads();
   JT_MARK(0, threadIdx.x == 0);
   // Split-K: the reduce pass may be launched now (its CTAs wait for this grid to complete).
   if constexpr (C::kPartialOut != 0) griddep_launch_dependents();
 
   const sched::PersistentScheduler<C::kGroupM> scheduler{(p.m + C::TILE_M - 1) / C::TILE_M,
-                                                         (p.n + C::BLOCK_N - 1) / C::BLOCK_N, p.batch};
+                                                         (p.n + C::TILE_N - 1) / C::TILE_N, p.batch};
   const int num_tiles = scheduler.num_tiles();
   const int k_blocks = (p.k + C::STAGE_K - 1) / C::STAGE_K;  // ring slots per tile
   // Every role of a CTA walks the same units: its tiles and K splits (sched::WorkUnits, shared with the
@@ -108,7 +108,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
   const sched::WorkUnits work(num_tiles, k_blocks, C::kPartialOut ? p.splits : 1);
   const int splits = work.splits, num_units = work.num_units;
   const sched::TailSplit tail(num_tiles, C::kTailSplit ? p.ws_ld : 0, C::kTailSplit ? p.splits : 0, k_blocks, gridDim.x);
-  const int first_tile = blockIdx.x / C::CLUSTER_M, tile_step = gridDim.x / C::CLUSTER_M;
+  const int first_tile = blockIdx.x / C::CTAS_PER_TILE, tile_step = gridDim.x / C::CTAS_PER_TILE;
   const int my_units = C::kTailSplit ? tail.count(blockIdx.x)
                                      : (num_units > first_tile ? (num_units - first_tile + tile_step - 1) / tile_step : 0);
   const auto unit_of = [&](int i, int& t, int& split, int& kb0, int& kb1) {
@@ -121,9 +121,10 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     }
   };
   // Every CTA of a cluster walks the same tiles (the cluster's tile); CTA `rank` owns rows
-  // [rank * BLOCK_M, rank * BLOCK_M + BLOCK_M) of it. Rows past M are not stored (in shared memory they hold zeros,
-  // or stale data under a tail box).
-  const uint32_t rank = C::CLUSTER_M > 1 ? cluster_ctarank() : 0u;
+  // [rank * BLOCK_M, rank * BLOCK_M + BLOCK_M) of it (CLUSTER_M > 1), or columns [rank * BLOCK_N, ...) (CLUSTER_N > 1).
+  // Rows / columns past M / N are not stored (in shared memory they hold zeros, or stale data under a tail box).
+  const uint32_t rank = C::CTAS_PER_TILE > 1 ? cluster_ctarank() : 0u;
+  const uint32_t rank_m = C::CLUSTER_M > 1 ? rank : 0u, rank_n = C::CLUSTER_N > 1 ? rank : 0u;
 
   if (warpgroup == 0) {
     // ---------------- producer ----------------
@@ -145,7 +146,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
         int t, split, kb0, kb1;
         unit_of(i, t, split, kb0, kb1);
         const sched::TileCoord tc = scheduler.coord(t);
-        const int m0 = tc.m_blk * C::TILE_M + rank * C::BLOCK_M, n0 = tc.n_blk * C::BLOCK_N;
+        const int m0 = tc.m_blk * C::TILE_M + rank_m * C::BLOCK_M, n0 = tc.n_blk * C::TILE_N + rank_n * C::BLOCK_N;
         const int ab = p.a_batched ? tc.batch : 0, bb = p.b_batched ? tc.batch : 0;
         const bool a_tail = tails.a_rows && m0 + C::BLOCK_M > p.m, b_tail = tails.b_rows && n0 + C::BLOCK_N > p.n;
         const CUtensorMap* map_a = a_tail ? &tma_a_tail : &tma_a;
@@ -166,6 +167,19 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
             const int kc = k0 + c * C::BLOCK_K;
             if constexpr (C::kATrans) {  // one 128(m) x 128(k) box of 8-bit elements, MN-major
               tma_load_3d(sa, &tma_a, &full[st.stage], m0, kc, ab);
+            } else if constexpr (C::CLUSTER_N > 1) {  // our share of A (BOX_M rows), into every CTA of the cluster
+              constexpr uint16_t kMask = (1u << C::CLUSTER_N) - 1;
+              if constexpr (C::kAMN) {  // 64-element pieces along M
+#pragma unroll
+                for (int i = 0; i < C::BOX_M / 64; ++i) {
+                  const int j = rank * (C::BOX_M / 64) + i;
+                  tma_load_3d_multicast(sa + c * C::A_CHUNK + j * 8192, &tma_a, &full[st.stage], kMask, m0 + 64 * j, kc,
+                                        ab);
+                }
+              } else {
+                tma_load_3d_multicast(sa + c * C::A_CHUNK + rank * C::BOX_M * 128, &tma_a, &full[st.stage], kMask, kc,
+                                      m0 + rank * C::BOX_M, ab);
+              }
             } else if constexpr (C::kAMN) {
 #pragma unroll
               for (int j = 0; j < C::BLOCK_M / 64; ++j)
@@ -296,8 +310,8 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     const auto release = [&](int s) {
       if constexpr (C::kReleasePerWarpgroup)
         if (warp % 4 != 0) return;
-      if constexpr (C::CLUSTER_M > 1) {
-        if (lane < C::CLUSTER_M) mbarrier_arrive_cluster_cta_scope(mapa_shared(smem_addr(&empty[s]), lane));
+      if constexpr (C::CTAS_PER_TILE > 1) {
+        if (lane < C::CTAS_PER_TILE) mbarrier_arrive_cluster_cta_scope(mapa_shared(smem_addr(&empty[s]), lane));
       } else {
         if (lane == 0) mbarrier_arrive(&empty[s]);
       }
@@ -316,7 +330,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
       int t, split, kb0, kb1;
       unit_of(i, t, split, kb0, kb1);
       const sched::TileCoord tc = scheduler.coord(t);
-      const int cta_row0 = tc.m_blk * C::TILE_M + rank * C::BLOCK_M;
+      const int cta_row0 = tc.m_blk * C::TILE_M + rank_m * C::BLOCK_M;
       int prev_stage = -1;
       if constexpr (C::kPromote) {
 #pragma unroll
@@ -393,10 +407,11 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
         if (p.splits > 1 && p.ws_ld == 0 && !split_fixup<C>(acc, smem, split, p.splits)) continue;
 
       // ---------------- epilogue: registers -> global ----------------
+      const int cta_col0 = tc.n_blk * C::TILE_N + rank_n * C::BLOCK_N;
       // wgmma D fragment: acc[i] holds row 16*w + lane/4 + 8*((i/2)%2), col 8*(i/4) + 2*(lane%4) + i%2.
       if constexpr (C::kPartialOut) {
         partial_store<C>(acc, p, tc.batch, split, cta_row0 + cw * 64 + 16 * (warp % 4) + lane / 4,
-                         tc.n_blk * C::BLOCK_N + 2 * (lane % 4));
+                         cta_col0 + 2 * (lane % 4));
         continue;
       }
       if constexpr (C::kSmemEpilogue) {
@@ -404,7 +419,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
         continue;
       }
       if constexpr (C::kTmaStore) {
-        const int wg_row0 = cta_row0 + cw * 64, col0 = tc.n_blk * C::BLOCK_N;
+        const int wg_row0 = cta_row0 + cw * 64, col0 = cta_col0;
         if (C::kEpiOverlap && p.epi.out_type != static_cast<int32_t>(DType::kF32)) {
           epilogue_pack<C>(acc, p, tc.batch, wg_row0, col0, pending_out);
           pending_batch = tc.batch, pending_row0 = wg_row0, pending_col0 = col0;
@@ -414,7 +429,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
         continue;
       }
       const int row0 = cta_row0 + cw * 64 + 16 * (warp % 4) + lane / 4;
-      const int col0 = tc.n_blk * C::BLOCK_N + 2 * (lane % 4);
+      const int col0 = cta_col0 + 2 * (lane % 4);
       epilogue_store<C>(acc, p, tc.batch, row0, col0);
     }
     store_pending();  // kEpiOverlap: the last tile's
@@ -425,7 +440,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
   if (warpgroup == 0) cluster_split_barriers<C>(p);  // K splits summed in a cluster: the producer's barriers
   // NOTE: a CTA may not exit while its peer can still multicast into its shared memory or arrive on
   // its barriers: the whole cluster leaves together.
-  if constexpr (C::CLUSTER_M > 1) {
+  if constexpr (C::CTAS_PER_TILE > 1) {
     __syncwarp();
     cluster_sync();
   }
