@@ -491,6 +491,31 @@ def test_tail_boxes_only_for_k_major_operands(tmp_path):
     assert report.count(_NO_SPILLS) == 3, report
 
 
+def test_swap_ab_weight_multicast_along_the_tokens(tmp_path):
+    """sm_90a entry 39 (the .def cluster field -2): a swap-AB tile's two token tiles in one (2,1,1) cluster, each CTA
+    loading half of the weight tile (64 rows) into both by TMA multicast and its own 96 tokens (a tail box where the
+    tokens end; the weight none: multicast boxes are whole). Config geometry, tail boxes, and the compiled kernel for a
+    K-major and an MN-major 16-bit weight and an fp8 one: multicast loads, cluster barriers, no spills."""
+    source = (_GEMM_HEADER +
+              "using K = sm90::Config<DType::kBF16, DType::kBF16, 96, 7, false, false, false, false, -2, false, 2>;\n"
+              "using MN = sm90::Config<DType::kBF16, DType::kBF16, 96, 7, true, false, false, false, -2, false, 2>;\n"
+              "using F8 = sm90::Config<DType::kE4M3, DType::kE4M3, 96, 7, false, false, false, false, -2, false, 2>;\n"
+              "static_assert(K::CLUSTER_N == 2 && K::CLUSTER_M == 1 && K::CTAS_PER_TILE == 2, \"cluster\");\n"
+              "static_assert(K::TILE_N == 192 && K::TILE_M == 128 && K::BOX_M == 64 && K::BOX_N == 96, \"boxes\");\n"
+              "static_assert(!K::kSplitsInKernel && !K::kTailSplit, \"no splits in the kernel\");\n"
+              "static_assert(TailBoxes<K>(4104, 150).a_rows == 0 && TailBoxes<K>(4104, 150).b_rows == 56, \"tails\");\n"
+              "void* k1() { return (void*)sm90::sm90_gemm_kernel<K>; }\n"
+              "void* k2() { return (void*)sm90::sm90_gemm_kernel<MN>; }\n"
+              "void* k3() { return (void*)sm90::sm90_gemm_kernel<F8>; }\n")
+    report, sass = _compile_cuda(tmp_path, source, [])
+    assert report.count(_NO_SPILLS) == 3, report
+    funcs = _functions(sass)
+    assert len(funcs) == 3, list(funcs)
+    for f, t in funcs.items():
+        assert "UTMALDG.3D.MULTICAST" in t and "UCGABAR_ARV" in t and "UCGABAR_WAIT" in t, f
+        assert re.search(r"[HQ]GMMA\.64x96x(16|32)\.F32", t), f
+
+
 def test_sm100_tail_boxes_in_the_one_cta_kernel(tmp_path):
     """The 1-CTA sm_100a kernel takes the same tail maps (its producer picks the map and the stage's byte count as the
     sm_90a one does; TailBoxes with CLUSTER_M 1 and no transposed A): K-major A / B get a tail box, MN-major ones
