@@ -82,8 +82,8 @@ for cfg in [(e["config"], 3) if e["split_k"] else e["config"] for e in menu if e
 # and the heuristic's own plan for a 64 x 4096 x 4096 decode GEMM (2 splits on the 64-row entry).
 if arch == "sm_90a":
     for e in menu:
-        if not e["split_k"] or e["block_n"] > 128:
-            continue
+        if not e["split_k"] or e["block_n"] > 128 or e["cluster_m"] > 1 or e.get("cluster_n", 1) > 1:
+            continue  # (entries in clusters of their own sum no splits in the kernel)
         swap = e["split"] == "swap-ab"
         m_, n_, k_ = (min(e["block_n"], 40) if swap else 136), 264, 1040
         for splits in (2, 3):
@@ -109,9 +109,11 @@ if arch == "sm_90a":
     # 65-128 tokens (the heuristic's plan for 16-bit weights there): the 128-row entry 13 over two 64-token column
     # tiles, the second one part-filled, 2 splits in a cluster; and more units than the GPU holds at once: 40 tiles
     # of 64 rows x 8 splits = 320 CTAs, clusters in waves; the 192-token candidate (35) with a partial token tile, its
-    # 96 accumulators per thread summed in clusters of 3; the 256-token entry (19, 16-bit: 128 per thread)
+    # 96 accumulators per thread summed in clusters of 3; the 256-token entry (19, 16-bit: 128 per thread); the
+    # heuristic's 129-192-token entry 38 over two 96-token tiles, the second part-filled
     for (m_, n_, k_), cfg, odt in (((96, 264, 1040), (13, -2), "bfloat16"), ((16, 2560, 2048), (15, -8), "float32"),
-                                   ((150, 392, 2080), (35, -3), "bfloat16"), ((200, 264, 2080), (19, -2), "bfloat16")):
+                                   ((150, 392, 2080), (35, -3), "bfloat16"), ((200, 264, 2080), (19, -2), "bfloat16"),
+                                   ((150, 392, 2080), (38, -2), "bfloat16")):
         a = jnp.asarray(rng.standard_normal((m_, k_)), "bfloat16")
         b = jnp.asarray(rng.standard_normal((n_, k_)), "bfloat16")
         out = jax.jit(lambda x, y: gemm_op.gemm(x, y, None, None, nk, jnp.dtype(odt), gemm_op.Epilogue(), "kernel",

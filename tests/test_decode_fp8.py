@@ -72,7 +72,8 @@ def test_fp8_stays_k_major_elsewhere():
 def test_kn_plans_above_64_tokens(m, n, entry):
     """M 65-256 with an MN-major e4m3 weight: the 128- and 256-token swap-AB entries (the 128-token one in
     two column tiles where the 256-token one would split K more than twice: 32 tiles x 4 splits at
-    N = 4096 on 132 SMs); the same M with a K-major weight (or bf16) keeps the dense entries."""
+    N = 4096 on 132 SMs); the same M with a K-major weight (or bf16) keeps the dense entries, but at 129-192 tokens
+    against at most #SMs weight tiles: entry 38 (two 96-token tiles, menu.h sm90_tokens96; test_isa.py)."""
     e4 = np.dtype(E4M3).name
     plan = lambda dt, mn, sms=132: isa.kernel_plan("sm_90a", m, n, 4096, a_dtype=dt, b_mn_major=mn, num_sms=sms)
     assert plan(e4, True)["config"] == entry
@@ -81,7 +82,10 @@ def test_kn_plans_above_64_tokens(m, n, entry):
     if m > 64:  # (bf16 at N = 4096, M <= 128: the cluster-decode plan on swap-AB entry 13, test_isa.py)
         for dt, mn in ((e4, False),) + ((("bfloat16", True), ("bfloat16", False)) if n != 4096 or m > 128 else ()):
             cfg = plan(dt, mn)["config"]
-            assert not _arch.menu("sm_90a")[cfg]["swap_ab"], (dt, mn, cfg)
+            if 129 <= m <= 192 and 2 * ((n + 127) // 128) <= 132:
+                assert cfg == 38, (dt, mn, cfg)
+            else:
+                assert not _arch.menu("sm_90a")[cfg]["swap_ab"], (dt, mn, cfg)
 
 
 def _require_sm90():

@@ -579,3 +579,35 @@ def test_int8(layout):
         o1, o2 = _run_poisoned(fn, (m, n), F32, a, b)
     np.testing.assert_array_equal(o1.astype(np.float64), ref)  # |sums| < 2^24: exact in f32
     np.testing.assert_array_equal(o1, o2)
+
+
+@pytest.mark.parametrize("dtype,w_layout", [(BF16, "NK"), (BF16, "KN"), (E4M3, "NK"), (E4M3, "KN")])
+def test_129_192_tokens_run_the_96_token_swap_ab_entry(dtype, w_layout):
+    """129-192 tokens against a weight of at most #SMs 128-row tiles (menu.h sm90_tokens96): the heuristic's entry
+    38 (swap-AB, two 96-token tiles), its 2 K splits summed in a cluster where twice the tiles fit on the SMs, else
+    one split; named in the log; token, weight and K tails; against float64, poisoned, twice alike."""
+    arch = _require_kernels()
+    if arch != "sm_90a":
+        pytest.skip("sm_90a's rule")
+    sms = jax.devices()[0].core_count  # the SMs the plan counts
+    dn = (((1,), (0 if w_layout == "KN" else 1,)), ((), ()))
+    # 2 x sms // 4 tiles: 2 splits; 2 x sms // 2: 1 split; more tiles than SMs: another plan
+    one = None if dtype == E4M3 and w_layout == "KN" else (38, 1)  # (an 8-bit (K, N) weight: 2 splits or entry 19)
+    # (N a multiple of 16: an 8-bit (K, N) weight's rows stay TMA-legal, read in place, not transposed first)
+    for m, n, k, want in ((129, 128 * (sms // 4) - 48, 4160, (38, -2)), (192, 128 * (sms // 2) - 16, 4112, one),
+                          (150, 128 * (sms // 2 + 3), 2112, None)):
+        plan = isa.kernel_plan("sm_90a", m, n, k, a_dtype=dtype, b_mn_major=w_layout == "KN", num_sms=sms)
+        assert (plan["config"], plan["splits"]) == want if want else plan["config"] != 38, (m, n, k, plan)
+        s = seed_of("tokens96", dtype, w_layout, m)
+        x = rand(s, (m, k), dtype)
+        w = rand(s + 1, (k, n) if w_layout == "KN" else (n, k), dtype)
+        jax_tmem.clear_decisions()
+        o1, o2 = _run_poisoned(lambda a, b: jax_tmem.dot_general(a, b, dn, preferred_element_type=BF16, path="kernel"),
+                               (m, n), BF16, x, w)
+        target = jax_tmem.decisions()[-1].target
+        assert ("128(N)x96(M)" in target) == (plan["config"] == 38), (m, n, k, target)
+        ref = _ref(x, w, dn)
+        assert not np.isnan(o1).any(), f"{m}x{n}x{k}: unwritten (NaN-poisoned) outputs"
+        err = np.abs(o1 - ref).max() / np.abs(ref).max()
+        assert err < _tol(dtype, BF16), f"{m}x{n}x{k}: rel err {err:.3e}"
+        np.testing.assert_array_equal(o1, o2)

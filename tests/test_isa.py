@@ -997,7 +997,7 @@ def test_sm90_cluster_decode_boundaries():
     for m in (65, 96, 128):
         assert (plan(m, 4096, 4096)["config"], plan(m, 4096, 4096)["splits"]) == (13, -2)
         assert plan(m, 4096, 4096, b_mn_major=True)["splits"] == -2  # a 16-bit (K, N) weight too
-    assert plan(129, 4096, 4096)["config"] == 2 and plan(128, 4352, 4096)["config"] == 2  # 3 token tiles; 136 CTAs
+    assert plan(128, 4352, 4096)["config"] == 2  # 2 x 34 tiles x 2 splits = 136 CTAs (129-192: test_sm90_tokens96)
     assert plan(128, 4096, 4096, a_mn_major=True)["config"] == 2  # swap-AB needs a K-major lhs
     assert plan(128, 2048, 4096)["config"] == 14  # 16 x 8 reduce-pass splits: more CTAs than 2 x 16 x 2
 
@@ -1023,11 +1023,11 @@ def test_candidate_entries_are_built_and_forcible_but_never_chosen():
             isa.kernel_plan("sm_90a", 192, 4096, 4096, config=c, splits=-2)
     for m in (129, 150, 192, 256):
         assert isa.kernel_plan("sm_90a", m, 8192, 4096, a_dtype="float8_e4m3fn", b_mn_major=True)["config"] == 19
-        assert isa.kernel_plan("sm_90a", m, 4096, 4096)["config"] not in (35, 36, 37, 38, 39)
-    for c, cluster_n in ((38, 1), (39, 2)):  # 96 tokens wide, alone / two token tiles sharing the weight
-        e = menu[c]
+        assert isa.kernel_plan("sm_90a", m, 4096, 4096)["config"] not in (35, 36, 37, 39)
+    for c, cluster_n in ((38, 1), (39, 2)):  # 96 tokens wide, alone (the heuristic's: test_sm90_tokens96) / two
+        e = menu[c]                          # token tiles sharing the weight (a candidate)
         assert (e["block_n"], e["heuristic"], e["candidate"], e["built"], e["cluster_m"], e["cluster_n"]) == (
-            96, False, True, True, 1, cluster_n), e
+            96, c == 38, c == 39, True, 1, cluster_n), e
         assert isa.kernel_plan("sm_90a", 192, 4096, 4096, config=c, splits=1)["splits"] == 1
 
 
@@ -1052,6 +1052,37 @@ def test_sm90_wide_tokens():
     assert plan(160, 28672, a_dtype="float32")["config"] != 37
     assert plan(160, 28672, b_dtype="float8_e4m3fn")["config"] != 37
     assert isa.kernel_plan("sm_90a", 160, 28672, 4096, num_sms=240)["config"] != 37  # 224 tiles on 240 SMs
+
+
+def test_sm90_tokens96():
+    """129-192 tokens against a weight of at most #SMs 128-row tiles (menu.h sm90_tokens96): entry 38 (swap-AB, two
+    96-token tiles per weight tile), its 2 K splits summed in a cluster where twice the tiles fit on the SMs and each
+    split keeps 16 K blocks of 128 bytes, else one split (not for an 8-bit (K, N) weight: the 256-token entry 19);
+    no workspace; not below 129 or above 192 tokens, for a batch, an MN-major lhs, int8, tf32 or 16-bit x fp8."""
+    plan = lambda m, n, k=4096, sms=132, **kw: isa.kernel_plan("sm_90a", m, n, k, num_sms=sms, **kw)
+    both = lambda p: (p["config"], p["splits"], p["workspace_floats"])
+    layouts = ({}, {"b_mn_major": True}, {"a_dtype": "float8_e4m3fn"}, {"a_dtype": "float8_e4m3fn", "b_mn_major": True},
+               {"a_dtype": "float16"})
+    for m in (129, 150, 192):
+        for kw in layouts:
+            assert both(plan(m, 4096, **kw)) == (38, -2, 0), (m, kw)      # the 8B O projection: 2 x 32 tiles
+            assert both(plan(m, 4096, 14336, **kw)) == (38, -2, 0), (m, kw)  # the 8B down projection
+            one = plan(m, 6144, **kw)                                        # the 8B QKV: 2 x 48 tiles
+            assert both(one) == ((19, 2, one["workspace_floats"]) if kw.get("b_mn_major") and kw.get("a_dtype") ==
+                                 "float8_e4m3fn" else (38, 1, 0)), (m, kw, one)
+    assert both(plan(160, 8192, 8192)) == (38, 1, 0)  # the 70B O projection: 2 x 64 tiles
+    assert both(plan(160, 128 * 33)) == (38, -2, 0) and both(plan(160, 128 * 33 + 1)) == (38, 1, 0)  # 66 / 68 tiles
+    assert both(plan(160, 128 * 66)) == (38, 1, 0) and plan(160, 128 * 66 + 1)["config"] != 38       # 132 / 134
+    assert both(plan(160, 4096, 2048)) == (38, -2, 0) and both(plan(160, 4096, 1984)) == (38, 1, 0)  # 32 / 31 K blocks
+    assert both(plan(160, 4096, sms=128)) == (38, -2, 0) and both(plan(160, 4096, sms=127)) == (38, 1, 0)  # 128 CTAs
+    for m in (128, 193, 256):
+        assert plan(m, 4096)["config"] != 38, m
+    assert plan(160, 4096, batch=2)["config"] != 38
+    assert plan(160, 4096, a_mn_major=True)["config"] != 38
+    assert plan(160, 4096, a_dtype="int8")["config"] != 38
+    assert plan(160, 4096, a_dtype="float32")["config"] != 38
+    assert plan(160, 4096, b_dtype="float8_e4m3fn")["config"] != 38
+    assert plan(160, 28672)["config"] == 37  # wider weights: the wide-tokens rule
 
 
 def test_one_split_plans_need_no_workspace():

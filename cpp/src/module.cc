@@ -224,7 +224,7 @@ NB_MODULE(_jax_tmem, m) {
       d["split"] = menu::to_string(c.split);
       d["swap_ab"] = c.swap_ab();
       d["split_k"] = c.partial();
-      d["heuristic"] = c.build == menu::Build::kHeuristic;
+      d["heuristic"] = c.build == menu::Build::kHeuristic || c.build == menu::Build::kRule;  // (kRule: by its rule)
       d["candidate"] = c.build == menu::Build::kCandidate;  // compiled, forced only: not yet in the heuristic
       d["built"] = c.built();
       d["not_built"] = c.built() ? std::string() : menu::not_built_message(c);  // the launcher's words

@@ -23,8 +23,9 @@ enum class Epilogue : uint8_t { kRegister, kStaged, kTmaStore, kTmaStoreOverlap,
 // (kernels/dense_decode.cuh), K split over a CTA's warps and summed in it: no partials, no workspace.
 enum class Split : uint8_t { kNone = 0, kSplitK = 1, kSwapAB = 2, kDecode = 3 };
 // kCandidate: always compiled and forcible (config=), but the heuristic does not choose it: an entry whose plan is
-// still to be measured against the heuristic's (bench_decode.py --variants) before a rule takes it.
-enum class Build : uint8_t { kHeuristic, kSweep, kCandidate };
+// still to be measured against the heuristic's (bench_decode.py --variants) before a rule takes it. kRule: compiled
+// and chosen like kHeuristic, but only by its own rule in menu.h, never by width (narrowest / widest).
+enum class Build : uint8_t { kHeuristic, kSweep, kCandidate, kRule };
 
 // sm_90a: 128-byte K chunks per ring slot. The 64-row entries (one consumer warpgroup) stage 4, so that
 // each TMA request reads 512 contiguous bytes of a weight row; the 128-row entries one. (The kernel's
@@ -113,22 +114,22 @@ struct ConfigTable {
   template <class E>
   constexpr const KernelConfig& at(E e) const { return *find(static_cast<int>(e)); }
   // The narrowest entry with this split whose block_n holds `cols` (null if none): swap-AB by M. With
-  // `block_m` > 0, among the entries of that many rows only. Never a kCandidate (the heuristic's choices), nor
-  // a swap-AB entry in clusters of its own (sm_90a 37: its own rule, menu::sm90_wide_tokens).
+  // `block_m` > 0, among the entries of that many rows only. Never a kCandidate or a kRule entry (sm_90a 37 / 38:
+  // menu::sm90_wide_tokens / sm90_tokens96), nor a swap-AB entry in clusters of its own.
   const KernelConfig* narrowest(Split split, int64_t cols, int block_m = 0) const {
     const KernelConfig* best = nullptr;
     for (const KernelConfig& c : *this)
       if (c.split == split && c.block_n >= cols && (block_m == 0 || c.block_m == block_m) &&
-          c.build != Build::kCandidate && c.cluster_m == 1 &&
+          c.build != Build::kCandidate && c.build != Build::kRule && c.cluster_m == 1 &&
           (!best || c.block_n < best->block_n))
         best = &c;
     return best;
   }
-  // The widest block_n of the entries with this split (0 if none), kCandidates aside.
+  // The widest block_n of the entries with this split (0 if none), kCandidate and kRule entries aside.
   constexpr int widest(Split split) const {
     int w = 0;
     for (const KernelConfig& c : *this)
-      if (c.split == split && c.build != Build::kCandidate && c.block_n > w) w = c.block_n;
+      if (c.split == split && c.build != Build::kCandidate && c.build != Build::kRule && c.block_n > w) w = c.block_n;
     return w;
   }
   // "id (name), ..." of every entry: for the error on a config outside the menu.

@@ -393,10 +393,31 @@ inline Plan sm90_cluster_decode(const GemmProblem& p, int num_sms, const Plan& p
 // bf16 722 / 744 -> 700 / 711, e4m3 384 / 393 -> 374 / 390. The same tile alone (35) or in pairs (36) gained
 // 1-3 % less at 8B; 35 on the narrower weights (QKV, O, down: with K splits) lost or did not gain.
 inline constexpr int kSm90WideTokensMinM = 129, kSm90WideTokensMaxM = 192;
-inline bool sm90_wide_tokens(const GemmProblem& p, int num_sms) {
+inline bool sm90_129_192_tokens(const GemmProblem& p) {
   return p.m >= kSm90WideTokensMinM && p.m <= kSm90WideTokensMaxM && p.batch == 1 && !p.a_mn_major &&
-         p.a_type != DType::kS8 && dtype_bytes(p.a_type) == dtype_bytes(p.b_type) && dtype_bytes(p.a_type) <= 2 &&
-         (p.n + 127) / 128 >= num_sms;
+         p.a_type != DType::kS8 && dtype_bytes(p.a_type) == dtype_bytes(p.b_type) && dtype_bytes(p.a_type) <= 2;
+}
+inline bool sm90_wide_tokens(const GemmProblem& p, int num_sms) {
+  return sm90_129_192_tokens(p) && (p.n + 127) / 128 >= num_sms;
+}
+// 129-192 tokens against a narrower weight (QKV, O, down): entry 38's two 96-token tiles per weight tile (not the
+// dense plans' two 128-row ones, nor the 256-token entry 19 of an 8-bit (K, N) weight), 2 K splits summed in a
+// cluster where twice the tiles fit on the SMs at once, else one split where the tiles do (not for an 8-bit (K, N)
+// weight: each CTA transposes its weight tile, twice the transposes of 19). H200, 2026-11-29 19:12, bench_decode.py
+// --variants, the old plans forced beside the rule, xla / it, old -> rule: 8B layer (O / down: 2 x 32 tiles, 2 splits;
+// QKV 2 x 48, 1), 5 rounds, at 192 / 160 / 136 tokens: bf16 (N, K) 0.815 / 0.754 / 0.735 -> 0.88 / 0.83 / 0.80,
+// (K, N) 0.806 / 0.743 / 0.720 -> 0.88 / 0.82 / 0.79; e4m3 (N, K) 0.827 / 0.809 / 1.009 -> 0.86 / 0.84 / 1.05; 70B
+// (O / down 2 x 64 tiles, 1 split), 3 rounds, at 192 / 144: bf16 0.886 / 0.716 -> 0.91 / 0.76, e4m3 0.880 / 0.752 ->
+// 0.91 / 0.77; e4m3 (K, N) at 1 split lost (2.95 / 5.30 -> 2.72 / 4.93). 8B e4m3 (K, N), O / down: 5.02 / 5.08 / 5.23
+// -> 5.25 / 5.33 / 5.44 (19:02). Entry 39 (the weight multicast to both token tiles, cuBLAS's form) lost 3-10 %.
+inline Plan sm90_tokens96(const GemmProblem& p, int num_sms) {
+  const KernelConfig& t = kSm90Table.at(Sm90::k128x96SwapAB);
+  const int64_t tiles = partial_tiles(p, t);
+  if (!sm90_129_192_tokens(p) || tiles > num_sms) return Plan{-1, 0, 0};
+  const bool two = tiles * 2 <= num_sms && k_blocks_128B(p) >= kSm90ClusterDecodeMinKBlocks &&
+                   in_kernel_refusal(true, t, -2, dtype_bytes(p.a_type)).empty();
+  if (!two && sm90_swap_only_family(p.b_type, p.b_mn_major, false)) return Plan{-1, 0, 0};
+  return Plan{t.id, two ? -2 : 1, 0};
 }
 
 inline constexpr int kSm90TransposeMaxM = 256, kSm90SplitKIdle = 4;
@@ -408,6 +429,7 @@ inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = 
   if (forced != nullptr && forced->split == Split::kDecode) return Plan{p.config, 1, 0};
   if (p.config < 0 && sm90_wide_tokens(p, num_sms))  // (one split: no workspace)
     return Plan{static_cast<int>(Sm90::k128x192SwapABCluster4), 1, 0};
+  if (const Plan t96 = sm90_tokens96(p, num_sms); p.config < 0 && t96.config >= 0) return t96;
   const bool transposes = sm90_swap_only_family(p.b_type, p.b_mn_major, false);
   const bool rows64 = !transposes && (p.m <= 32 || dtype_bytes(p.b_type) == 1);
   const DecodePolicy decode{rows64 ? 64 : 128, !transposes,
