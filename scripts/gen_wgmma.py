@@ -6,8 +6,9 @@ templated. Run: python3 scripts/gen_wgmma.py > cpp/include/jax_tmem/ptx/wgmma_op
 PTX ISA: "Asynchronous Warpgroup Level Matrix Multiply-Accumulate: wgmma.mma_async" (sm_90a).
 """
 
-# 16 / 32: the narrow tiles of the swap-AB (decode) kernels; 96: entries 38 / 39 (39: sweep builds); 192: 24, 35-37
-NS = (16, 32, 64, 96, 128, 192, 256)
+# 16 / 32: the narrow tiles of the swap-AB (decode) kernels; 80 / 160: entries 41 / 40; 96: 38 / 39 (39: sweep builds);
+# 192: 24, 35-37
+NS = (16, 32, 64, 80, 96, 128, 160, 192, 256)
 # name, ptx type suffix, K per instruction, supports the transpose immediates (16-bit types only)
 KINDS = [
     ("bf16", "bf16.bf16", 16, True),

@@ -344,10 +344,10 @@ def test_every_menu_config_accumulates_into_c(config, out_dtype):
                       seed_of("every-c", config, out_dtype, m, n, k))
 
 
-@pytest.mark.parametrize("config", [11, 12, 13, 14, 15, 16, 17, 18, 19, 35, 36, 37, 38, 39],
+@pytest.mark.parametrize("config", [11, 12, 13, 14, 15, 16, 17, 18, 19, 35, 36, 37, 38, 39, 40, 41],
                          ids=["swapab16", "swapab32", "swapab64", "128x128_splitk", "swap64x16", "swap64x32", "swap64x64",
                               "swapab128", "swapab256", "swapab192", "swapab192c2", "swapab192c4", "swapab96",
-                              "swapab96n2"])
+                              "swapab96n2", "swapab160c4", "swapab80"])
 @pytest.mark.parametrize("splits", [1, 3])
 @pytest.mark.parametrize("dtypes,b_major", [((BF16, BF16), "K"), ((BF16, BF16), "MN"), ((F16, F16), "MN"),
                                             ((E4M3, E5M2), "K")], ids=lambda v: str(v))

@@ -608,13 +608,13 @@ def test_kernel_menus_come_from_the_config_tables():
     sm90 = isa.kernel_menu("sm_90a")
     sm100 = isa.kernel_menu("sm_100a")
     assert [e["config"] for e in sm90] == [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 20, 22, 24, 11, 12, 13, 14, 18, 19, 35, 36,
-                                           38, 39, 37, 15, 16, 17, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34]
+                                           38, 39, 40, 41, 37, 15, 16, 17, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34]
     assert [e["config"] for e in sm100] == [0, 1, 4, 8, 9, 11, 12, 13, 14]
     assert isa.kernel_menu("sm_103a") == sm100
-    assert [e["config"] for e in sm90 if e["swap_ab"]] == [11, 12, 13, 18, 19, 35, 36, 38, 39, 37, 15, 16, 17]
-    assert [e["block_m"] for e in sm90 if e["swap_ab"]] == [128] * 10 + [64] * 3
-    assert [e["cluster_m"] for e in sm90 if e["swap_ab"]] == [1] * 6 + [2, 1, 1, 4] + [1] * 3
-    assert [e["cluster_n"] for e in sm90 if e["swap_ab"]] == [1] * 8 + [2] + [1] * 4
+    assert [e["config"] for e in sm90 if e["swap_ab"]] == [11, 12, 13, 18, 19, 35, 36, 38, 39, 40, 41, 37, 15, 16, 17]
+    assert [e["block_m"] for e in sm90 if e["swap_ab"]] == [128] * 12 + [64] * 3
+    assert [e["cluster_m"] for e in sm90 if e["swap_ab"]] == [1] * 6 + [2, 1, 1, 4, 1, 4] + [1] * 3
+    assert [e["cluster_n"] for e in sm90 if e["swap_ab"]] == [1] * 8 + [2] + [1] * 6
     assert all(e["cluster_n"] == 1 for e in sm100)
     assert [e["config"] for e in sm100 if e["split_k"]] == [11, 12, 13, 14]
     pair = {e["config"]: e for e in sm100}[4]
@@ -624,7 +624,8 @@ def test_kernel_menus_come_from_the_config_tables():
     assert by_entry["k128x256TmaStoreOverlap"]["epilogue"] == "tma-store-overlap"
     assert by_entry["k128x128PingPong"]["schedule"] == "ping-pong"
     assert by_entry["k128x128Cluster2"]["cluster_m"] == 2
-    assert [e["block_n"] for e in sm90 if e["swap_ab"]] == [16, 32, 64, 128, 256, 192, 192, 96, 96, 192, 16, 32, 64]
+    assert [e["block_n"] for e in sm90 if e["swap_ab"]] == [16, 32, 64, 128, 256, 192, 192, 96, 96, 160, 80, 192, 16, 32,
+                                                            64]
     assert [(e["config"], e["block_m"], e["block_n"]) for e in sm90 if e["split"] == "decode"] == [
         (25, 16, 8), (26, 16, 16), (27, 32, 16), (28, 64, 8), (29, 64, 16), (30, 64, 8), (31, 128, 8), (32, 64, 16),
         (33, 64, 32), (34, 64, 64)]
@@ -1030,6 +1031,16 @@ def test_candidate_entries_are_built_and_forcible_but_never_chosen():
             96, c == 38, False, 1, cluster_n), e
         assert e["built"] == (c == 38 or _ext.build_info()["configs"] == "all"), e
         assert isa.kernel_plan("sm_90a", 192, 4096, 4096, config=c, splits=1)["splits"] == 1
+    # token tiles sized to 129-160 tokens (branch tokens-sized): 40 = 37 160 wide, 41 = 38 80 wide
+    for c, width, cluster in ((40, 160, 4), (41, 80, 1)):
+        e = menu[c]
+        assert (e["block_n"], e["swap_ab"], e["heuristic"], e["candidate"], e["built"], e["cluster_m"]) == (
+            width, True, False, True, True, cluster), e
+        assert isa.entry_reads("sm_90a", c, "float8_e4m3fn", "float8_e4m3fn", b_mn_major=True) == ""
+        assert isa.kernel_plan("sm_90a", 150, 4096, 4096, config=c, splits=3)["splits"] == 3
+    assert isa.kernel_plan("sm_90a", 150, 4096, 4096, config=41, splits=-2)["splits"] == -2
+    with pytest.raises(ValueError, match="runs in clusters of its own"):
+        isa.kernel_plan("sm_90a", 150, 4096, 4096, config=40, splits=-2)
 
 
 def test_sm90_wide_tokens():

@@ -139,6 +139,9 @@ CASES = [
     (131, 4104, 4096, 1, 35, 3, F16, False, F32, False),    # M and N tails, f32 out
     (192, 6144, 4096, 1, 35, 2, E4M3, False, BF16, False),  # fp8 (N, K)
     (170, 2048, 2048, 1, 35, 4, E4M3, True, BF16, True),    # fp8 (K, N): transposed in smem, promoted per 64 columns
+    # entry 41 (swap-AB, 80 tokens wide, a kCandidate): two token tiles per 160 tokens, 2 splits in the cluster
+    (136, 4096, 4096, 1, 41, 2, BF16, False, BF16, False),  # the 8B O projection at 136 tokens
+    (150, 4112, 2048, 1, 41, 3, E4M3, True, BF16, True),    # fp8 (K, N): transposed in smem, the fused epilogue
     # entry 19 (256 tokens wide) with 16-bit operands: 128 accumulators per thread summed in the cluster
     (256, 4096, 14336, 1, 19, 4, BF16, False, BF16, False),  # the 8B down projection at 256 tokens
     (230, 1032, 2048, 1, 19, 2, F16, True, F32, True),      # M and N tails, (K, N), f32 out, the fused epilogue

@@ -53,6 +53,9 @@ CASES = [
     # rows in whole boxes, the tokens' in each CTA's own box; the last cluster's second CTA wholly past M)
     (38, 1, 150, 4104, 1040, BF16, False), (38, -2, 40, 2056, 2080, E4M3, False), (39, 1, 150, 4104, 1040, BF16, False),
     (39, 2, 80, 1032, 1040, E4M3, False), (39, 1, 200, 2056, 1024, BF16, True),
+    # token tiles sized to 129-160 tokens: 160 wide in clusters of 4 (40), 80 wide (41)
+    (40, 1, 136, 4104, 1040, BF16, False), (40, 2, 150, 1032, 1024, E4M3, True), (41, 1, 136, 4104, 1040, BF16, False),
+    (41, -2, 150, 2056, 2080, E4M3, False), (41, 1, 100, 2056, 1024, E4M3, True),
 ]
 
 # sm_100a / sm_103a (tcgen05): the 1-CTA dense entries, split-K and swap-AB; the CTA pair (4) as a control

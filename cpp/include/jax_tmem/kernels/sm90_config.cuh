@@ -127,8 +127,11 @@ struct Config {
   // + 64 accumulators fit beside the transpose's registers (the weight tile is transposed once for all
   // 256 tokens instead of once per 128-token column tile).
   // The 192-wide transposing entry (35) likewise, in three parts of 64 (one part of 192 spilled 8 bytes beside
-  // the transpose in the fused-finish twin).
-  static constexpr int PART_N = kPromote && BLOCK_N == 256 ? 128 : kPromote && kATrans && BLOCK_N == 192 ? 64 : BLOCK_N;
+  // the transpose in the fused-finish twin); the 160-wide one (40) in two of 80.
+  static constexpr int PART_N = kPromote && BLOCK_N == 256                 ? 128
+                                : kPromote && kATrans && BLOCK_N == 192 ? 64
+                                : kPromote && kATrans && BLOCK_N == 160 ? 80
+                                                                        : BLOCK_N;
   // Registers per thread after setmaxnreg (producer / consumers; 128 x P + 128 x CONSUMERS x C <= 64 K):
   // 40 / 232, or 24 / 240 for that entry, whose 192 accumulators and the transpose spilled at 232.
   // (The 192-wide one in parts of 64 fits the usual 40 / 232; its producer spilled at 24.)
@@ -154,9 +157,9 @@ struct Config {
       kPartialOut != 0 && CTAS_PER_TILE == 1 && menu::cluster_splits_fit(BLOCK_N_, ELEM_BYTES);
   static constexpr int ACC_REGS = BLOCK_N / 2;         // f32 accumulators per consumer thread
 
-  static_assert(BLOCK_N == 16 || BLOCK_N == 32 || BLOCK_N == 64 || BLOCK_N == 96 || BLOCK_N == 128 || BLOCK_N == 192 ||
-                    BLOCK_N == 256,
-                "wgmma N must be 16, 32, 64, 96, 128, 192 or 256 here");
+  static_assert(BLOCK_N == 16 || BLOCK_N == 32 || BLOCK_N == 64 || BLOCK_N == 80 || BLOCK_N == 96 || BLOCK_N == 128 ||
+                    BLOCK_N == 160 || BLOCK_N == 192 || BLOCK_N == 256,
+                "wgmma N must be 16, 32, 64, 80, 96, 128, 160, 192 or 256 here (scripts/gen_wgmma.py NS)");
   static_assert(BLOCK_N >= 64 || !kBMN, "an MN-major B is loaded in 64-element chunks: BLOCK_N >= 64");
   static_assert(kPartialOut == 0 ||
                     (!kPingPong && !kSmemEpilogue && !kTmaStore && (CTAS_PER_TILE == 1 || kPartialOut == 2)),
