@@ -157,9 +157,7 @@ struct Config {
       kPartialOut != 0 && CTAS_PER_TILE == 1 && menu::cluster_splits_fit(BLOCK_N_, ELEM_BYTES);
   static constexpr int ACC_REGS = BLOCK_N / 2;         // f32 accumulators per consumer thread
 
-  static_assert(BLOCK_N == 16 || BLOCK_N == 32 || BLOCK_N == 64 || BLOCK_N == 80 || BLOCK_N == 96 || BLOCK_N == 128 ||
-                    BLOCK_N == 160 || BLOCK_N == 192 || BLOCK_N == 256,
-                "wgmma N must be 16, 32, 64, 80, 96, 128, 160, 192 or 256 here (scripts/gen_wgmma.py NS)");
+  // (BLOCK_N: a wgmma N that scripts/gen_wgmma.py generates, NS; ptx/wgmma_ops.cuh's dispatch asserts it.)
   static_assert(BLOCK_N >= 64 || !kBMN, "an MN-major B is loaded in 64-element chunks: BLOCK_N >= 64");
   static_assert(kPartialOut == 0 ||
                     (!kPingPong && !kSmemEpilogue && !kTmaStore && (CTAS_PER_TILE == 1 || kPartialOut == 2)),
