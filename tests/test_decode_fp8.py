@@ -73,17 +73,20 @@ def test_kn_plans_above_64_tokens(m, n, entry):
     """M 65-256 with an MN-major e4m3 weight: the 128- and 256-token swap-AB entries (the 128-token one in
     two column tiles where the 256-token one would split K more than twice: 32 tiles x 4 splits at
     N = 4096 on 132 SMs); the same M with a K-major weight (or bf16) keeps the dense entries, but at 129-192 tokens
-    against at most #SMs weight tiles: entry 38 (two 96-token tiles, menu.h sm90_tokens96; test_isa.py)."""
+    against at most #SMs weight tiles: two token tiles (entry 41 at 129-160 tokens, 38 above; menu.h sm90_token_tiles;
+    test_isa.py)."""
     e4 = np.dtype(E4M3).name
     plan = lambda dt, mn, sms=132: isa.kernel_plan("sm_90a", m, n, 4096, a_dtype=dt, b_mn_major=mn, num_sms=sms)
     assert plan(e4, True)["config"] == entry
-    # 64 SMs: 2 splits of the 32 tiles; 129-192 tokens against >= 64 weight tiles: entry 37 (menu.h sm90_wide_tokens)
-    assert plan(e4, True, 64)["config"] == (37 if m <= 192 and n >= 64 * 128 else 19 if m > 128 else entry)
+    # 64 SMs: 2 splits of the 32 tiles; 129-192 tokens against >= 64 weight tiles: entry 40 / 37 (menu.h
+    # sm90_wide_tokens)
+    wide = 40 if m <= 160 else 37
+    assert plan(e4, True, 64)["config"] == (wide if m <= 192 and n >= 64 * 128 else 19 if m > 128 else entry)
     if m > 64:  # (bf16 at N = 4096, M <= 128: the cluster-decode plan on swap-AB entry 13, test_isa.py)
         for dt, mn in ((e4, False),) + ((("bfloat16", True), ("bfloat16", False)) if n != 4096 or m > 128 else ()):
             cfg = plan(dt, mn)["config"]
             if 129 <= m <= 192 and 2 * ((n + 127) // 128) <= 132:
-                assert cfg == 38, (dt, mn, cfg)
+                assert cfg == (41 if m <= 160 else 38), (dt, mn, cfg)
             else:
                 assert not _arch.menu("sm_90a")[cfg]["swap_ab"], (dt, mn, cfg)
 

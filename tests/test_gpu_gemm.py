@@ -394,25 +394,27 @@ def epilogue_case(cfg, dtypes, b_major, m, n, k, batch, out_dtype, with_c, s):
     np.testing.assert_array_equal(o1, o2)
 
 
+@pytest.mark.parametrize("m,width", [(150, 160), (192, 192)])
 @pytest.mark.parametrize("dtype,w_layout", [(BF16, "NK"), (BF16, "KN"), (E4M3, "NK"), (E4M3, "KN")])
-def test_wide_tokens_run_the_clustered_swap_ab_entry(dtype, w_layout):
+def test_wide_tokens_run_the_clustered_swap_ab_entry(dtype, w_layout, m, width):
     """129-192 tokens against a weight of at least as many 128-row tiles as SMs (menu.h sm90_wide_tokens): the
-    heuristic's entry 37 (swap-AB 192 tokens wide, clusters of 4 weight tiles, the tokens multicast), named in the
-    log; a token tail, a weight tail (the last cluster's CTAs partly past N), a K tail; against float64, poisoned."""
+    heuristic's entry 40 (129-160 tokens) / 37 (161-192): swap-AB 160 / 192 tokens wide, clusters of 4 weight tiles,
+    the tokens multicast, named in the log; a token tail, a weight tail (the last cluster's CTAs partly past N), a K
+    tail; against float64, poisoned."""
     arch = _require_kernels()
     if arch != "sm_90a":
         pytest.skip("sm_90a's rule")
     sms = jax.devices()[0].core_count  # the SMs the plan counts
     n = 128 * sms + 72  # one more (part-filled) weight tile than SMs
-    s = seed_of("wide-tokens", dtype, w_layout)
-    x = rand(s, (150, 1040), dtype)
+    s = seed_of("wide-tokens", dtype, w_layout, m)
+    x = rand(s, (m, 1040), dtype)
     w = rand(s + 1, (1040, n) if w_layout == "KN" else (n, 1040), dtype)
     dn = (((1,), (0 if w_layout == "KN" else 1,)), ((), ()))
     jax_tmem.clear_decisions()
     o1, o2 = _run_poisoned(lambda a, b: jax_tmem.dot_general(a, b, dn, preferred_element_type=BF16, path="kernel"),
-                           (150, n), BF16, x, w)
+                           (m, n), BF16, x, w)
     target = jax_tmem.decisions()[-1].target
-    assert "4x1 cluster, tokens multicast" in target, target
+    assert f"128(N)x{width}(M)" in target and "4x1 cluster, tokens multicast" in target, target
     ref = _ref(x, w, dn)
     assert not np.isnan(o1).any(), "unwritten (NaN-poisoned) outputs"
     assert np.abs(o1 - ref).max() / np.abs(ref).max() < _tol(dtype, BF16)
@@ -582,10 +584,11 @@ def test_int8(layout):
 
 
 @pytest.mark.parametrize("dtype,w_layout", [(BF16, "NK"), (BF16, "KN"), (E4M3, "NK"), (E4M3, "KN")])
-def test_129_192_tokens_run_the_96_token_swap_ab_entry(dtype, w_layout):
-    """129-192 tokens against a weight of at most #SMs 128-row tiles (menu.h sm90_tokens96): the heuristic's entry
-    38 (swap-AB, two 96-token tiles), its 2 K splits summed in a cluster where twice the tiles fit on the SMs, else
-    one split; named in the log; token, weight and K tails; against float64, poisoned, twice alike."""
+def test_129_192_tokens_run_two_token_tiles(dtype, w_layout):
+    """129-192 tokens against a weight of at most #SMs 128-row tiles (menu.h sm90_token_tiles): the heuristic's
+    entry 41 (129-160 tokens) / 38 (161-192): swap-AB, two 80- / 96-token tiles, 2 K splits summed in a cluster
+    where twice the tiles fit on the SMs, else one split; named in the log; token, weight and K tails; against
+    float64, poisoned, twice alike."""
     arch = _require_kernels()
     if arch != "sm_90a":
         pytest.skip("sm_90a's rule")
@@ -594,10 +597,11 @@ def test_129_192_tokens_run_the_96_token_swap_ab_entry(dtype, w_layout):
     # 2 x sms // 4 tiles: 2 splits; 2 x sms // 2: 1 split; more tiles than SMs: another plan
     one = None if dtype == E4M3 and w_layout == "KN" else (38, 1)  # (an 8-bit (K, N) weight: 2 splits or entry 19)
     # (N a multiple of 16: an 8-bit (K, N) weight's rows stay TMA-legal, read in place, not transposed first)
-    for m, n, k, want in ((129, 128 * (sms // 4) - 48, 4160, (38, -2)), (192, 128 * (sms // 2) - 16, 4112, one),
+    for m, n, k, want in ((129, 128 * (sms // 4) - 48, 4160, (41, -2)), (192, 128 * (sms // 2) - 16, 4112, one),
+                          (160, 128 * (sms // 4) - 16, 4128, (41, -2)), (176, 128 * (sms // 4), 4096, (38, -2)),
                           (150, 128 * (sms // 2 + 3), 2112, None)):
         plan = isa.kernel_plan("sm_90a", m, n, k, a_dtype=dtype, b_mn_major=w_layout == "KN", num_sms=sms)
-        assert (plan["config"], plan["splits"]) == want if want else plan["config"] != 38, (m, n, k, plan)
+        assert (plan["config"], plan["splits"]) == want if want else plan["config"] not in (38, 41), (m, n, k, plan)
         s = seed_of("tokens96", dtype, w_layout, m)
         x = rand(s, (m, k), dtype)
         w = rand(s + 1, (k, n) if w_layout == "KN" else (n, k), dtype)
@@ -605,7 +609,8 @@ def test_129_192_tokens_run_the_96_token_swap_ab_entry(dtype, w_layout):
         o1, o2 = _run_poisoned(lambda a, b: jax_tmem.dot_general(a, b, dn, preferred_element_type=BF16, path="kernel"),
                                (m, n), BF16, x, w)
         target = jax_tmem.decisions()[-1].target
-        assert ("128(N)x96(M)" in target) == (plan["config"] == 38), (m, n, k, target)
+        assert ("128(N)x96(M)" in target, "128(N)x80(M)" in target) == (plan["config"] == 38, plan["config"] == 41), (
+            m, n, k, target)
         ref = _ref(x, w, dn)
         assert not np.isnan(o1).any(), f"{m}x{n}x{k}: unwritten (NaN-poisoned) outputs"
         err = np.abs(o1 - ref).max() / np.abs(ref).max()

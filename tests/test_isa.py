@@ -664,7 +664,7 @@ def test_heuristic_only_chooses_heuristic_entries(arch, sms):
     makes: a grid of shapes, dtypes, layouts and output types, including decode (16-bit x fp8 too) and split-K."""
     heuristic = {e["config"] for e in isa.kernel_menu(arch) if e["heuristic"]}
     chosen = set()
-    for m in (1, 16, 17, 33, 64, 65, 128, 160, 200, 1000, 2048, 4096, 8192):
+    for m in (1, 16, 17, 33, 64, 65, 128, 160, 176, 200, 1000, 2048, 4096, 8192):
         for n in (8, 128, 1001, 4096, 4097, 16384, 28672):
             for k in (64, 4096, 65536):
                 for dt, bdt in (("bfloat16", None), ("float8_e4m3fn", None), ("float32", None), ("int8", None),
@@ -998,7 +998,7 @@ def test_sm90_cluster_decode_boundaries():
     for m in (65, 96, 128):
         assert (plan(m, 4096, 4096)["config"], plan(m, 4096, 4096)["splits"]) == (13, -2)
         assert plan(m, 4096, 4096, b_mn_major=True)["splits"] == -2  # a 16-bit (K, N) weight too
-    assert plan(128, 4352, 4096)["config"] == 2  # 2 x 34 tiles x 2 splits = 136 CTAs (129-192: test_sm90_tokens96)
+    assert plan(128, 4352, 4096)["config"] == 2  # 2 x 34 tiles x 2 splits = 136 CTAs (129-192: test_sm90_token_tiles)
     assert plan(128, 4096, 4096, a_mn_major=True)["config"] == 2  # swap-AB needs a K-major lhs
     assert plan(128, 2048, 4096)["config"] == 14  # 16 x 8 reduce-pass splits: more CTAs than 2 x 16 x 2
 
@@ -1025,17 +1025,18 @@ def test_candidate_entries_are_built_and_forcible_but_never_chosen():
     for m in (129, 150, 192, 256):
         assert isa.kernel_plan("sm_90a", m, 8192, 4096, a_dtype="float8_e4m3fn", b_mn_major=True)["config"] == 19
         assert isa.kernel_plan("sm_90a", m, 4096, 4096)["config"] not in (35, 36, 37, 39)
-    for c, cluster_n in ((38, 1), (39, 2)):  # 96 tokens wide, alone (the heuristic's: test_sm90_tokens96) / two
+    for c, cluster_n in ((38, 1), (39, 2)):  # 96 tokens wide, alone (the heuristic's: test_sm90_token_tiles) / two
         e = menu[c]                          # token tiles sharing the weight (measured and lost: sweep-only)
         assert (e["block_n"], e["heuristic"], e["candidate"], e["cluster_m"], e["cluster_n"]) == (
             96, c == 38, False, 1, cluster_n), e
         assert e["built"] == (c == 38 or _ext.build_info()["configs"] == "all"), e
         assert isa.kernel_plan("sm_90a", 192, 4096, 4096, config=c, splits=1)["splits"] == 1
-    # token tiles sized to 129-160 tokens (branch tokens-sized): 40 = 37 160 wide, 41 = 38 80 wide
+    # token tiles sized to 129-160 tokens: 40 = 37 160 wide, 41 = 38 80 wide, each by its rule (test_sm90_wide_tokens,
+    # test_sm90_token_tiles)
     for c, width, cluster in ((40, 160, 4), (41, 80, 1)):
         e = menu[c]
         assert (e["block_n"], e["swap_ab"], e["heuristic"], e["candidate"], e["built"], e["cluster_m"]) == (
-            width, True, False, True, True, cluster), e
+            width, True, True, False, True, cluster), e
         assert isa.entry_reads("sm_90a", c, "float8_e4m3fn", "float8_e4m3fn", b_mn_major=True) == ""
         assert isa.kernel_plan("sm_90a", 150, 4096, 4096, config=c, splits=3)["splits"] == 3
     assert isa.kernel_plan("sm_90a", 150, 4096, 4096, config=41, splits=-2)["splits"] == -2
@@ -1044,57 +1045,60 @@ def test_candidate_entries_are_built_and_forcible_but_never_chosen():
 
 
 def test_sm90_wide_tokens():
-    """129-192 tokens against a weight of at least as many 128-row tiles as SMs (menu.h sm90_wide_tokens): entry 37
-    (swap-AB 192 tokens wide in clusters of 4 weight tiles, the tokens multicast), one split, no workspace, for
-    16-bit and 8-bit operands, the weight (N, K) or (K, N); not below 129 or above 192 tokens, below #SMs tiles,
-    for a batch, an MN-major lhs, tf32 or 16-bit x fp8 operands."""
+    """129-192 tokens against a weight of at least as many 128-row tiles as SMs (menu.h sm90_wide_tokens): entry 40
+    at 129-160 tokens, 37 at 161-192 (swap-AB 160 / 192 tokens wide in clusters of 4 weight tiles, the tokens
+    multicast), one split, no workspace, for 16-bit and 8-bit operands, the weight (N, K) or (K, N); not below 129 or
+    above 192 tokens, below #SMs tiles, for a batch, an MN-major lhs, tf32 or 16-bit x fp8 operands."""
     plan = lambda m, n, k=4096, **kw: isa.kernel_plan("sm_90a", m, n, k, num_sms=132, **kw)
-    for m in (129, 160, 192):
+    for m, c in ((129, 40), (144, 40), (160, 40), (161, 37), (192, 37)):
         for kw in ({}, {"b_mn_major": True}, {"a_dtype": "float8_e4m3fn"},
                    {"a_dtype": "float8_e4m3fn", "b_mn_major": True}, {"a_dtype": "float16"}):
             p = plan(m, 28672, **kw)
-            assert (p["config"], p["splits"], p["workspace_floats"]) == (37, 1, 0), (m, kw, p)
-    assert plan(160, 132 * 128)["config"] == 37 and plan(160, 131 * 128 + 1)["config"] == 37  # 132 tiles
-    assert plan(160, 131 * 128)["config"] != 37  # 131 tiles
+            assert (p["config"], p["splits"], p["workspace_floats"]) == (c, 1, 0), (m, kw, p)
+    for m, c in ((160, 40), (176, 37)):
+        assert plan(m, 132 * 128)["config"] == c and plan(m, 131 * 128 + 1)["config"] == c  # 132 tiles
+        assert plan(m, 131 * 128)["config"] not in (37, 40)  # 131 tiles
     for m in (128, 193, 256):
-        assert plan(m, 28672)["config"] != 37, m
-    assert plan(160, 6144)["config"] != 37  # the 8B QKV: 48 tiles
-    assert plan(160, 28672, batch=2)["config"] != 37
-    assert plan(160, 28672, a_mn_major=True)["config"] != 37
-    assert plan(160, 28672, a_dtype="float32")["config"] != 37
-    assert plan(160, 28672, b_dtype="float8_e4m3fn")["config"] != 37
-    assert isa.kernel_plan("sm_90a", 160, 28672, 4096, num_sms=240)["config"] != 37  # 224 tiles on 240 SMs
+        assert plan(m, 28672)["config"] not in (37, 40), m
+    assert plan(160, 6144)["config"] not in (37, 40)  # the 8B QKV: 48 tiles
+    assert plan(160, 28672, batch=2)["config"] not in (37, 40)
+    assert plan(160, 28672, a_mn_major=True)["config"] not in (37, 40)
+    assert plan(160, 28672, a_dtype="float32")["config"] not in (37, 40)
+    assert plan(160, 28672, b_dtype="float8_e4m3fn")["config"] not in (37, 40)
+    assert isa.kernel_plan("sm_90a", 160, 28672, 4096, num_sms=240)["config"] not in (37, 40)  # 224 tiles, 240 SMs
 
 
-def test_sm90_tokens96():
-    """129-192 tokens against a weight of at most #SMs 128-row tiles (menu.h sm90_tokens96): entry 38 (swap-AB, two
-    96-token tiles per weight tile), its 2 K splits summed in a cluster where twice the tiles fit on the SMs and each
-    split keeps 16 K blocks of 128 bytes, else one split (not for an 8-bit (K, N) weight: the 256-token entry 19);
-    no workspace; not below 129 or above 192 tokens, for a batch, an MN-major lhs, int8, tf32 or 16-bit x fp8."""
+def test_sm90_token_tiles():
+    """129-192 tokens against a weight of at most #SMs 128-row tiles (menu.h sm90_token_tiles): swap-AB, two token
+    tiles per weight tile, 80 wide at 129-160 tokens (entry 41), 96 at 161-192 (38), their 2 K splits summed in a
+    cluster where twice the tiles fit on the SMs and each split keeps 16 K blocks of 128 bytes, else one split (not
+    for an 8-bit (K, N) weight: the 256-token entry 19); no workspace; not below 129 or above 192 tokens, for a batch,
+    an MN-major lhs, int8, tf32 or 16-bit x fp8."""
     plan = lambda m, n, k=4096, sms=132, **kw: isa.kernel_plan("sm_90a", m, n, k, num_sms=sms, **kw)
     both = lambda p: (p["config"], p["splits"], p["workspace_floats"])
     layouts = ({}, {"b_mn_major": True}, {"a_dtype": "float8_e4m3fn"}, {"a_dtype": "float8_e4m3fn", "b_mn_major": True},
                {"a_dtype": "float16"})
-    for m in (129, 150, 192):
+    for m, c in ((129, 41), (150, 41), (160, 41), (161, 38), (192, 38)):
         for kw in layouts:
-            assert both(plan(m, 4096, **kw)) == (38, -2, 0), (m, kw)      # the 8B O projection: 2 x 32 tiles
-            assert both(plan(m, 4096, 14336, **kw)) == (38, -2, 0), (m, kw)  # the 8B down projection
-            one = plan(m, 6144, **kw)                                        # the 8B QKV: 2 x 48 tiles
+            assert both(plan(m, 4096, **kw)) == (c, -2, 0), (m, kw)      # the 8B O projection: 2 x 32 tiles
+            assert both(plan(m, 4096, 14336, **kw)) == (c, -2, 0), (m, kw)  # the 8B down projection
+            one = plan(m, 6144, **kw)                                       # the 8B QKV: 2 x 48 tiles
             assert both(one) == ((19, 2, one["workspace_floats"]) if kw.get("b_mn_major") and kw.get("a_dtype") ==
-                                 "float8_e4m3fn" else (38, 1, 0)), (m, kw, one)
-    assert both(plan(160, 8192, 8192)) == (38, 1, 0)  # the 70B O projection: 2 x 64 tiles
-    assert both(plan(160, 128 * 33)) == (38, -2, 0) and both(plan(160, 128 * 33 + 1)) == (38, 1, 0)  # 66 / 68 tiles
-    assert both(plan(160, 128 * 66)) == (38, 1, 0) and plan(160, 128 * 66 + 1)["config"] != 38       # 132 / 134
-    assert both(plan(160, 4096, 2048)) == (38, -2, 0) and both(plan(160, 4096, 1984)) == (38, 1, 0)  # 32 / 31 K blocks
-    assert both(plan(160, 4096, sms=128)) == (38, -2, 0) and both(plan(160, 4096, sms=127)) == (38, 1, 0)  # 128 CTAs
+                                 "float8_e4m3fn" else (c, 1, 0)), (m, kw, one)
+    for m, c in ((160, 41), (176, 38)):
+        assert both(plan(m, 8192, 8192)) == (c, 1, 0)  # the 70B O projection: 2 x 64 tiles
+        assert both(plan(m, 128 * 33)) == (c, -2, 0) and both(plan(m, 128 * 33 + 1)) == (c, 1, 0)  # 66 / 68 tiles
+        assert both(plan(m, 128 * 66)) == (c, 1, 0) and plan(m, 128 * 66 + 1)["config"] not in (38, 41)  # 132 / 134
+        assert both(plan(m, 4096, 2048)) == (c, -2, 0) and both(plan(m, 4096, 1984)) == (c, 1, 0)  # 32 / 31 K blocks
+        assert both(plan(m, 4096, sms=128)) == (c, -2, 0) and both(plan(m, 4096, sms=127)) == (c, 1, 0)  # 128 CTAs
     for m in (128, 193, 256):
-        assert plan(m, 4096)["config"] != 38, m
-    assert plan(160, 4096, batch=2)["config"] != 38
-    assert plan(160, 4096, a_mn_major=True)["config"] != 38
-    assert plan(160, 4096, a_dtype="int8")["config"] != 38
-    assert plan(160, 4096, a_dtype="float32")["config"] != 38
-    assert plan(160, 4096, b_dtype="float8_e4m3fn")["config"] != 38
-    assert plan(160, 28672)["config"] == 37  # wider weights: the wide-tokens rule
+        assert plan(m, 4096)["config"] not in (38, 41), m
+    assert plan(160, 4096, batch=2)["config"] not in (38, 41)
+    assert plan(160, 4096, a_mn_major=True)["config"] not in (38, 41)
+    assert plan(160, 4096, a_dtype="int8")["config"] not in (38, 41)
+    assert plan(160, 4096, a_dtype="float32")["config"] not in (38, 41)
+    assert plan(160, 4096, b_dtype="float8_e4m3fn")["config"] not in (38, 41)
+    assert plan(160, 28672)["config"] == 40 and plan(176, 28672)["config"] == 37  # wider weights: the wide-tokens rule
 
 
 def test_one_split_plans_need_no_workspace():

@@ -115,7 +115,7 @@ struct ConfigTable {
   constexpr const KernelConfig& at(E e) const { return *find(static_cast<int>(e)); }
   // The narrowest entry with this split whose block_n holds `cols` (null if none): swap-AB by M. With
   // `block_m` > 0, among the entries of that many rows only. Never a kCandidate or a kRule entry (sm_90a 37 / 38:
-  // menu::sm90_wide_tokens / sm90_tokens96), nor a swap-AB entry in clusters of its own.
+  // menu::sm90_wide_tokens / sm90_token_tiles), nor a swap-AB entry in clusters of its own.
   const KernelConfig* narrowest(Split split, int64_t cols, int block_m = 0) const {
     const KernelConfig* best = nullptr;
     for (const KernelConfig& c : *this)

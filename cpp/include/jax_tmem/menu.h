@@ -400,6 +400,15 @@ inline bool sm90_129_192_tokens(const GemmProblem& p) {
 inline bool sm90_wide_tokens(const GemmProblem& p, int num_sms) {
   return sm90_129_192_tokens(p) && (p.n + 127) / 128 >= num_sms;
 }
+// 129-160 tokens: both rules on token tiles of 160 / 80 (entries 40 / 41: no 192-token padding; 37 / 38 above it).
+// H200, 2026-11-29 22:44, bench_decode.py --variants, the old plans forced beside the rule, 5 rounds (70B 3), xla / it
+// at 160 / 144 / 136 tokens, old -> rule: 8B bf16 (N, K) 0.83 / 0.81 / 0.82 -> 0.88 / 0.86 / 0.86, (K, N) 0.81 / 0.80
+// / 0.80 -> 0.87 / 0.85 / 0.85; e4m3 (N, K) 0.84 / 0.83 / 1.05 -> 0.87 / 0.85 / 1.09, (K, N) 5.29 / 5.33 / 5.45 ->
+// 5.48 / 5.50 / 5.63; 70B at 144 bf16 0.74 -> 0.80, e4m3 0.78 -> 0.83. O / down kept on 38: 0-1 % less than on 41.
+inline constexpr int kSm90Tokens160MaxM = 160;
+inline Sm90 sm90_wide_tokens_entry(const GemmProblem& p) {
+  return p.m <= kSm90Tokens160MaxM ? Sm90::k128x160SwapABCluster4 : Sm90::k128x192SwapABCluster4;
+}
 // 129-192 tokens against a narrower weight (QKV, O, down): entry 38's two 96-token tiles per weight tile (not the
 // dense plans' two 128-row ones, nor the 256-token entry 19 of an 8-bit (K, N) weight), 2 K splits summed in a
 // cluster where twice the tiles fit on the SMs at once, else one split where the tiles do (not for an 8-bit (K, N)
@@ -410,8 +419,8 @@ inline bool sm90_wide_tokens(const GemmProblem& p, int num_sms) {
 // (O / down 2 x 64 tiles, 1 split), 3 rounds, at 192 / 144: bf16 0.886 / 0.716 -> 0.91 / 0.76, e4m3 0.880 / 0.752 ->
 // 0.91 / 0.77; e4m3 (K, N) at 1 split lost (2.95 / 5.30 -> 2.72 / 4.93). 8B e4m3 (K, N), O / down: 5.02 / 5.08 / 5.23
 // -> 5.25 / 5.33 / 5.44 (19:02). Entry 39 (the weight multicast to both token tiles, cuBLAS's form) lost 3-10 %.
-inline Plan sm90_tokens96(const GemmProblem& p, int num_sms) {
-  const KernelConfig& t = kSm90Table.at(Sm90::k128x96SwapAB);
+inline Plan sm90_token_tiles(const GemmProblem& p, int num_sms) {
+  const KernelConfig& t = kSm90Table.at(p.m <= kSm90Tokens160MaxM ? Sm90::k128x80SwapAB : Sm90::k128x96SwapAB);
   const int64_t tiles = partial_tiles(p, t);
   if (!sm90_129_192_tokens(p) || tiles > num_sms) return Plan{-1, 0, 0};
   const bool two = tiles * 2 <= num_sms && k_blocks_128B(p) >= kSm90ClusterDecodeMinKBlocks &&
@@ -428,8 +437,8 @@ inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = 
   if (p.config < 0 && sm90_wg_decode(p, num_sms)) return Plan{static_cast<int>(sm90_wg_decode_entry(p)), 1, 0};
   if (forced != nullptr && forced->split == Split::kDecode) return Plan{p.config, 1, 0};
   if (p.config < 0 && sm90_wide_tokens(p, num_sms))  // (one split: no workspace)
-    return Plan{static_cast<int>(Sm90::k128x192SwapABCluster4), 1, 0};
-  if (const Plan t96 = sm90_tokens96(p, num_sms); p.config < 0 && t96.config >= 0) return t96;
+    return Plan{static_cast<int>(sm90_wide_tokens_entry(p)), 1, 0};
+  if (const Plan tt = sm90_token_tiles(p, num_sms); p.config < 0 && tt.config >= 0) return tt;
   const bool transposes = sm90_swap_only_family(p.b_type, p.b_mn_major, false);
   const bool rows64 = !transposes && (p.m <= 32 || dtype_bytes(p.b_type) == 1);
   const DecodePolicy decode{rows64 ? 64 : 128, !transposes,
