@@ -41,12 +41,12 @@ def programs(args):
         hidden, shapes = bench_decode.MODELS[args.model]
         rng = np.random.default_rng(0)
         ws = [[jax.device_put((rng.standard_normal((n, k) if args.layout == "NK" else (k, n), np.float32)
-                               / np.sqrt(k)).astype(jnp.bfloat16))
+                               / np.sqrt(k)).astype(args.dtype))
                for k, n in shapes] for _ in range(args.layers)]
         x = jax.device_put(rng.standard_normal((args.m, hidden), np.float32).astype(jnp.bfloat16))
         for name, dot in (("decode ours", lambda a, w, dn: jax_tmem.dot_general(a, w, dn, preferred_element_type=jnp.bfloat16)),
                           ("decode xla", lambda a, w, dn: jax.lax.dot_general(a, w, dn, preferred_element_type=jnp.bfloat16))):
-            f = bench_decode._step(dot, "bfloat16", args.layout, hidden)
+            f = bench_decode._step(dot, args.dtype, args.layout, hidden)
             out[name] = (f, (x, ws))
     if "small" in args.programs:  # many short GEMMs: M x hidden @ hidden x hidden, distinct weights
         rng = np.random.default_rng(1)
@@ -131,6 +131,7 @@ def main():
     ap.add_argument("--m", type=int, default=1)
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--layout", default="NK", choices=("NK", "KN"), help="the decode weights' layout")
+    ap.add_argument("--dtype", default="bfloat16", help="the decode weights' dtype (bench_decode.py's --dtypes)")
     ap.add_argument("--qn", type=int, default=4096)
     ap.add_argument("--small-hidden", type=int, default=1024)
     ap.add_argument("--small-count", type=int, default=64)
