@@ -409,16 +409,16 @@ inline constexpr int kSm90Tokens160MaxM = 160;
 inline Sm90 sm90_wide_tokens_entry(const GemmProblem& p) {
   return p.m <= kSm90Tokens160MaxM ? Sm90::k128x160SwapABCluster4 : Sm90::k128x192SwapABCluster4;
 }
-// 129-192 tokens against a narrower weight (QKV, O, down): entry 38's two 96-token tiles per weight tile (not the
-// dense plans' two 128-row ones, nor the 256-token entry 19 of an 8-bit (K, N) weight), 2 K splits summed in a
-// cluster where twice the tiles fit on the SMs at once, else one split where the tiles do (not for an 8-bit (K, N)
-// weight: each CTA transposes its weight tile, twice the transposes of 19). H200, 2026-11-29 19:12, bench_decode.py
-// --variants, the old plans forced beside the rule, xla / it, old -> rule: 8B layer (O / down: 2 x 32 tiles, 2 splits;
-// QKV 2 x 48, 1), 5 rounds, at 192 / 160 / 136 tokens: bf16 (N, K) 0.815 / 0.754 / 0.735 -> 0.88 / 0.83 / 0.80,
-// (K, N) 0.806 / 0.743 / 0.720 -> 0.88 / 0.82 / 0.79; e4m3 (N, K) 0.827 / 0.809 / 1.009 -> 0.86 / 0.84 / 1.05; 70B
-// (O / down 2 x 64 tiles, 1 split), 3 rounds, at 192 / 144: bf16 0.886 / 0.716 -> 0.91 / 0.76, e4m3 0.880 / 0.752 ->
-// 0.91 / 0.77; e4m3 (K, N) at 1 split lost (2.95 / 5.30 -> 2.72 / 4.93). 8B e4m3 (K, N), O / down: 5.02 / 5.08 / 5.23
-// -> 5.25 / 5.33 / 5.44 (19:02). Entry 39 (the weight multicast to both token tiles, cuBLAS's form) lost 3-10 %.
+// 129-192 tokens against a narrower weight (QKV, O, down): entry 38's two 96-token tiles per weight tile (41's of 80 at
+// 129-160, above; not the dense plans' two 128-row ones, nor the 256-token entry 19 of an 8-bit (K, N) weight), 2 K
+// splits summed in a cluster where twice the tiles fit on the SMs at once, else one split where the tiles do (not for
+// an 8-bit (K, N) weight: each CTA transposes its weight tile, twice the transposes of 19). H200, 2026-11-29 19:12,
+// bench_decode.py --variants, the old plans forced beside the rule, xla / it, old -> rule: 8B layer (O / down: 2 x 32
+// tiles, 2 splits; QKV 2 x 48, 1), 5 rounds, at 192 / 160 / 136 tokens: bf16 (N, K) 0.815 / 0.754 / 0.735 -> 0.88 /
+// 0.83 / 0.80, (K, N) 0.806 / 0.743 / 0.720 -> 0.88 / 0.82 / 0.79; e4m3 (N, K) 0.827 / 0.809 / 1.009 -> 0.86 / 0.84 /
+// 1.05; 70B (O / down 2 x 64 tiles, 1 split), 3 rounds, at 192 / 144: bf16 0.886 / 0.716 -> 0.91 / 0.76, e4m3 0.880 /
+// 0.752 -> 0.91 / 0.77; e4m3 (K, N) at 1 split lost (2.95 / 5.30 -> 2.72 / 4.93). 8B e4m3 (K, N), O / down: 5.02 / 5.08
+// / 5.23 -> 5.25 / 5.33 / 5.44 (19:02). Entry 39 (the weight multicast to both token tiles, cuBLAS's form) lost 3-10 %.
 inline Plan sm90_token_tiles(const GemmProblem& p, int num_sms) {
   const KernelConfig& t = kSm90Table.at(p.m <= kSm90Tokens160MaxM ? Sm90::k128x80SwapAB : Sm90::k128x96SwapAB);
   const int64_t tiles = partial_tiles(p, t);
