@@ -235,13 +235,14 @@ static float run(std::vector<void*>& bufs, long long n, long long k, int splits,
 // out (M x N, bf16) = act (M x K) . W^T, W (N x K) row-major: the launch the dispatcher makes.
 // iters > 0: the mean time per call of `iters` calls in a CUDA graph; iters < 0: one call on `stream` (the
 // timeline mode), returns 0.
-template <int BM = 128, int BN = 16>
-static float run_ours(std::vector<void*>& bufs, long long n, long long k, long long m, int splits, void* act,
-                      void* out, float* ws, int iters, cudaStream_t stream = nullptr) {
-  constexpr menu::Sm90 kEntry = BN == 64 ? (BM == 128 ? menu::Sm90::k128x64SwapAB : menu::Sm90::k64x64SwapAB)
-                                         : (BM == 128 ? menu::Sm90::k128x16SwapAB : menu::Sm90::k64x16SwapAB);
-  constexpr int kStages = menu::kSm90Table.at(kEntry).stages;  // the menu entry's ring depth (sm90_configs.def)
-  using C = jax_tmem::sm90::Config<DType::kBF16, DType::kBF16, BN, kStages, false, false, false, false, 1, false, 2, BM>;
+// Any swap-AB menu entry (its tile, ring depth and cluster from sm90_configs.def), bf16 (N, K) weight.
+template <menu::Sm90 kEntry>
+static float run_entry(std::vector<void*>& bufs, long long n, long long k, long long m, int splits, void* act,
+                       void* out, float* ws, int iters, cudaStream_t stream = nullptr) {
+  constexpr menu::KernelConfig E = menu::kSm90Table.at(kEntry);
+  static_assert(E.split == menu::Split::kSwapAB, "run_entry times the swap-AB entries");
+  using C = jax_tmem::sm90::Config<DType::kBF16, DType::kBF16, E.block_n, E.stages, false, false, false, false,
+                                   E.cluster_m, false, 2, E.block_m>;
   GemmLaunch L = {};
   GemmProblem& p = L.p;
   p.m = n, p.n = m, p.k = k, p.lda = k, p.ldb = k;
@@ -264,6 +265,14 @@ static float run_ours(std::vector<void*>& bufs, long long n, long long k, long l
   const float us = iters > 0 ? time_graph(call, iters) : (call(stream, 0), 0.f);
   if (!err.empty()) printf("ours: %s\n", err.c_str());
   return us;
+}
+
+template <int BM = 128, int BN = 16>
+static float run_ours(std::vector<void*>& bufs, long long n, long long k, long long m, int splits, void* act,
+                      void* out, float* ws, int iters, cudaStream_t stream = nullptr) {
+  constexpr menu::Sm90 kEntry = BN == 64 ? (BM == 128 ? menu::Sm90::k128x64SwapAB : menu::Sm90::k64x64SwapAB)
+                                         : (BM == 128 ? menu::Sm90::k128x16SwapAB : menu::Sm90::k64x16SwapAB);
+  return run_entry<kEntry>(bufs, n, k, m, splits, act, out, ws, iters, stream);
 }
 
 // The decode kernel (kernels/dense_decode.cuh) on out (M x N, bf16) = act (M x K) . W^T, W bf16 or e4m3 (then
@@ -424,9 +433,9 @@ int main(int argc, char** argv) {
   }
   void *act, *out;
   float* ws;
-  CK(cudaMalloc(&act, 64LL * 14336 * 2));
-  CK(cudaMemset(act, 0x3c, 64LL * 14336 * 2));
-  CK(cudaMalloc(&out, 64LL * 28672 * 2));
+  CK(cudaMalloc(&act, 256LL * 14336 * 2));  // up to 256 tokens
+  CK(cudaMemset(act, 0x3c, 256LL * 14336 * 2));
+  CK(cudaMalloc(&out, 256LL * 28672 * 2));
   CK(cudaMalloc(&ws, 8LL * 64 * 28672 * 4));
   if (argc > 1 && std::string(argv[1]) == "rot") {  // 128-row boxes, the same or rotated K order per tile
     const CUtensorMapL2promotion P = CU_TENSOR_MAP_L2_PROMOTION_NONE;
@@ -497,6 +506,16 @@ int main(int argc, char** argv) {
         [&](int i) { run_ours<128, 64>(bufs, 4096, 4096, 64, -2, act, out, ws, -1, st); });
     one("11: 128x16, M 16, 1 split", 32, [&](int i) { run_ours<128, 16>(bufs, 4096, 4096, 16, 1, act, out, ws, -1, st); });
     one("15: 64x16, M 16, 1 split", 64, [&](int i) { run_ours<64, 16>(bufs, 4096, 4096, 16, 1, act, out, ws, -1, st); });
+    // 129-160 tokens (menu.h sm90_token_tiles / sm90_wide_tokens): the 8B O projection at 136 tokens on 41 (two
+    // 80-token tiles x 32 weight tiles x 2 splits in a cluster) and on 38 (two of 96); the gate / up on 40
+    one("41: 128x80, M 136, 2 splits (cluster)", 128,
+        [&](int i) { run_entry<menu::Sm90::k128x80SwapAB>(bufs, 4096, 4096, 136, -2, act, out, ws, -1, st); });
+    one("38: 128x96, M 136, 2 splits (cluster)", 128,
+        [&](int i) { run_entry<menu::Sm90::k128x96SwapAB>(bufs, 4096, 4096, 136, -2, act, out, ws, -1, st); });
+    one("41: 128x80, M 136, 1 split", 64,
+        [&](int i) { run_entry<menu::Sm90::k128x80SwapAB>(bufs, 4096, 4096, 136, 1, act, out, ws, -1, st); });
+    one("40: 128x160 4x1, M 136, N 28672", 224,
+        [&](int i) { run_entry<menu::Sm90::k128x160SwapABCluster4>(bufs, 28672, 4096, 136, 1, act, out, ws, -1, st); });
     return 0;
   }
 #endif
