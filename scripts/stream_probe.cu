@@ -46,6 +46,7 @@ cudaError_t record_zero(Sink*, void*, size_t, cudaStream_t) { return cudaErrorNo
 
 using namespace jax_tmem;
 using namespace jax_tmem::ptx;
+using Sm90 = jax_tmem::menu::Sm90;
 
 #define CK(x)                                                                  \
   do {                                                                         \
@@ -236,7 +237,7 @@ static float run(std::vector<void*>& bufs, long long n, long long k, int splits,
 // iters > 0: the mean time per call of `iters` calls in a CUDA graph; iters < 0: one call on `stream` (the
 // timeline mode), returns 0.
 // Any swap-AB menu entry (its tile, ring depth and cluster from sm90_configs.def), bf16 (N, K) weight.
-template <menu::Sm90 kEntry>
+template <Sm90 kEntry>
 static float run_entry(std::vector<void*>& bufs, long long n, long long k, long long m, int splits, void* act,
                        void* out, float* ws, int iters, cudaStream_t stream = nullptr) {
   constexpr menu::KernelConfig E = menu::kSm90Table.at(kEntry);
@@ -265,14 +266,6 @@ static float run_entry(std::vector<void*>& bufs, long long n, long long k, long 
   const float us = iters > 0 ? time_graph(call, iters) : (call(stream, 0), 0.f);
   if (!err.empty()) printf("ours: %s\n", err.c_str());
   return us;
-}
-
-template <int BM = 128, int BN = 16>
-static float run_ours(std::vector<void*>& bufs, long long n, long long k, long long m, int splits, void* act,
-                      void* out, float* ws, int iters, cudaStream_t stream = nullptr) {
-  constexpr menu::Sm90 kEntry = BN == 64 ? (BM == 128 ? menu::Sm90::k128x64SwapAB : menu::Sm90::k64x64SwapAB)
-                                         : (BM == 128 ? menu::Sm90::k128x16SwapAB : menu::Sm90::k64x16SwapAB);
-  return run_entry<kEntry>(bufs, n, k, m, splits, act, out, ws, iters, stream);
 }
 
 // The decode kernel (kernels/dense_decode.cuh) on out (M x N, bf16) = act (M x K) . W^T, W bf16 or e4m3 (then
@@ -499,23 +492,26 @@ int main(int argc, char** argv) {
         }
       }
     };
-    one("13: 128x64, M 64, 1 split", 32, [&](int i) { run_ours<128, 64>(bufs, 4096, 4096, 64, 1, act, out, ws, -1, st); });
+    one("13: 128x64, M 64, 1 split", 32,
+        [&](int i) { run_entry<Sm90::k128x64SwapAB>(bufs, 4096, 4096, 64, 1, act, out, ws, -1, st); });
     one("17: 64x64, M 64, 2 splits (cluster)", 128,
-        [&](int i) { run_ours<64, 64>(bufs, 4096, 4096, 64, -2, act, out, ws, -1, st); });
+        [&](int i) { run_entry<Sm90::k64x64SwapAB>(bufs, 4096, 4096, 64, -2, act, out, ws, -1, st); });
     one("13: 128x64, M 64, 2 splits (cluster)", 64,
-        [&](int i) { run_ours<128, 64>(bufs, 4096, 4096, 64, -2, act, out, ws, -1, st); });
-    one("11: 128x16, M 16, 1 split", 32, [&](int i) { run_ours<128, 16>(bufs, 4096, 4096, 16, 1, act, out, ws, -1, st); });
-    one("15: 64x16, M 16, 1 split", 64, [&](int i) { run_ours<64, 16>(bufs, 4096, 4096, 16, 1, act, out, ws, -1, st); });
+        [&](int i) { run_entry<Sm90::k128x64SwapAB>(bufs, 4096, 4096, 64, -2, act, out, ws, -1, st); });
+    one("11: 128x16, M 16, 1 split", 32,
+        [&](int i) { run_entry<Sm90::k128x16SwapAB>(bufs, 4096, 4096, 16, 1, act, out, ws, -1, st); });
+    one("15: 64x16, M 16, 1 split", 64,
+        [&](int i) { run_entry<Sm90::k64x16SwapAB>(bufs, 4096, 4096, 16, 1, act, out, ws, -1, st); });
     // 129-160 tokens (menu.h sm90_token_tiles / sm90_wide_tokens): the 8B O projection at 136 tokens on 41 (two
     // 80-token tiles x 32 weight tiles x 2 splits in a cluster) and on 38 (two of 96); the gate / up on 40
     one("41: 128x80, M 136, 2 splits (cluster)", 128,
-        [&](int i) { run_entry<menu::Sm90::k128x80SwapAB>(bufs, 4096, 4096, 136, -2, act, out, ws, -1, st); });
+        [&](int i) { run_entry<Sm90::k128x80SwapAB>(bufs, 4096, 4096, 136, -2, act, out, ws, -1, st); });
     one("38: 128x96, M 136, 2 splits (cluster)", 128,
-        [&](int i) { run_entry<menu::Sm90::k128x96SwapAB>(bufs, 4096, 4096, 136, -2, act, out, ws, -1, st); });
+        [&](int i) { run_entry<Sm90::k128x96SwapAB>(bufs, 4096, 4096, 136, -2, act, out, ws, -1, st); });
     one("41: 128x80, M 136, 1 split", 64,
-        [&](int i) { run_entry<menu::Sm90::k128x80SwapAB>(bufs, 4096, 4096, 136, 1, act, out, ws, -1, st); });
+        [&](int i) { run_entry<Sm90::k128x80SwapAB>(bufs, 4096, 4096, 136, 1, act, out, ws, -1, st); });
     one("40: 128x160 4x1, M 136, N 28672", 224,
-        [&](int i) { run_entry<menu::Sm90::k128x160SwapABCluster4>(bufs, 28672, 4096, 136, 1, act, out, ws, -1, st); });
+        [&](int i) { run_entry<Sm90::k128x160SwapABCluster4>(bufs, 28672, 4096, 136, 1, act, out, ws, -1, st); });
     return 0;
   }
 #endif
@@ -525,9 +521,9 @@ int main(int argc, char** argv) {
         if (k / 64 < std::abs(splits)) continue;
         const float pure = run<0, 9>(bufs, 4096, k, std::abs(splits), 32 * std::abs(splits),
                                      CU_TENSOR_MAP_L2_PROMOTION_NONE, sink, iters);
-        const float o64 = run_ours<128, 64>(bufs, 4096, k, 64, splits, act, out, ws, iters);
-        const float o64b = run_ours<64, 64>(bufs, 4096, k, 64, splits, act, out, ws, iters);
-        const float o16 = run_ours<128, 16>(bufs, 4096, k, 16, splits, act, out, ws, iters);
+        const float o64 = run_entry<Sm90::k128x64SwapAB>(bufs, 4096, k, 64, splits, act, out, ws, iters);
+        const float o64b = run_entry<Sm90::k64x64SwapAB>(bufs, 4096, k, 64, splits, act, out, ws, iters);
+        const float o16 = run_entry<Sm90::k128x16SwapAB>(bufs, 4096, k, 16, splits, act, out, ws, iters);
         printf("4096 x %5lld, %2d splits: pure stream %6.2f us | ours M=64 128x64 (13) %6.2f | M=64 64x64 (17) %6.2f | "
                "M=16 128x16 (11) %6.2f\n", k, splits, pure, o64, o64b, o16);
       }
@@ -542,8 +538,8 @@ int main(int argc, char** argv) {
   }
   if (argc > 1) {  // for Nsight Compute: our 64-row kernel on one shape, a few calls: N K splits
     const long long n = atoll(argv[1]), k = atoll(argv[2]);
-    run_ours<64>(bufs, n, k, 16, atoi(argv[3]), act, out, ws, 4);
-    run_ours<128>(bufs, n, k, 16, atoi(argv[3]), act, out, ws, 4);
+    run_entry<Sm90::k64x16SwapAB>(bufs, n, k, 16, atoi(argv[3]), act, out, ws, 4);
+    run_entry<Sm90::k128x16SwapAB>(bufs, n, k, 16, atoi(argv[3]), act, out, ws, 4);
     return 0;
   }
   printf("SMs %d; empty kernel in a graph: %.2f us/launch\n", sms,
@@ -572,7 +568,7 @@ int main(int argc, char** argv) {
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, sink, iters);
       float t1 = run<1, 3>(bufs, s.n, s.k, splits, grid, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, sink, iters);
       float t2 = run<2, 3>(bufs, s.n, s.k, splits, grid, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, sink, iters);
-      const float to = run_ours(bufs, s.n, s.k, 16, splits, act, out, ws, iters);
+      const float to = run_entry<Sm90::k128x16SwapAB>(bufs, s.n, s.k, 16, splits, act, out, ws, iters);
       const int u64 = tiles * 2 * splits;
       const float p64_5 = run<3, 5>(bufs, s.n, s.k, splits, u64 < sms ? u64 : sms, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, sink, iters);
       const float p64_6 = run<3, 6>(bufs, s.n, s.k, splits, u64 < sms ? u64 : sms, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, sink, iters);
@@ -585,7 +581,7 @@ int main(int argc, char** argv) {
              run<3, 5, 4>(bufs, s.n, s.k, splits, g64, P, sink, iters), run<3, 5, 7>(bufs, s.n, s.k, splits, g64, P, sink, iters));
       printf("  splits %d: pure 64 rows x 512 B stages (%d units): 5 stages %6.2f us, 6 stages %6.2f us | "
              "release one slot late: 5 stages %6.2f, 6 stages %6.2f\n", splits, u64, p64_5, p64_6, d64_5, d64_6);
-      const float t64 = run_ours<64>(bufs, s.n, s.k, 16, splits, act, out, ws, iters);
+      const float t64 = run_entry<Sm90::k64x16SwapAB>(bufs, s.n, s.k, 16, splits, act, out, ws, iters);
       printf("  splits %d: OURS (swap-AB 128x16, M = 16, + reduce) %6.2f us (%.2f TB/s) | 64x16, 512 B rows %6.2f us (%.2f TB/s)\n",
              splits, to, bytes / to / 1e6, t64, bytes / t64 / 1e6);
       printf("  splits %d (%4d units, grid %3d): box128x128B %6.2f (%.2f) | promo none %6.2f (%.2f) | "
