@@ -86,7 +86,9 @@ def kernel_plan(arch: str, m: int, n: int, k: int, *, batch: int = 1, a_dtype="b
     whole waves before it that they share too (menu::tail_share), which the heuristic also plans where
     menu::tail_split_default says so); ``splits`` < -1: -splits K splits of a split-K entry summed inside
     the kernel, no reduce pass (sm_90a, every work unit on an SM at once, else ValueError; the plan's
-    ``splits`` is then negative too: menu::k_splits).
+    ``splits`` is then negative too: menu::k_splits); ``splits`` <= -100: a swap-AB entry's last wave shared out
+    along K by -splits - 100 (CTAs plus ``num_sms`` x whole waves, as above; menu::swap_tail, one K split; where
+    the entry cannot or the tiles leave no partial wave, the plan's ``splits`` is 1).
     ``out_dtype`` matters where the output rows must be a multiple of 16 bytes (the TMA-store epilogue),
     ``a_dtype`` for the K blocks of a split, ``a_mn_major`` for swap-AB (which needs a K-major lhs),
     ``b_mn_major`` for which swap-AB entries read the weight (an MN-major 8-bit one: the 128-row entries),

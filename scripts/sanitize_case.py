@@ -230,4 +230,26 @@ if jax.default_backend() == "gpu" and sm90:
         err = float(np.abs(np.asarray(out, np.float64) - ref).max() / np.abs(ref).max())
         print("last wave shared", cfg, "rel err", err, flush=True)
         assert err < 1e-5
+# The swap-AB entries' last wave shared the same way (menu::swap_tail, config (entry, -(100 + share))): 20000 and
+# 36000 weight rows (157 / 282 tiles of 128) on 132 SMs, entry 35 (the one that can), token, row and K tails, a
+# whole wave shared too, fp8, a fused epilogue (the kernel's finish).
+if jax.default_backend() == "gpu" and sm90:
+    nk = (((1,), (1,)), ((), ()))
+    for (m_, n_, k_), cfg, dt, fused in (((61, 20000, 1000), (35, -232), "bfloat16", False),
+                                         ((150, 20000, 520), (35, -200), "bfloat16", True),
+                                         ((100, 36000, 1000), (35, -364), "float16", False),
+                                         ((177, 20000, 1024), (35, -232), "float8_e4m3fn", False),
+                                         ((190, 20000, 1000), (35, -150), "bfloat16", True)):
+        a = jnp.asarray(rng.standard_normal((m_, k_)), dt)
+        b = jnp.asarray(rng.standard_normal((n_, k_)), dt)
+        bias = jnp.asarray(rng.standard_normal((n_,)), "float32")
+        epi = gemm_op.Epilogue(activation="relu", has_bias=True) if fused else gemm_op.Epilogue()
+        out = jax.jit(lambda x, y, z: gemm_op.gemm(x, y, z if fused else None, None, nk, jnp.dtype("bfloat16"), epi,
+                                                   "kernel", True, cfg))(a, b, bias)
+        a64, b64 = (np.asarray(t.astype(jnp.float32), np.float64) for t in (a, b))
+        ref = a64 @ b64.T
+        ref = np.maximum(ref + np.asarray(bias, np.float64), 0) if fused else ref
+        err = float(np.abs(np.asarray(out, np.float64) - ref).max() / np.abs(ref).max())
+        print("swap-AB last wave shared", cfg, (m_, n_, k_), dt, "rel err", err, flush=True)
+        assert err < 1e-2
 print("sanitize sweep done")

@@ -326,6 +326,32 @@ def command_buffer_runs(prog: str, *args: str) -> list:
     return outs
 
 
+def forced_gemm_runs(cfg, args, dn, out_shape, out_dtype, repeats=2):
+    """The kernel-path GEMM forced through menu ``cfg`` (an entry, or (entry, splits)), ``repeats`` times, each into
+    a freshly NaN-poisoned output (donated to the call); ``args`` = (a, b), or (a, b, bias, c) for the fused
+    epilogue gelu(0.5 acc + bias) + c. Returns the outputs as float32 NumPy arrays."""
+    from jax_tmem.ops import gemm as gemm_op
+    fused = len(args) == 4
+    epi = gemm_op.Epilogue(activation="gelu", alpha=0.5, has_bias=True, has_c=True) if fused else gemm_op.Epilogue()
+
+    def f(poison, *xs):
+        del poison
+        return gemm_op.gemm(xs[0], xs[1], xs[2] if fused else None, xs[3] if fused else None, dn, np.dtype(out_dtype),
+                            epi, "kernel", True, cfg)
+    g = jax.jit(f, donate_argnums=0)
+    return [np.asarray(g(jnp.full(out_shape, jnp.nan, out_dtype), *args).astype(jnp.float32)) for _ in range(repeats)]
+
+
+def forced_gemm_ref(args, kn=False) -> np.ndarray:
+    """float64 reference of forced_gemm_runs' GEMM: a (..., M, K) times b (..., N, K), or (..., K, N) if ``kn``."""
+    a64, b64 = (np.asarray(t.astype(jnp.float32), np.float64) for t in args[:2])
+    y = np.einsum("...mk,...kn->...mn" if kn else "...mk,...nk->...mn", a64, b64)
+    if len(args) < 4:
+        return y
+    return ref_epilogue(y, alpha=0.5, bias=np.asarray(args[2], np.float64), activation="gelu",
+                        c=np.asarray(args[3].astype(jnp.float32), np.float64))
+
+
 @pytest.fixture(autouse=True)
 def _clean_decisions():
     jax_tmem.clear_decisions()

@@ -26,8 +26,8 @@ from jax_tmem import isa
 from jax_tmem._core import arch as _arch, ext as _ext
 from jax_tmem.ops import gemm as gemm_op
 
-from conftest import (BF16, E4M3, F16, F32, assert_close, command_buffer_runs, lower_for_cuda, rand, ref_epilogue,
-                      seed_of)
+from conftest import (BF16, E4M3, F16, F32, assert_close, command_buffer_runs, forced_gemm_ref, forced_gemm_runs,
+                      lower_for_cuda, rand, seed_of)
 
 
 def _needs_ext():
@@ -170,25 +170,14 @@ def test_splits_summed_in_the_kernel(case):
     if not entry["built"]:
         pytest.skip(entry["not_built"])
     bs, a, b, dn, bias, c = _operands(case)
-    epi = gemm_op.Epilogue(activation="gelu", alpha=0.5, has_bias=True, has_c=True) if epi_c else gemm_op.Epilogue()
     args = (a, b, bias, c) if epi_c else (a, b)
-
-    def run(cfg):
-        def f(poison, *xs):
-            del poison
-            return gemm_op.gemm(xs[0], xs[1], xs[2] if epi_c else None, xs[3] if epi_c else None, dn,
-                                np.dtype(out_dtype), epi, "kernel", True, cfg)
-        g = jax.jit(f, donate_argnums=0)
-        return [np.asarray(g(jnp.full(bs + (m, n), jnp.nan, out_dtype), *args).astype(jnp.float32)) for _ in range(3)]
+    run = lambda cfg: forced_gemm_runs(cfg, args, dn, bs + (m, n), out_dtype, repeats=3)  # noqa: E731
 
     o1, o2, o3 = run((config, -splits))
     assert not np.isnan(o1).any(), "unwritten (NaN-poisoned) outputs"
     np.testing.assert_array_equal(o1, o2)  # bitwise repeatable: splits added in a fixed order
     np.testing.assert_array_equal(o1, o3)
-    a64, b64 = (np.asarray(t.astype(jnp.float32), np.float64) for t in (a, b))
-    y = np.einsum("...mk,...kn->...mn" if kn else "...mk,...nk->...mn", a64, b64)
-    ref = ref_epilogue(y, alpha=0.5, bias=np.asarray(bias, np.float64), activation="gelu",
-                       c=np.asarray(c.astype(jnp.float32), np.float64)) if epi_c else y
+    ref = forced_gemm_ref(args, kn)
     tol = BF16 if np.dtype(in_dtype) == E4M3 else None  # Hopper's fp8 wgmma accumulation (test_gpu_gemm._tol)
     assert_close(o1.astype(out_dtype), ref, out_dtype, k, tol_dtype=tol)
     passed = run((config, splits))[0]  # the reduce pass: the same sums in the same order

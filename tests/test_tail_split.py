@@ -23,7 +23,8 @@ from jax_tmem import isa
 from jax_tmem._core import arch as _arch, ext as _ext
 from jax_tmem.ops import gemm as gemm_op
 
-from conftest import BF16, E4M3, F16, F32, assert_close, command_buffer_runs, rand, ref_epilogue, seed_of
+from conftest import (BF16, E4M3, F16, F32, assert_close, command_buffer_runs, forced_gemm_ref, forced_gemm_runs,
+                      rand, seed_of)
 
 TILE_FLOATS = 128 * 256  # the 128x256 entries' f32 partial sums per CTA
 
@@ -235,25 +236,13 @@ def test_last_wave_shared_along_k(case):
     nb = len(bs)
     dn = (((nb + 1,), (nb + 1,)), (tuple(range(nb)), tuple(range(nb))))
     bias, c = rand(s + 2, (n,), F32), rand(s + 3, bs + (m, n), out_dtype)
-    epi = gemm_op.Epilogue(activation="gelu", alpha=0.5, has_bias=True, has_c=True) if epi_c else gemm_op.Epilogue()
     args = (a, b, bias, c) if epi_c else (a, b)
-
-    def run(cfg):
-        def f(poison, *xs):
-            del poison
-            x, y = xs[:2]
-            return gemm_op.gemm(x, y, xs[2] if epi_c else None, xs[3] if epi_c else None, dn, np.dtype(out_dtype),
-                                epi, "kernel", True, cfg)
-        g = jax.jit(f, donate_argnums=0)
-        return [np.asarray(g(jnp.full(bs + (m, n), jnp.nan, out_dtype), *args).astype(jnp.float32)) for _ in range(2)]
+    run = lambda cfg: forced_gemm_runs(cfg, args, dn, bs + (m, n), out_dtype)  # noqa: E731
 
     o1, o2 = run((config, ctas))
     assert not np.isnan(o1).any(), "unwritten (NaN-poisoned) outputs"
     np.testing.assert_array_equal(o1, o2)  # bitwise repeatable: the partial sums are added in CTA order
-    a64, b64 = (np.asarray(t.astype(jnp.float32), np.float64) for t in (a, b))
-    y = np.einsum("...mk,...nk->...mn", a64, b64)
-    ref = ref_epilogue(y, alpha=0.5, bias=np.asarray(bias, np.float64), activation="gelu",
-                       c=np.asarray(c.astype(jnp.float32), np.float64)) if epi_c else y
+    ref = forced_gemm_ref(args)
     # fp8: Hopper's fp8 wgmma accumulates with reduced precision inside a chain (test_gpu_gemm._tol)
     tol = BF16 if np.dtype(in_dtype) == E4M3 else None
     assert_close(o1.astype(out_dtype), ref, out_dtype, k, tol_dtype=tol)

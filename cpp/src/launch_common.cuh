@@ -118,6 +118,7 @@ inline std::string launch_splitk_reduce(const GemmLaunch& L, int splits, int64_t
   constexpr bool fn() { return fn##_t<C>::value; }
 JT_CONFIG_FLAG(tail_split_of, kTailSplit)
 JT_CONFIG_FLAG(splits_in_kernel_of, kSplitsInKernel)
+JT_CONFIG_FLAG(swap_tail_of, kSwapTail)
 #undef JT_CONFIG_FLAG
 
 // Builds the maps and launches `kernel` on a persistent grid: one CTA (or one cluster of
@@ -188,17 +189,20 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
     prm.splits = static_cast<int>(s);
   }
   cfg.gridDim = dim3(kCluster * static_cast<int>(std::min<int64_t>(units, resident)), 1, 1);
-  if constexpr (tail_split_of<C>()) {
-    // The last, partial wave (and p.splits' whole waves before it) shared out along K by p.splits' CTAs
-    // (menu::tail_share; sched::TailSplit; the plan's choice, forced or menu::tail_split_default); where
-    // the grid does not fit the plan or the workspace is short, the tiles run whole.
-    const int64_t grid = cfg.gridDim.x, ctas = menu::tail_share(p.splits, grid).ctas;
+  if constexpr (tail_split_of<C>() || swap_tail_of<C>()) {
+    // The last, partial wave (and the share's whole waves before it) shared out along K by the share's CTAs
+    // (menu::tail_share; sched::TailSplit; the plan's choice, forced or menu::tail_split_default): a dense
+    // entry's share is p.splits, a swap-AB entry's menu::swap_tail_share (ws_ld then carries minus the tiles);
+    // where the grid does not fit the plan or the workspace is short, the tiles run whole.
+    const int64_t share = tail_split_of<C>() ? p.splits : menu::swap_tail_share(p.splits);
+    const int64_t grid = cfg.gridDim.x, ctas = menu::tail_share(share, grid).ctas;
     const int64_t k_blocks = (p.k + C::STAGE_K - 1) / C::STAGE_K;
-    if (menu::tail_split_ok(tiles, grid, p.splits, k_blocks) && L.ws != nullptr &&
+    if (share > 0 && menu::tail_split_ok(tiles, grid, share, k_blocks) && L.ws != nullptr &&
         L.ws_count >= menu::tail_ws_floats(ctas, int64_t(C::TILE_M) * C::BLOCK_N)) {
+      const int64_t dealt = menu::tail_tiles(tiles, grid, share);  // the tiles dealt out (sched::TailSplit)
       prm.ws = L.ws;
       prm.splits = static_cast<int>(ctas);
-      prm.ws_ld = static_cast<int>(menu::tail_tiles(tiles, grid, p.splits));  // the tiles dealt out (sched::TailSplit)
+      prm.ws_ld = static_cast<int>(tail_split_of<C>() ? dealt : -dealt);
       cudaError_t e = zero_async(L.ws + ctas * int64_t(C::TILE_M) * C::BLOCK_N, sizeof(unsigned int) * ctas,
                                  L.stream);  // the ready flags
       if (e != cudaSuccess) return std::string("tail split: clearing the ready flags: ") + cudaGetErrorString(e);

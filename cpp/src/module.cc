@@ -421,6 +421,9 @@ NB_MODULE(_jax_tmem, m) {
                                 table.find(config)->schedule == menu::Schedule::kWgmma))
       throw std::invalid_argument(std::string("entry ") + std::to_string(config) + ": " + menu::kMmaDecodeOperands);
     const menu::Plan plan = arch == "sm_90a" ? menu::sm90_plan(p, num_sms) : menu::sm100_plan(p, num_sms);
+    if (menu::swap_tail(splits) && !(arch == "sm_90a" && table.find(plan.config)->swap_ab()))  // menu::swap_tail
+      throw std::invalid_argument("splits <= -100 share an sm_90a swap-AB entry's last wave: not " + arch + " entry " +
+                                  std::to_string(plan.config));
     if (menu::splits_in_kernel(splits) || menu::splits_in_kernel(plan.splits)) {  // the launcher's conditions
       const menu::KernelConfig& c = *table.find(plan.config);
       const std::string why =
@@ -470,10 +473,12 @@ NB_MODULE(_jax_tmem, m) {
     else throw std::invalid_argument("group_m: the kernels use 4, 8 or 16");
     return out;
   }, nb::arg("tiles_m"), nb::arg("tiles_n"), nb::arg("batch"), nb::arg("group_m"));
-  // A dense plan's `splits` decoded (menu::tail_share): (CTAs sharing the last wave, whole waves shared).
-  m.def("tail_share", [](int64_t splits, int64_t grid) {
-    const jax_tmem::menu::TailShare s = jax_tmem::menu::tail_share(splits, grid);
-    return nb::make_tuple(s.ctas, s.waves);
+  // A plan's last-wave `splits` decoded (menu::tail_share, menu::swap_tail): (CTAs, whole waves, a swap-AB entry's).
+  m.def("tail_share", [](int splits, int64_t grid) {
+    namespace menu = jax_tmem::menu;
+    const bool swap = menu::swap_tail(splits);
+    const menu::TailShare s = menu::tail_share(swap ? menu::swap_tail_share(splits) : std::max(splits, 0), grid);
+    return nb::make_tuple(s.ctas, s.waves, swap);
   }, nb::arg("splits"), nb::arg("grid"));
   m.def("cuda_device_sms", [](int dev) {
 #if JAX_TMEM_HAS_CUDA

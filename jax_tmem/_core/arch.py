@@ -118,13 +118,14 @@ def menu(arch: str) -> dict:
 def _splits_in_words(splits: int, split_k: bool, sms: int) -> str:
     """A plan's ``splits`` for the decision log: K splits of a split-K entry (< 0: -splits of them summed
     inside the kernel, menu::k_splits); for a dense entry the CTAs sharing its last wave plus ``sms`` x the
-    whole waves they share too (menu::tail_share)."""
-    if split_k:
-        return f"{-splits} K splits summed in the kernel" if splits < 0 else f"{splits} K splits"
+    whole waves they share too (menu::tail_share); a swap-AB entry's last wave shared the same way
+    (menu::swap_tail: -(100 + that share), one K split)."""
     mod, _ = _ext.load()
-    ctas, waves = mod.tail_share(splits, sms)
+    ctas, waves, swap = mod.tail_share(splits, sms)
+    if split_k and not swap:
+        return f"{-splits} K splits summed in the kernel" if splits < 0 else f"{splits} K splits"
     also = f" and the {waves} whole wave{'s' if waves > 1 else ''} before it" if waves else ""
-    return f"{ctas} CTAs sharing the last wave{also} along K"
+    return f"{ctas} CTAs sharing the last wave{also} along K" + (", one K split" if swap else "")
 
 
 def menu_entry(arch: str, canon, a_dtype, config, out_dtype="bfloat16", b_dtype=None) -> str:

@@ -37,7 +37,8 @@ struct KernelParams {
   // Split-K / swap-AB kernels only (kPartialOut): the f32 workspace, its row pitch (floats, even) and
   // the number of K splits. Null / 0 / 1 otherwise. A dense sm_90a entry whose last wave is shared out
   // along K (sched::TailSplit; menu.h plans it): the workspace (the sharing CTAs' f32 partial sums, then their
-  // ready flags), the number of tiles left over after the whole waves (in ws_ld) and of sharing CTAs.
+  // ready flags), the number of tiles left over after the whole waves (in ws_ld) and of sharing CTAs; a
+  // swap-AB entry's (menu::swap_tail: one K split, finished in the kernel) the same, minus the tiles in ws_ld.
   // (No fields of their own: a larger struct made ptxas spill in the block-scaled kernel.)
   float* ws;
   int ws_ld;

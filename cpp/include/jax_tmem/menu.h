@@ -9,6 +9,7 @@
 
 #include "jax_tmem/gemm_problem.h"
 #include "jax_tmem/kernel_config.h"
+#include "jax_tmem/last_wave.h"
 #include "jax_tmem/menu_decode.h"
 
 namespace jax_tmem::menu {
@@ -117,9 +118,9 @@ inline int64_t workspace_floats(const GemmProblem& p, int splits) {
 // each CTA finishes the rows of its share of the consumer warps, adding the splits in order 0, 1, ... (the
 // reduce pass's order: the same bits; kernels/sm90_epilogue.cuh split_fixup). At most kMaxClusterSplits (the
 // portable cluster size). Forced with config (entry, -splits); where the clusters do not all fit at once the
-// launcher refuses it.
-inline int k_splits(int splits) { return splits < 0 ? -splits : splits; }
-inline bool splits_in_kernel(int splits) { return splits < -1; }
+// launcher refuses it. A swap-AB entry's last wave shared out (swap_tail, last_wave.h) is one K split.
+inline int k_splits(int splits) { return swap_tail(splits) ? 1 : splits < 0 ? -splits : splits; }
+inline bool splits_in_kernel(int splits) { return splits < -1 && !swap_tail(splits); }
 constexpr int kMaxClusterSplits = 8;
 // The tiles whose K splits can be summed in the kernel (the sm_90a Config's kSplitsInKernel): up to 192 wide, and 256
 // wide for 16-bit and tf32 operands; the 8-bit 256-wide entry keeps its promotion registers beside the 128
@@ -248,68 +249,6 @@ inline Plan make_plan(const ConfigTable& table, const GemmProblem& p, int num_sm
   return plan;
 }
 
-// A dense cooperative entry's last wave (sched::TailSplit, stream-K over the last wave): where the tiles
-// fill the grid over whole waves and `rem` = tiles % grid remain, those rem tiles' k-blocks can be dealt
-// evenly to `ctas` CTAs (rem < ctas <= grid, at least one k-block each), so that the last wave takes
-// rem / ctas of a tile instead of a whole one. Forced with config (entry, ctas) (tests and sweeps); the
-// heuristic shares it (tail_split_default) only where it measured faster (H200, 2026-11-25 10:49-10:53,
-// sweep_configs.py, 9 rounds, x XLA, whole tiles / shared last wave with the rule "all SMs, at most 4
-// per tile"): bf16 8192 x 16384 x 4096 (4 tiles left, 16 CTAs) 0.958 / 0.956, 8192 x 12288 x 4096 (36
-// left) 0.946 / 0.964, 4096 x 16384 x 8192 (68) 1.004 / 1.017, 8192 x 4096 x 16384 (100) 1.009 / 0.938,
-// e4m3 the last two 1.791 / 1.739 and 1.475 / 1.384; Nsight Compute at base clocks (13:34, cycles, the
-// 20 entry): 8192^3 (68 left, 132 CTAs) -2.1 %, 8192 x 16384 x 4096 (4 left) +3.5 % with 132 CTAs, +0.1 %
-// with 40, 8192 x 4096 x 16384 (100 left, 132) +1.6 %. Few tiles left: the CTAs do not reach the last
-// wave together (it is not the critical path it looks like), and an owner waits for the latest of its
-// pieces; most of a wave left: each tile splits in under 2, and the pieces read A and B out of the order
-// that kept them in L2 (+50 % DRAM bytes at 100 left).
-// Sharing more than the partial wave (waves >= 1): the last rem + waves x grid tiles dealt to the CTAs,
-// each CTA's share then over a tile (stream-K's "data-parallel waves + one stream-K wave" hybrid). The plan's
-// `splits` carries both numbers, ctas + waves x grid (ctas in (rem, grid]); tail_share decodes it.
-struct TailShare {
-  int64_t ctas, waves;
-};
-inline TailShare tail_share(int64_t splits, int64_t grid) {
-  const int64_t waves = grid > 0 && splits > 0 ? (splits - 1) / grid : 0;
-  return {splits - waves * grid, waves};
-}
-// The tiles whose k-blocks are dealt out (sched::TailSplit's `tail`): the partial wave, plus `waves`
-// whole ones.
-inline int64_t tail_tiles(int64_t tiles, int64_t grid, int64_t splits) {
-  return grid > 0 ? tiles % grid + tail_share(splits, grid).waves * grid : 0;
-}
-// Its workspace: one tile of f32 partial sums per sharing CTA, then one ready flag (a 32-bit word) each
-// (a CTA's share starts with at most one piece it does not own, whatever its length).
-inline int64_t tail_ws_floats(int64_t ctas, int64_t tile_floats) { return ctas * tile_floats + ctas; }
-// Whether the plan's `splits` (ctas + waves x grid) can share the last wave of `tiles` tiles on a grid of
-// `grid` CTAs (the plan and the launcher ask the same): a partial last wave, more CTAs than its tiles, at
-// most the grid, whole waves enough to share, at least one k-block each.
-inline bool tail_split_ok(int64_t tiles, int64_t grid, int64_t splits, int64_t k_blocks) {
-  const int64_t rem = grid > 0 ? tiles % grid : 0;
-  const TailShare s = tail_share(splits, grid);
-  const int64_t tail = rem + s.waves * grid;
-  return tiles > grid && rem > 0 && s.ctas > rem && s.ctas <= grid && tail < tiles && s.ctas <= tail * k_blocks;
-}
-inline bool tail_splits(const KernelConfig& c) {
-  return !c.partial() && c.schedule == Schedule::kCooperative && c.cluster_m == 1;
-}
-// The heuristic's plan for a last wave (0: whole tiles; else tail_share's splits): 16-bit operands, more
-// than one wave, and between an eighth and two thirds of a wave left over: every SM, at most 4 per tile.
-// Under an eighth left, short K (<= 64 k-blocks) and 8 waves or more (where it was measured): the last
-// whole wave shared too, by every SM (each share just over a tile). Nsight Compute at base clocks, entry
-// 20, cycles against whole tiles, 8192 x 16384 x 4096 (4 left, 64 k-blocks): -2.4 % (H100, 2026-11-25
-// 16:30; the partial wave alone +2.0 %, two whole waves -2.1 %), -2.1 % (H200, 16:38). Longer K lost:
-// the pieces stream different K ranges at once and L2 stops serving the wave (H100 16:30: 16384 x 4096
-// x 8192, 68 left, 128 k-blocks: +7 % with a whole wave, -2.8 % without; 8192 x 4096 x 16384, 100 left:
-// +35 %, +12 % without).
-inline constexpr int64_t kTailWaveMaxKBlocks = 64;
-inline int64_t tail_split_default(const GemmProblem& p, int64_t tiles, int64_t grid, int64_t k_blocks) {
-  const int64_t rem = grid > 0 ? tiles % grid : 0;
-  if (dtype_bytes(p.a_type) != 2 || tiles <= grid || rem == 0 || rem * 3 > grid * 2) return 0;
-  const int64_t share = rem * 8 >= grid ? std::min<int64_t>(grid, 4 * rem)
-                        : k_blocks <= kTailWaveMaxKBlocks && tiles >= 8 * grid ? 2 * grid : 0;
-  return share > 0 && tail_split_ok(tiles, grid, share, k_blocks) ? share : 0;
-}
-
 // sm_90a: the widest cooperative 128-row tile that keeps the SMs busy in whole waves (widest_even_tile_n),
 // with the TMA-store epilogue where the output rows allow it (measured 2026-11-21 12:08 on the
 // H200, interleaved sweep: 128x256 TMA store 1.009-1.016 x jnp.dot on the large bf16 shapes and 1.375 x
@@ -383,6 +322,18 @@ inline Plan sm90_cluster_decode(const GemmProblem& p, int num_sms, const Plan& p
   return Plan{t->id, -2, 0};
 }
 
+// A swap-AB entry's last wave shared out by `share` (tail_share's ctas + waves x grid; swap_tail): where the entry
+// can and the tiles leave a partial wave (tail_split_ok) and the workspace holds the pieces, else whole tiles.
+inline Plan sm90_swap_tail_plan(const GemmProblem& p, const KernelConfig& c, int64_t share, int num_sms,
+                                int64_t ws_available) {
+  const bool transposed = sm90_swap_only_family(p.b_type, p.b_mn_major, false);
+  if (!swap_tail_kernel(c.swap_ab(), c.cluster_ctas(), c.block_m, c.block_n, transposed)) return Plan{c.id, 1, 0};
+  const int64_t tiles = partial_tiles(p, c), kb = (k_blocks_128B(p) + c.k_chunks - 1) / c.k_chunks;
+  const int64_t ws = tail_ws_floats(tail_share(share, num_sms).ctas, int64_t(c.block_m) * c.block_n);
+  if (!tail_split_ok(tiles, num_sms, share, kb) || (ws_available >= 0 && ws > ws_available)) return Plan{c.id, 1, 0};
+  return Plan{c.id, swap_tail_splits(share), ws};
+}
+
 // 129-192 tokens against a weight of at least as many 128-row tiles as SMs (a gate / up projection): entry 37, the
 // swap-AB tile 192 tokens wide in clusters of 4 weight tiles sharing the tokens by multicast, one K split, instead
 // of the dense plans' two 128-row token tiles (256 rows computed: the 8B layer at 192 tokens took about its time at
@@ -408,6 +359,21 @@ inline bool sm90_wide_tokens(const GemmProblem& p, int num_sms) {
 inline constexpr int kSm90Tokens160MaxM = 160;
 inline Sm90 sm90_wide_tokens_entry(const GemmProblem& p) {
   return p.m <= kSm90Tokens160MaxM ? Sm90::k128x160SwapABCluster4 : Sm90::k128x192SwapABCluster4;
+}
+// 161-192 tokens where the weight's tiles run as more than two waves and leave at most half a wave (the 70B gate / up:
+// 448 tiles, 3 waves + 52 on 132 SMs): entry 35 (192 wide, no cluster) with its last wave shared along K by every SM
+// (menu::swap_tail, last_wave.h), instead of 37. H200, 2026-11-30 08:11-08:14, bench_decode.py --variants, 70B layer,
+// NK, xla / it (us per layer): bf16 at 192 tokens, 3 rounds, 37 0.92 (693.2), 35 shared 0.950 (653.7), with the wave
+// before it too 0.921; 5 rounds, 37 0.91 (696.4), 35 whole 0.904 (685.2), shared 0.962 (662.0); at 168 tokens 0.81
+// (678.2) / 0.780 (687.8) / 0.825 (652.3); e4m3 at 192 0.90 (381.4) / 0.888 (385.5) / 0.908 (377.7). Lost where most
+// of a wave is left (8B gate / up, 224 tiles, 92 left: 35 shared 0.789-0.822 against 37's 0.83-0.87 at 176 / 192
+// tokens; 13 at 64 tokens 0.937 against 0.99, bandwidth-bound: the SMs of a partial wave still read at full speed).
+inline Plan sm90_wide_tokens_shared(const GemmProblem& p, int num_sms, int64_t ws_available) {
+  const KernelConfig& c = kSm90Table.at(Sm90::k128x192SwapAB);
+  const int64_t tiles = partial_tiles(p, c), rem = tiles % num_sms;
+  if (p.m <= kSm90Tokens160MaxM || tiles <= 2 * num_sms || rem == 0 || rem * 2 > num_sms) return Plan{-1, 0, 0};
+  const Plan plan = sm90_swap_tail_plan(p, c, num_sms, num_sms, ws_available);
+  return swap_tail(plan.splits) ? plan : Plan{-1, 0, 0};
 }
 // 129-192 tokens against a narrower weight (QKV, O, down): entry 38's two 96-token tiles per weight tile (41's of 80 at
 // 129-160, above; not the dense plans' two 128-row ones, nor the 256-token entry 19 of an 8-bit (K, N) weight), 2 K
@@ -436,8 +402,12 @@ inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = 
   if (p.config < 0 && sm90_mma_decode(p)) return Plan{static_cast<int>(sm90_mma_decode_entry(p, num_sms)), 1, 0};
   if (p.config < 0 && sm90_wg_decode(p, num_sms)) return Plan{static_cast<int>(sm90_wg_decode_entry(p)), 1, 0};
   if (forced != nullptr && forced->split == Split::kDecode) return Plan{p.config, 1, 0};
-  if (p.config < 0 && sm90_wide_tokens(p, num_sms))  // (one split: no workspace)
+  if (forced != nullptr && forced->swap_ab() && swap_tail(p.splits))  // forced: config (entry, -(100 + share))
+    return sm90_swap_tail_plan(p, *forced, swap_tail_share(p.splits), num_sms, ws_available);
+  if (p.config < 0 && sm90_wide_tokens(p, num_sms)) {  // (one split, no workspace; or 35's last wave shared)
+    if (const Plan shared = sm90_wide_tokens_shared(p, num_sms, ws_available); shared.config >= 0) return shared;
     return Plan{static_cast<int>(sm90_wide_tokens_entry(p)), 1, 0};
+  }
   if (const Plan tt = sm90_token_tiles(p, num_sms); p.config < 0 && tt.config >= 0) return tt;
   const bool transposes = sm90_swap_only_family(p.b_type, p.b_mn_major, false);
   const bool rows64 = !transposes && (p.m <= 32 || dtype_bytes(p.b_type) == 1);

@@ -7,6 +7,9 @@
 #include "jax_tmem/dtypes.h"
 #include "jax_tmem/menu.h"
 
+#ifndef JT_SWAP_TAIL
+#define JT_SWAP_TAIL 1  // 0: the swap-AB entries without the shared last wave (an A/B build, scripts/ab_options.sh)
+#endif
 #ifndef JT_SM90_GROUP_M
 #define JT_SM90_GROUP_M 0  // 0: Config::kGroupM's rule
 #endif
@@ -140,6 +143,11 @@ struct Config {
   static constexpr int kTransBarrier = 8;  // kATrans: named barriers 8 + cw (one per consumer warpgroup)
   // The last wave shared out along K where planned (sched::TailSplit; menu::tail_splits: the plain cooperative schedule).
   static constexpr bool kTailSplit = kPartialOut == 0 && !kPingPong && CTAS_PER_TILE == 1;
+  // The swap-AB entries' last wave shared the same way where the launcher planned it (menu::swap_tail: KernelParams
+  // ws_ld < 0, its tiles; one K split, finished here), for the entry menu::swap_tail_kernel names.
+  static constexpr bool kSwapTail =
+      JT_SWAP_TAIL && kPartialOut == 2 && !kPingPong &&
+      menu::swap_tail_kernel(true, CTAS_PER_TILE, kBlockM_, BLOCK_N_, kATrans);
   // The cooperative dense entries release a ring slot once per consumer warpgroup (and CTA of the cluster), as
   // CUTLASS's signalling threads do, instead of once per warp: 4 arrives per slot instead of 16 in a 2x1 cluster (half
   // of them remote), 2 instead of 8 without. Measured on an H200 (docs/PERF.md, 2026-11-29 07:07): the transposed-

@@ -74,8 +74,9 @@ template <class C>
 __device__ __forceinline__ void partial_store(const float (&acc)[C::ACC_REGS], const Params& p, int batch,
                                               int split, int row0, int col0) {
   const int64_t slab = static_cast<int64_t>(split) * p.batch + batch;
-  // ws_ld 0: one split, or K splits summed in this kernel (split_fixup): the output is finished here.
-  if (p.ws_ld == 0 && epilogue::plain(p.epi)) {  // nothing to apply: cast and store
+  // ws_ld 0: one split, or K splits summed in this kernel (split_fixup); < 0: one split, the last wave shared
+  // (kSwapTail, tail_fixup): the output is finished here.
+  if (p.ws_ld <= 0 && epilogue::plain(p.epi)) {  // nothing to apply: cast and store
     // The output type dispatched once, around a straight run of stores of that type: the code a decode GEMM
     // executes once per CTA, cold (its instruction fetches, not its arithmetic, are the epilogue's cost).
     if (p.epi.out_type == static_cast<int32_t>(DType::kBF16))
@@ -87,8 +88,8 @@ __device__ __forceinline__ void partial_store(const float (&acc)[C::ACC_REGS], c
     return;
   }
   for_each_fragment_pair<C>(acc, row0, col0, p.m, p.n, [&](int row, int col, float v0, float v1) {
-    if (p.ws_ld == 0) {  // finish the output here (no partial sums for a reduce pass)
-      // (!kFusedFinish: the launcher never runs this twin with a fused epilogue and ws_ld 0: see Config)
+    if (p.ws_ld <= 0) {  // finish the output here (no partial sums for a reduce pass)
+      // (!kFusedFinish: the launcher never runs this twin with a fused epilogue and ws_ld <= 0: see Config)
       if constexpr (!C::kFusedFinish) {
       } else if constexpr (C::kPartialOut == 1) {
         epilogue::finish_element(v0, p.epi, int64_t(batch) * p.m + row, col, p.n);

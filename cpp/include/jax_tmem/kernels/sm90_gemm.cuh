@@ -105,14 +105,17 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
   const int k_blocks = (p.k + C::STAGE_K - 1) / C::STAGE_K;  // ring slots per tile
   // Every role of a CTA walks the same units: its tiles and K splits (sched::WorkUnits, shared with the
   // sm_100a kernels); kTailSplit: its whole tiles, then its pieces of the last wave (sched::TailSplit).
-  const sched::WorkUnits work(num_tiles, k_blocks, C::kPartialOut ? p.splits : 1);
+  // kSwapTail: a swap-AB entry's last wave shared where the launcher planned it (ws_ld < 0: minus its tiles).
+  const bool tail_on = C::kTailSplit || (C::kSwapTail && p.ws_ld < 0);
+  const sched::WorkUnits work(num_tiles, k_blocks, C::kPartialOut && !tail_on ? p.splits : 1);
   const int splits = work.splits, num_units = work.num_units;
-  const sched::TailSplit tail(num_tiles, C::kTailSplit ? p.ws_ld : 0, C::kTailSplit ? p.splits : 0, k_blocks, gridDim.x);
+  const sched::TailSplit tail(num_tiles, tail_on ? (p.ws_ld < 0 ? -p.ws_ld : p.ws_ld) : 0, tail_on ? p.splits : 0,
+                              k_blocks, gridDim.x);
   const int first_tile = blockIdx.x / C::CTAS_PER_TILE, tile_step = gridDim.x / C::CTAS_PER_TILE;
-  const int my_units = C::kTailSplit ? tail.count(blockIdx.x)
-                                     : (num_units > first_tile ? (num_units - first_tile + tile_step - 1) / tile_step : 0);
+  const int my_units = tail_on ? tail.count(blockIdx.x)
+                               : (num_units > first_tile ? (num_units - first_tile + tile_step - 1) / tile_step : 0);
   const auto unit_of = [&](int i, int& t, int& split, int& kb0, int& kb1) {
-    if constexpr (C::kTailSplit) {
+    if (C::kTailSplit || (C::kSwapTail && tail_on)) {
       tail.unit(blockIdx.x, i, t, kb0, kb1), split = 0;  // (K splits are the partial entries')
     } else {
       const int u = first_tile + i * tile_step;
@@ -401,7 +404,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
       JT_MARK(4, threadIdx.x == 128);
       if (prev_stage >= 0) release(prev_stage);
       // A piece of a last-wave tile: its owner adds the other pieces' partial sums; they store theirs.
-      if constexpr (C::kTailSplit)
+      if constexpr (C::kTailSplit || C::kSwapTail)
         if (tail.split_tile(t) && !tail_fixup<C>(acc, p, tail, t, kb0)) continue;
       if constexpr (C::kSplitsInKernel)
         if (p.splits > 1 && p.ws_ld == 0 && !split_fixup<C>(acc, smem, split, p.splits)) continue;
