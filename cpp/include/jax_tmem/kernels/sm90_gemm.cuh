@@ -115,7 +115,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
   const int my_units = tail_on ? tail.count(blockIdx.x)
                                : (num_units > first_tile ? (num_units - first_tile + tile_step - 1) / tile_step : 0);
   const auto unit_of = [&](int i, int& t, int& split, int& kb0, int& kb1) {
-    if (C::kTailSplit || (C::kSwapTail && tail_on)) {
+    if (tail_on) {
       tail.unit(blockIdx.x, i, t, kb0, kb1), split = 0;  // (K splits are the partial entries')
     } else {
       const int u = first_tile + i * tile_step;
