@@ -516,18 +516,20 @@ def test_tma_store_epilogue(out_dtype, m, n):
 
 @pytest.mark.parametrize("config", [20, 22, 24])
 @pytest.mark.parametrize("out_dtype", [BF16, F16, F32], ids=lambda d: d.name)
-def test_tma_store_epilogue_under_the_next_tiles_mmas(config, out_dtype):
+@pytest.mark.parametrize("k", [328, 56, 72])
+def test_tma_store_epilogue_under_the_next_tiles_mmas(config, out_dtype, k):
     """Configs 20 / 22 / 24 (the TMA-store epilogue of 8 / 10 whose stores of tile j run after tile j + 1's
     first k-block of MMAs is issued; the last tile's after the loop; f32 outputs store as 8 / 10 do; 22 in
     2x1 clusters, 24 128x192): several tiles per CTA (306 tiles of 128x256, 162 of 256x256 clusters, 408 of
     128x192), tails in M, N and K, batches, bias + relu + alpha + c. Bitwise equal to itself and to the
     plain TMA-store entry of the same tile where there is one (the same arithmetic, only the order of the
-    stores moves)."""
+    stores moves). K of one and two k-blocks too: the pending tile's stores then follow units of a single
+    k-block."""
     arch = _require_kernels()
     _require_config(arch, config)
     from jax_tmem.ops import gemm as gemm_op
-    s = seed_of("tmastore-overlap", config, out_dtype)
-    B, m, n, k = 2, 2100, 2056, 328
+    s = seed_of("tmastore-overlap", config, out_dtype, k)
+    B, m, n = 2, 2100, 2056
     a, b = rand(s, (B, m, k), BF16), rand(s + 1, (B, k, n), BF16)
     bias, c = rand(s + 2, (n,), F32), rand(s + 3, (B, m, n), out_dtype)
     dn = (((2,), (1,)), ((0,), (0,)))
