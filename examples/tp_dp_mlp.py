@@ -5,7 +5,9 @@ the mesh axis "model", tokens on "data"), written with ``flax.linen`` and ``nn.w
 jit + NamedSharding do the rest. The same model with ``jax_tmem.flax.linen.Dense`` (each recipe) and
 with Flax's own ``nn.Dense`` (lax.dot_general) is trained on the same synthetic data (a fixed random
 teacher); prints the loss curves, the collectives of each compiled step, and the step times
-(interleaved rounds, median).
+(interleaved rounds, median). A recipe named "R+fused" is recipe R with the gelu handed to the second
+layer (``Dense(d, input_activation="gelu_tanh")(z)`` for ``Dense(d)(nn.gelu(z))``: the same parameters, its
+backward's gelu derivative inside the gradient GEMM).
 
     python3 -P examples/tp_dp_mlp.py                                  # every local GPU (>= 2)
     python3 -P examples/tp_dp_mlp.py --cpu-devices 8 --d 256 --f 512 --tokens 512 --steps 50   # no GPU
@@ -26,7 +28,7 @@ def parse():
     ap.add_argument("--tokens", type=int, default=8192)
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--lr", type=float, default=0.05)
-    ap.add_argument("--recipes", default="bf16,fp8")
+    ap.add_argument("--recipes", default="bf16,bf16+fused,fp8")
     ap.add_argument("--rounds", type=int, default=5, help="timing rounds (0: no timing)")
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--profile", type=int, default=0, help="trace N steps of each variant (jax.profiler) and print "
@@ -57,6 +59,7 @@ class MLP(nn.Module):
     f: int
     dense: type = nn.Dense
     kw: tuple = ()
+    fused: bool = False  # the gelu as the second layer's input_activation (jax_tmem's Dense only)
 
     @nn.compact
     def __call__(self, x):
@@ -64,9 +67,10 @@ class MLP(nn.Module):
         for i in range(2):
             h = self.dense(self.f, use_bias=False, dtype=jnp.bfloat16, name=f"up{i}",
                            kernel_init=nn.with_partitioning(init, (None, "model")), **dict(self.kw))(x)
-            h = nn.gelu(h)
+            act = dict(input_activation="gelu_tanh") if self.fused else {}  # (nn.gelu's default: approximate)
+            h = h if self.fused else nn.gelu(h)
             x = x + self.dense(self.d, use_bias=False, dtype=jnp.bfloat16, name=f"down{i}",
-                               kernel_init=nn.with_partitioning(init, ("model", None)), **dict(self.kw))(h)
+                               kernel_init=nn.with_partitioning(init, ("model", None)), **dict(self.kw), **act)(h)
         return x
 
 
@@ -87,7 +91,8 @@ def main():
         return jax.device_put(x.astype(jnp.bfloat16), tok), jax.device_put(jnp.tanh(x @ teacher).astype(jnp.bfloat16), tok)
 
     variants = [("flax", MLP(ARGS.d, ARGS.f))]
-    variants += [(f"jax_tmem/{r}", MLP(ARGS.d, ARGS.f, jtl.Dense, (("recipe", r),))) for r in ARGS.recipes.split(",") if r]
+    variants += [(f"jax_tmem/{r}", MLP(ARGS.d, ARGS.f, jtl.Dense, (("recipe", r.split("+")[0]),), r.endswith("+fused")))
+                 for r in ARGS.recipes.split(",") if r]
     opt = optax.sgd(ARGS.lr)
     steps, states = {}, {}
     x0, _ = batch(0)

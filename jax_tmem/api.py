@@ -23,7 +23,7 @@ from jax_tmem._checks import (_OUT_NAMES, SUPPORTED_DTYPES, _allow_tf32, _check_
                               _check_dims, _check_dtype, _check_out_dtype, _check_path, _check_precision, _promote_pair,
                               _quantize_configs, _symbolic_path)
 from jax_tmem._core import arch as _arch, canon as _canon, config as _config
-from jax_tmem.ops import recipes as _recipes, scaled_dot, scaled_gemm
+from jax_tmem.ops import act_dot as _act_dot, recipes as _recipes, scaled_dot, scaled_gemm
 from jax_tmem._core.arch import common_dtype
 from jax_tmem.ops.gemm import Epilogue, apply_activation, gemm
 
@@ -31,7 +31,8 @@ from jax_tmem.ops.gemm import Epilogue, apply_activation, gemm
 # ---- public API -------------------------------------------------------------------------------
 
 def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None, *,
-                path: Optional[str] = None, quantize=None, recipe=None, c=None, **kwargs: Any):
+                path: Optional[str] = None, quantize=None, recipe=None, c=None, input_activation: Optional[str] = None,
+                **kwargs: Any):
     """A drop-in for :func:`jax.lax.dot_general` that runs jax_tmem's kernels where they apply.
 
     Contracting and batch dims may sit anywhere: they become operand majorness (K-major or MN-major)
@@ -55,6 +56,10 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     measured slower there, ``JAX_TMEM_LOG=1`` says so). Its gradient is the output's. Not combined with
     ``quantize`` or ``recipe`` (add it after the call).
 
+    ``input_activation`` ("relu", "gelu", "gelu_tanh", "silu"): ``dot_general(act(lhs), rhs)`` whose backward
+    multiplies by ``act'(lhs)`` in the gradient GEMM's epilogue (ops/act_dot.py); not with ``quantize``, a
+    quantizing ``recipe`` or ``c``.
+
     ``recipe``: a training recipe (``jax_tmem.RECIPES``: "bf16" (default, no quantization), "fp8"
     (per-tensor current scaling, e4m3 forward, e5m2 gradients), "mxfp8", "nvfp4"; or a
     ``jax_tmem.Recipe``): how the forward GEMM and the two backward GEMMs quantize their operands
@@ -72,7 +77,7 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     if out_sharding is not None:
         _out_sharding_mesh(out_sharding, "dot_general")
         y = dot_general(lhs, rhs, dimension_numbers, precision, preferred_element_type, path=path, quantize=quantize,
-                        recipe=recipe, c=c, **kwargs)
+                        recipe=recipe, c=c, input_activation=input_activation, **kwargs)
         return constrain(y, out_sharding, "dot_general")
     unknown = set(kwargs)
     if unknown:
@@ -89,6 +94,9 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
         raise TypeError(f"jax_tmem.dot_general: dimension_numbers must be ((lhs_contracting, rhs_contracting), "
                         f"(lhs_batch, rhs_batch)), each a tuple of ints, got {dimension_numbers!r}") from None
     dimension_numbers = ((lc, rc), (lb, rb))
+    if input_activation is not None:
+        return _act_dot_general(lhs, rhs, dimension_numbers, precision, preferred_element_type, path, quantize, recipe,
+                                c, input_activation)
     path = _symbolic_path(path, "dot_general", lhs, rhs, c)
     if c is not None:
         return _dot_general_plus_c(lhs, rhs, ((lc, rc), (lb, rb)), precision, preferred_element_type, path, quantize,
@@ -150,6 +158,18 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     lhs, rhs = _promote_pair(lhs, rhs, mix=(((lc, rc), (lb, rb)), out_dtype, requested))
     return checkpoint_name(gemm(lhs, rhs, None, None, ((lc, rc), (lb, rb)), out_dtype, Epilogue(), requested,
                                 _allow_tf32(precision), -1), GEMM_NAME)
+
+
+def _act_dot_general(lhs, rhs, dn, precision, preferred_element_type, path, quantize, recipe, c, activation):
+    """dot_general(..., input_activation=activation): ops/act_dot.py."""
+    _act_dot.check(lhs, rhs, activation, quantize is not None or _recipes.get_recipe(recipe).quantized or c is not None)
+    (lc, rc), (lb, rb) = dn
+    _check_dims(lhs, rhs, lc, rc, lb, rb)
+    out_dtype = (np.dtype(lhs.dtype) if preferred_element_type is None
+                 else _check_out_dtype(preferred_element_type, "preferred_element_type"))
+    requested = _symbolic_path(path, "dot_general", lhs, rhs) or _config.current_path()
+    y = _act_dot.act_dot_general(lhs, rhs, dn, activation, out_dtype, requested, _allow_tf32(precision))
+    return checkpoint_name(y, GEMM_NAME)
 
 
 def _dot_general_plus_c(lhs, rhs, dn, precision, preferred_element_type, path, quantize, recipe, c):
@@ -253,21 +273,26 @@ def constrain(y, out_sharding, fn: str):
 
 
 @functools.lru_cache(maxsize=None)
-def _dot_general_op(recipe, path):
+def _dot_general_op(recipe, path, input_activation=None):
     def op(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None, **kwargs):
         return dot_general(lhs, rhs, dimension_numbers, precision, preferred_element_type, recipe=recipe,
-                           path=path, **kwargs)
-    op.__name__ = op.__qualname__ = f"jax_tmem_dot_general_{recipe.name}"
+                           path=path, input_activation=input_activation, **kwargs)
+    op.__name__ = op.__qualname__ = (f"jax_tmem_dot_general_{recipe.name}"
+                                     + (f"_{input_activation}_input" if input_activation else ""))
     op.jax_tmem_recipe = recipe
     return op
 
 
-def dot_general_op(recipe=None, path: Optional[str] = None):
-    """:func:`dot_general` with ``recipe`` and ``path`` bound: what Flax's ``dot_general=`` hook takes
-    (``nn.Dense(..., dot_general=jax_tmem.dot_general_op("fp8"))``). One function per (recipe, path), so
-    jit caches see the same object."""
+def dot_general_op(recipe=None, path: Optional[str] = None, input_activation: Optional[str] = None):
+    """:func:`dot_general` with ``recipe``, ``path`` and ``input_activation`` bound: what Flax's ``dot_general=``
+    hook takes (``nn.Dense(..., dot_general=jax_tmem.dot_general_op("fp8"))``). One function per (recipe, path,
+    input_activation), so jit caches see the same object."""
     _check_path(path)
-    return _dot_general_op(_recipes.get_recipe(recipe), path)
+    r = _recipes.get_recipe(recipe)
+    if input_activation is not None and (input_activation not in _act_dot.ACT_NAMES or r.quantized):
+        raise ValueError(f"jax_tmem.dot_general_op: input_activation={input_activation!r} needs one of "
+                         f"{list(_act_dot.ACT_NAMES)} and an unquantized recipe (got recipe {r.name!r})")
+    return _dot_general_op(r, path, input_activation)
 
 
 @functools.lru_cache(maxsize=None)

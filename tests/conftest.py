@@ -284,7 +284,7 @@ def path_decisions():
     c is added, nor what becomes of a 16-bit x fp8 pair)."""
     return [d for d in jax_tmem.decisions()
             if d.op not in ("transpose", "dot_general c", "matmul c", "dot_general widen", "matmul widen",
-                            "dot_general mix", "matmul mix")]
+                            "dot_general mix", "matmul mix", "gemm act_grad")]
 
 
 def _run_under(path: str, fn, args, jit: bool):

@@ -98,14 +98,18 @@ void cpu_gemm(const GemmProblem& p, const void* a, const void* b, const float* b
             }
           }
         }
-        // Epilogue: y = act(alpha * acc + bias) + c
+        // Epilogue: y = act(alpha * acc + bias) + c, or (act_grad) (alpha * acc + bias) * act'(c)
         for (int64_t i = 0; i < mb; ++i)
           for (int64_t j = 0; j < nb; ++j) {
             float v = p.alpha * sf.global * static_cast<float>(acc[i * kBlockN + j]);
             if (bias) v += bias[n0 + j];
-            v = apply_activation(v, p.activation);
             const int64_t o = (bi * p.m + m0 + i) * p.n + n0 + j;
-            if (c) v += load_as_float(c, fo, o);
+            if (p.act_grad) {
+              v *= apply_activation_grad(load_as_float(c, fo, o), p.activation);
+            } else {
+              v = apply_activation(v, p.activation);
+              if (c) v += load_as_float(c, fo, o);
+            }
             store_from_float(out, p.out_type, o, v);
           }
       }

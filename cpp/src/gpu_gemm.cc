@@ -58,6 +58,8 @@ ffi::Error cuda_gemm_handler(cudaStream_t stream, ffi::RemainingArgs args, ffi::
     if (why.rfind("jax_tmem gemm: ", 0) == 0) why.erase(0, 15);  // the shared decoder's own prefix
     return fail(*err.errc(), why);
   }
+  if (L.p.act_grad)  // (the lowering sends it to the plain product and XLA's multiply: jax_tmem/ops/gemm.py)
+    return fail(ffi::ErrorCode::kUnimplemented, "the activation-derivative epilogue runs in the CPU handler only so far");
   L.out = out->untyped_data();
   if (workspace->element_type() != ffi::DataType::F32)
     return fail(ffi::ErrorCode::kInvalidArgument, "the workspace result must be float32");

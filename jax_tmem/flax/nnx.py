@@ -19,25 +19,37 @@ def _op(cls_name, recipe, given, make):
     return getattr(given, "jax_tmem_recipe", r), given
 
 
-class Linear(_nnx.Linear):
-    """``flax.nnx.Linear`` running on jax_tmem; ``recipe``: "bf16" (default), "fp8", "mxfp8", "nvfp4"."""
+def _with_input_activation(cls_name, input_activation, given):
+    """dot_general_op with ``input_activation`` bound (see jax_tmem.flax.linen.Dense); refused beside a user's op."""
+    if input_activation is not None and given is not None:
+        raise ValueError(f"jax_tmem.flax.nnx.{cls_name}: input_activation= runs in jax_tmem's own dot_general; it "
+                         "cannot be combined with a dot_general of yours")
+    return lambda r: dot_general_op(r, input_activation=input_activation)
 
-    def __init__(self, in_features, out_features, *, recipe="bf16", dot_general=None, **kwargs):
-        r, op = _op("Linear", recipe, dot_general, dot_general_op)
+
+class Linear(_nnx.Linear):
+    """``flax.nnx.Linear`` running on jax_tmem; ``recipe``: "bf16" (default), "fp8", "mxfp8", "nvfp4";
+    ``input_activation`` as for ``jax_tmem.flax.linen.Dense`` (``act(x) . kernel``, its backward fused)."""
+
+    def __init__(self, in_features, out_features, *, recipe="bf16", dot_general=None, input_activation=None, **kwargs):
+        make = _with_input_activation("Linear", input_activation, dot_general)
+        r, op = _op("Linear", recipe, dot_general, make)
         super().__init__(in_features, out_features, dot_general=op, **kwargs)
         self.recipe = r.name
 
 
 class LinearGeneral(_nnx.LinearGeneral):
-    """``flax.nnx.LinearGeneral`` running on jax_tmem; ``recipe`` as for :class:`Linear`."""
+    """``flax.nnx.LinearGeneral`` running on jax_tmem; ``recipe`` and ``input_activation`` as for :class:`Linear`."""
 
-    def __init__(self, in_features, out_features, *, recipe="bf16", dot_general=None, **kwargs):
+    def __init__(self, in_features, out_features, *, recipe="bf16", dot_general=None, input_activation=None,
+                 **kwargs):
+        make = _with_input_activation("LinearGeneral", input_activation, dot_general or kwargs.get("dot_general_cls"))
         if kwargs.get("dot_general_cls") is not None:  # the user's class runs the GEMM (as in the linen drop-ins)
             _op("LinearGeneral", recipe, kwargs["dot_general_cls"], dot_general_op)  # (refuses a quantized recipe too)
             super().__init__(in_features, out_features, **kwargs)
             self.recipe = None
             return
-        r, op = _op("LinearGeneral", recipe, dot_general, dot_general_op)
+        r, op = _op("LinearGeneral", recipe, dot_general, make)
         super().__init__(in_features, out_features, dot_general=op, **kwargs)
         self.recipe = r.name
 

@@ -1,6 +1,6 @@
 """The GEMM op: one dot_general with a fused epilogue.
 
-    out = act(alpha * scale * dot_general(lhs, rhs, dn) + bias) + c
+    out = act(alpha * scale * dot_general(lhs, rhs, dn) + bias) + c   (or its derivative form: ops/epilogue.py)
 
 (``scale``: an optional traced float32 of shape (1,), e.g. the product of per-tensor FP8 scales.)
 
@@ -17,8 +17,6 @@ for the common layouts). The primitive itself has no JVP.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-from typing import Optional
 
 import jax
 import jax.numpy as jnp
@@ -30,33 +28,9 @@ from jax.interpreters import batching, mlir
 
 from jax_tmem._core import arch as _arch, canon as _canon, config as _config, ext as _ext
 from jax_tmem.ops import partition as _partition, transpose as _transpose
-
-ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2, "gelu_tanh": 3, "silu": 4}
+from jax_tmem.ops.epilogue import ACTIVATIONS, Epilogue, apply_activation, finish_epilogue
 
 gemm_p = Primitive("jax_tmem_gemm")
-
-
-@dataclass(frozen=True)
-class Epilogue:
-    activation: Optional[str] = None
-    alpha: float = 1.0
-    has_bias: bool = False
-    has_c: bool = False
-    has_scale: bool = False  # a traced float32 (1,) operand multiplying the accumulator with alpha
-
-
-def apply_activation(x, activation: Optional[str]):
-    if activation is None:
-        return x
-    if activation == "relu":
-        return jax.nn.relu(x)  # (its gradient at 0 is 0, as the fused kernels' backward must give: not max's 0.5)
-    if activation == "gelu":
-        return jax.nn.gelu(x, approximate=False)
-    if activation == "gelu_tanh":
-        return jax.nn.gelu(x, approximate=True)
-    if activation == "silu":
-        return jax.nn.silu(x)
-    raise ValueError(f"activation={activation!r}")
 
 
 # ---- abstract evaluation ----------------------------------------------------------------------
@@ -156,10 +130,7 @@ def xla_reference(lhs, rhs, *rest, dimension_numbers, out_dtype, epilogue: Epilo
     if bias is not None:
         nshape = tuple(rhs.shape[d] for d in rfree if d not in rhs_only)
         y = y + bias.astype(acc_t).reshape(nshape)
-    y = apply_activation(y, epilogue.activation)
-    if c is not None:
-        y = y + c.astype(acc_t)
-    return y.astype(out_dtype)
+    return finish_epilogue(y, c, epilogue).astype(out_dtype)
 
 
 def _xla_lowering(ctx, *args, dimension_numbers, out_dtype, epilogue, allow_tf32, **_):
@@ -184,7 +155,7 @@ def _ffi_call(*args, dimension_numbers, out_dtype, epilogue: Epilogue, config, c
     roles = ["a", "b"] + ["bias"] * epilogue.has_bias + ["c"] * epilogue.has_c + ["scale"] * epilogue.has_scale
     aliases = {roles.index("c"): 0} if epilogue.has_c else None
     call = jax.ffi.ffi_call("jax_tmem_gemm", out_types, input_output_aliases=aliases)
-    attrs = _ext.gemm_attrs(roles, **canon.attrs(), activation=ACTIVATIONS[epilogue.activation],
+    attrs = _ext.gemm_attrs(roles, **canon.attrs(), activation=ACTIVATIONS[epilogue.activation] | (16 * epilogue.act_grad),
                             alpha=epilogue.alpha, config=cfg, splits=splits)
     out, _workspace = call(*args, **attrs)
     return out
@@ -200,9 +171,19 @@ def _make_lowering(platform: str):
                                                 f"lowering for {platform}: {why}"))
             elif not local and _partition.wanted(ctx):  # several devices: partition like lax.dot_general
                 fn = _partition.wrapped(dimension_numbers, np.dtype(out_dtype), epilogue, allow_tf32, config,
-                                        tuple(tuple(a.shape) for a in ctx.avals_in[:2]), _local_gemm, apply_activation,
+                                        tuple(tuple(a.shape) for a in ctx.avals_in[:2]), _local_gemm, finish_epilogue,
                                         _partition.explicit_mesh(ctx))
                 return mlir.lower_fun(lambda *a: fn(*a), multiple_results=False)(ctx, *args)
+            elif platform == "cuda" and epilogue.act_grad:
+                # The GPU kernels have no derivative epilogue yet (the CPU handler has): the kernel writes the product
+                # in the output type and XLA multiplies, as the unfused program does (one more rounding than the
+                # fused epilogue; no float32 intermediate, which would cost more than not fusing at all).
+                _config.record(_config.Decision("gemm act_grad", problem, "xla", "the product, then XLA's multiply",
+                                                "the GPU kernels have no activation-derivative epilogue yet"))
+                return mlir.lower_fun(functools.partial(_act_grad_unfused, dimension_numbers=dimension_numbers,
+                                                        out_dtype=out_dtype, epilogue=epilogue, problem=problem,
+                                                        allow_tf32=allow_tf32, config=config),
+                                      multiple_results=False)(ctx, *args)
             else:
                 lhs_aval, rhs_aval = ctx.avals_in[0], ctx.avals_in[1]
                 canon = _canon.canonicalize(lhs_aval.shape, rhs_aval.shape, dimension_numbers)
@@ -213,6 +194,20 @@ def _make_lowering(platform: str):
         return _xla_lowering(ctx, *args, dimension_numbers=dimension_numbers, out_dtype=out_dtype,
                              epilogue=epilogue, allow_tf32=allow_tf32)
     return rule
+
+
+def _act_grad_unfused(lhs, rhs, *rest, dimension_numbers, out_dtype, epilogue, problem, allow_tf32, config):
+    """An ``act_grad`` GEMM as the kernel's product in the output type (alpha, scale and bias fused) and XLA's
+    multiply by the derivative (in float32, rounded once more)."""
+    rest = list(rest)  # role order: bias, c, scale
+    bias = rest.pop(0) if epilogue.has_bias else None
+    c = rest.pop(0)
+    scale = rest.pop(0) if epilogue.has_scale else None
+    epi = Epilogue(alpha=epilogue.alpha, has_bias=bias is not None, has_scale=scale is not None)
+    y = gemm_p.bind(lhs, rhs, *[x for x in (bias, scale) if x is not None], dimension_numbers=dimension_numbers,
+                    out_dtype=np.dtype(out_dtype), epilogue=epi, path="kernel", requested="prefer", problem=problem,
+                    allow_tf32=allow_tf32, config=config, local=True)
+    return finish_epilogue(y.astype(jnp.float32), c, epilogue).astype(out_dtype)
 
 
 def _local_gemm(*args, dn, out_dtype, epilogue, allow_tf32, config):
@@ -286,10 +281,8 @@ def _batch_rule(args, bdims, *, dimension_numbers, out_dtype, epilogue, requeste
         n_free = rhs.ndim - (rbd is not None) - len(rc) - sum(d is not None for d in rb)
         nshape = y.shape[y.ndim - n_free:]
         y = y + _at_front(bias, bias_bd, size).astype(jnp.float32).reshape((size,) + (1,) * (y.ndim - 1 - n_free) + nshape)
-    y = apply_activation(y, epilogue.activation)
-    if c is not None:
-        y = y + _at_front(c, c_bd, size).astype(jnp.float32)
-    return y.astype(out_dtype), 0
+    c = None if c is None else _at_front(c, c_bd, size)
+    return finish_epilogue(y, c, epilogue).astype(out_dtype), 0
 
 
 batching.primitive_batchers[gemm_p] = _batch_rule
@@ -437,6 +430,9 @@ def gemm(lhs, rhs, bias, c, dn, out_dtype, epilogue, requested, allow_tf32, conf
 
 
 def _gemm_fwd(lhs, rhs, bias, c, dn, out_dtype, epilogue, requested, allow_tf32, config):
+    if epilogue.act_grad:
+        raise NotImplementedError("jax_tmem: the activation-derivative GEMM (the backward pass of input_activation=) "
+                                  "has no derivative of its own; differentiate twice without input_activation")
     if epilogue.activation is None:
         y = gemm(lhs, rhs, bias, c, dn, out_dtype, epilogue, requested, allow_tf32, config)
         return y, (lhs, rhs, None, bias is not None, c is not None)

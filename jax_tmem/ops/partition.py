@@ -398,11 +398,12 @@ def partial_dtype(out_dtype, linear: bool = True) -> np.dtype:
 
 
 @functools.lru_cache(maxsize=512)
-def wrapped(dn, out_dtype, epilogue, allow_tf32, config, shapes, local_gemm, apply_activation, explicit=False):
+def wrapped(dn, out_dtype, epilogue, allow_tf32, config, shapes, local_gemm, finish_epilogue, explicit=False):
     """The GEMM of these static parameters as a custom_partitioning function of its operands and a tag.
     ``shapes``: the global operand shapes (the cache key). ``local_gemm(*args, dn, out_dtype, epilogue,
     allow_tf32, config)``: one device's GEMM (gemm.py binds the primitive with the path decided for the
-    local shapes); ``apply_activation(x, name)`` its epilogue's."""
+    local shapes); ``finish_epilogue(y, c, epilogue)`` its epilogue's last steps (the activation and c, or the
+    activation's derivative at c) on a float32 sum."""
     rule = _with_tag(labels(len(shapes[0]), len(shapes[1]), dn, epilogue.has_bias, epilogue.has_c,
                             epilogue.has_scale))
     problem = f"{list(shapes[0])} x {list(shapes[1])}"
@@ -437,10 +438,7 @@ def wrapped(dn, out_dtype, epilogue, allow_tf32, config, shapes, local_gemm, app
             y = reduce_partials(y, pl.k_axes, pl.scatter, pl.by_gather)
             if bias is not None:
                 y = y + bias.astype(jnp.float32).reshape((1,) * (y.ndim - 1) + bias.shape)
-            y = apply_activation(y, epilogue.activation)
-            if c is not None:
-                y = y + c.astype(jnp.float32)
-            return y.astype(out_dtype)
+            return finish_epilogue(y, c, epilogue).astype(out_dtype)
         return mesh, lower, out_sharding, arg_shardings
 
     fn.def_partition(partition=safe_partition(partition, "gemm", problem, lambda *a: local(*a[:-1]), len(rule.dims), 0),

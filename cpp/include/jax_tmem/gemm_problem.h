@@ -25,6 +25,12 @@ namespace jax_tmem {
 
 enum class Activation : int32_t { kNone = 0, kRelu = 1, kGelu = 2, kGeluTanh = 3, kSilu = 4 };
 
+// The "activation" attribute with this bit set asks for the activation's derivative epilogue instead: y = (alpha *
+// acc + bias) * act'(c), c holding the activation's input (the backward GEMM of act(x) . w, whose product the chain
+// rule multiplies by act'(x)); c is required and no activation is applied to the product. The CPU handler runs it;
+// the GPU handler refuses it (jax_tmem/ops/gemm.py lowers it there as the plain product and XLA's multiply).
+inline constexpr int32_t kActGradFlag = 16;
+
 // The input roles, in operands.def's order (= the order of the custom call's arguments).
 enum class Role : int {
 #define JT_OPERAND(role, name, required, dtype, elements) role,
@@ -60,6 +66,7 @@ struct GemmProblem {
   int64_t stride_a = 0, stride_b = 0;  // batch stride, elements (0 = broadcast)
   DType a_type = DType::kInvalid, b_type = DType::kInvalid, out_type = DType::kInvalid;
   Activation activation = Activation::kNone;
+  bool act_grad = false;               // kActGradFlag: y = (alpha * acc + bias) * activation'(c)
   float alpha = 1.0f;
   uint32_t operands = kRequiredRoles;  // the roles passed (bit i: operands.def line i)
   int32_t config = -1;                 // index into the arch's kernel menu; -1 = heuristic
@@ -211,6 +218,8 @@ inline std::string validate(const GemmProblem& p, const InputShapes& in, int64_t
     return "splits must be in [-1024, 1024] (0 = heuristic; < 0: summed inside the kernel), got " + s(p.splits);
   int act = static_cast<int>(p.activation);
   if (act < 0 || act > 4) return "unknown activation code " + s(act);
+  if (p.act_grad && (p.activation == Activation::kNone || !p.has(Role::kC)))
+    return "the activation-derivative epilogue needs an activation and c (the activation's input)";
   return "";
 }
 
