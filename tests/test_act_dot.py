@@ -49,6 +49,18 @@ def test_act_grad_epilogue(path, act, out_dtype, seed):
     assert_close(out, ref, out_dtype, 72, factor=2.0 if gpu else 1.0)  # (there the product is rounded first)
 
 
+def test_act_grad_without_the_kernel_epilogue(monkeypatch, seed):
+    """Where a platform's kernels lack the derivative epilogue (the GPU's so far), the lowering writes the product in
+    the output type and XLA multiplies (logged): that route on the CPU handler, against float64."""
+    monkeypatch.setitem(gemm_op.ACT_GRAD_IN_KERNEL, jax.default_backend(), False)
+    a, b, c = rand(seed, (40, 72), BF16), rand(seed + 1, (72, 24), BF16), rand(seed + 2, (40, 24), BF16, scale=2.0)
+    epi = gemm_op.Epilogue(activation="gelu_tanh", act_grad=True, has_c=True)
+    f = lambda a, b, c: gemm_op.gemm(a, b, None, c, (((1,), (0,)), ((), ())), np.dtype(BF16), epi, "kernel", True, -1)
+    out = run_path("kernel", f, a, b, c)
+    assert any(d.op == "gemm act_grad" and d.path == "xla" for d in jax_tmem.decisions())
+    assert_close(out, (f64(a) @ f64(b)) * dact64(c, "gelu_tanh"), BF16, 72, factor=2.0)
+
+
 def test_act_grad_epilogue_has_no_derivative():
     a, b, c = rand(0, (8, 16), BF16), rand(1, (16, 8), BF16), rand(2, (8, 8), BF16)
     epi = gemm_op.Epilogue(activation="gelu", act_grad=True, has_c=True)

@@ -32,6 +32,10 @@ from jax_tmem.ops.epilogue import ACTIVATIONS, Epilogue, apply_activation, finis
 
 gemm_p = Primitive("jax_tmem_gemm")
 
+# The platforms whose kernels run the activation-derivative epilogue (Epilogue.act_grad); elsewhere the lowering writes
+# the product and XLA multiplies, as the unfused program does (the GPU kernels lack it so far).
+ACT_GRAD_IN_KERNEL = {"cpu": True, "cuda": False}
+
 
 # ---- abstract evaluation ----------------------------------------------------------------------
 
@@ -174,12 +178,12 @@ def _make_lowering(platform: str):
                                         tuple(tuple(a.shape) for a in ctx.avals_in[:2]), _local_gemm, finish_epilogue,
                                         _partition.explicit_mesh(ctx))
                 return mlir.lower_fun(lambda *a: fn(*a), multiple_results=False)(ctx, *args)
-            elif platform == "cuda" and epilogue.act_grad:
-                # The GPU kernels have no derivative epilogue yet (the CPU handler has): the kernel writes the product
-                # in the output type and XLA multiplies, as the unfused program does (one more rounding than the
-                # fused epilogue; no float32 intermediate, which would cost more than not fusing at all).
+            elif epilogue.act_grad and not ACT_GRAD_IN_KERNEL.get(platform, False):
+                # The kernel writes the product in the output type and XLA multiplies, as the unfused program does
+                # (one more rounding than the fused epilogue; no float32 intermediate, which would cost more than
+                # not fusing at all).
                 _config.record(_config.Decision("gemm act_grad", problem, "xla", "the product, then XLA's multiply",
-                                                "the GPU kernels have no activation-derivative epilogue yet"))
+                                                f"the {platform} kernels have no activation-derivative epilogue yet"))
                 return mlir.lower_fun(functools.partial(_act_grad_unfused, dimension_numbers=dimension_numbers,
                                                         out_dtype=out_dtype, epilogue=epilogue, problem=problem,
                                                         allow_tf32=allow_tf32, config=config),
