@@ -40,8 +40,7 @@ def check(lhs, rhs, activation, combined: bool):
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3, 4, 5, 6))
 def act_dot_general(lhs, rhs, dn, activation, out_dtype, requested, allow_tf32):
     """``dot_general(apply_activation(lhs, activation), rhs, dn)`` (operands of one dtype, dn canonical tuples)."""
-    h = apply_activation(lhs, activation)
-    return gemm(h, rhs, None, None, dn, out_dtype, Epilogue(), requested, allow_tf32, -1)
+    return _fwd(lhs, rhs, dn, activation, out_dtype, requested, allow_tf32)[0]
 
 
 def _fwd(lhs, rhs, dn, activation, out_dtype, requested, allow_tf32):
