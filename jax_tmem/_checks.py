@@ -10,7 +10,7 @@ from jax import lax
 
 from jax_tmem._core import arch as _arch, canon as _canon, config as _config, dtypes as _dtypes
 from jax_tmem._core.arch import common_dtype
-from jax_tmem.ops.gemm import ACTIVATIONS
+from jax_tmem.ops.epilogue import ACTIVATIONS
 
 SUPPORTED_DTYPES = _dtypes.OPERAND_DTYPES  # the operand column of dtypes.def
 _SUPPORTED_NAMES = ", ".join(d.name for d in SUPPORTED_DTYPES)

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 
 ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2, "gelu_tanh": 3, "silu": 4}
+ACT_GRAD_FLAG = 16  # cpp gemm_problem.h kActGradFlag: the "activation" attribute's bit for the derivative epilogue
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,11 @@ class Epilogue:
     # The activation's derivative instead of the activation: y = (alpha * acc + bias) * activation'(c), c holding
     # the activation's input (the backward GEMM of act(x) . w; needs has_c and an activation).
     act_grad: bool = False
+
+
+def activation_code(epilogue: Epilogue) -> int:
+    """The custom call's "activation" attribute: the activation's code, with ACT_GRAD_FLAG for the derivative form."""
+    return ACTIVATIONS[epilogue.activation] | (ACT_GRAD_FLAG if epilogue.act_grad else 0)
 
 
 def apply_activation(x, activation: Optional[str]):

@@ -28,7 +28,7 @@ from jax.interpreters import batching, mlir
 
 from jax_tmem._core import arch as _arch, canon as _canon, config as _config, ext as _ext
 from jax_tmem.ops import partition as _partition, transpose as _transpose
-from jax_tmem.ops.epilogue import ACTIVATIONS, Epilogue, apply_activation, finish_epilogue
+from jax_tmem.ops.epilogue import Epilogue, activation_code, apply_activation, finish_epilogue
 
 gemm_p = Primitive("jax_tmem_gemm")
 
@@ -159,7 +159,7 @@ def _ffi_call(*args, dimension_numbers, out_dtype, epilogue: Epilogue, config, c
     roles = ["a", "b"] + ["bias"] * epilogue.has_bias + ["c"] * epilogue.has_c + ["scale"] * epilogue.has_scale
     aliases = {roles.index("c"): 0} if epilogue.has_c else None
     call = jax.ffi.ffi_call("jax_tmem_gemm", out_types, input_output_aliases=aliases)
-    attrs = _ext.gemm_attrs(roles, **canon.attrs(), activation=ACTIVATIONS[epilogue.activation] | (16 * epilogue.act_grad),
+    attrs = _ext.gemm_attrs(roles, **canon.attrs(), activation=activation_code(epilogue),
                             alpha=epilogue.alpha, config=cfg, splits=splits)
     out, _workspace = call(*args, **attrs)
     return out
