@@ -1,6 +1,7 @@
 """Dev tool: the backward of an MLP's second projection with respect to its input, dz = (g w2^T) * act'(z), on one
 GPU, four ways (interleaved rounds, step_gemm_probe's timing): "fused" jax_tmem.dot_general(z, w2,
-input_activation=act) (act' inside the gradient GEMM's epilogue), "unfused" jax_tmem.dot_general(act(z), w2) (our
+input_activation=act) (its backward route: act' in the gradient GEMM's epilogue where the kernels have it, on GPUs so
+far the product then XLA's multiply, gemm.py ACT_GRAD_IN_KERNEL), "unfused" jax_tmem.dot_general(act(z), w2) (our
 GEMM, then XLA's multiply), "xla" lax.dot_general(act(z), w2) (cuBLAS, then XLA's multiply), and "gemm" our plain
 g w2^T alone (the GEMM without the derivative, so the epilogue's own cost shows). Each is the vjp of the forward
 with respect to z alone (the forward product is dead code), w2 stored (f, d) as Flax's Dense keeps it.
