@@ -17,11 +17,10 @@ import jax.numpy as jnp
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from step_gemm_probe import timed  # noqa: E402
 import jax_tmem  # noqa: E402
+from jax_tmem.ops.epilogue import ACTIVATIONS, apply_activation  # noqa: E402
 
 NN = (((1,), (0,)), ((), ()))
 NT = (((1,), (1,)), ((), ()))
-ACT = {"relu": jax.nn.relu, "gelu": lambda x: jax.nn.gelu(x, approximate=False),
-       "gelu_tanh": lambda x: jax.nn.gelu(x, approximate=True), "silu": jax.nn.silu}
 
 
 def main():
@@ -29,7 +28,7 @@ def main():
     ap.add_argument("--m", type=int, default=8192, help="tokens")
     ap.add_argument("--d", type=int, default=4096, help="model width (the gradient GEMM's K)")
     ap.add_argument("--f", type=int, default=8192, help="hidden width on one device (the gradient GEMM's N)")
-    ap.add_argument("--act", default="gelu_tanh", choices=sorted(ACT))
+    ap.add_argument("--act", default="gelu_tanh", choices=sorted(a for a in ACTIVATIONS if a))
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--sustain", type=float, default=0.5)
     args = ap.parse_args()
@@ -43,9 +42,9 @@ def main():
     fwd = {
         "fused": lambda zz, w: jax_tmem.dot_general(zz, w, NN, preferred_element_type=jnp.bfloat16, path="kernel",
                                                     input_activation=act),
-        "unfused": lambda zz, w: jax_tmem.dot_general(ACT[act](zz), w, NN, preferred_element_type=jnp.bfloat16,
+        "unfused": lambda zz, w: jax_tmem.dot_general(apply_activation(zz, act), w, NN, preferred_element_type=jnp.bfloat16,
                                                       path="kernel"),
-        "xla": lambda zz, w: jax.lax.dot_general(ACT[act](zz), w, NN, preferred_element_type=jnp.bfloat16),
+        "xla": lambda zz, w: jax.lax.dot_general(apply_activation(zz, act), w, NN, preferred_element_type=jnp.bfloat16),
     }
     fns = {n: jax.jit(lambda zz, w, gg, fw=fw: jax.vjp(lambda q: fw(q, w), zz)[1](gg)[0]) for n, fw in fwd.items()}
     fns["gemm"] = jax.jit(lambda zz, w, gg: jax_tmem.dot_general(gg, w, NT, preferred_element_type=jnp.bfloat16,
