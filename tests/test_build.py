@@ -358,7 +358,7 @@ def test_sm90_partial_entries_have_a_compact_twin(sass):
     if "sm_90a" not in _ext.build_info()["cuda_archs"]:
         pytest.skip("sm_90a not built")
     funcs = _functions(_kernels_by_arch(sass)["sm_90a"])
-    pat = re.compile(r"sm90_gemm_kernel.*ELi([12])ELi(\d+)ELb[01]ELb([01])EEEE")
+    pat = re.compile(r"sm90_gemm_kernel.*ELi([12])ELi(\d+)ELb[01]ELb([01])ELb0EEEE")  # (the last: kActGrad)
     twins = {}
     for f, t in funcs.items():
         m = pat.search(f)
@@ -459,6 +459,23 @@ def test_release_per_warpgroup_only_for_cooperative_dense_entries(tmp_path):
               "void* kernel_ptr() { return (void*)sm90::sm90_gemm_kernel<Coop>; }\n")
     report, _ = _compile_cuda(tmp_path, source, [])
     assert _NO_SPILLS in report, report
+
+
+@pytest.mark.parametrize("bmn", ["false", "true"])
+@pytest.mark.parametrize("cluster", [1, 2])
+def test_act_grad_twin(tmp_path, bmn, cluster):
+    """The derivative epilogue's twin of entries 20 / 22 (Config::kActGrad, kernels/sm90_act_grad.cuh), B stored (N, K)
+    and (K, N): no spills (ptxas spilled 120-300 bytes while one kernel held it beside every other epilogue); c comes
+    by TMA into the output boxes (TMA loads from the consumer warps besides the ring's), is read with ldmatrix and
+    stored back with stmatrix, act' from MUFU.TANH."""
+    entry = _ENTRY_128x256.format(bmn=bmn, cluster=cluster)
+    source = (_GEMM_HEADER + f"using Twin = {entry}::WithActGrad;\n"
+              "static_assert(Twin::kActGrad && !" + entry + "::kActGrad, \"the twin\");\n"
+              "void* kernel_ptr() { return (void*)sm90::sm90_gemm_kernel<Twin>; }\n")
+    report, sass = _compile_cuda(tmp_path, source, [])
+    assert _NO_SPILLS in report, report
+    for op in ("MUFU.TANH", "LDSM.16.M88.4", "STSM.16.M88.4", "UTMASTG.3D", "HGMMA.64x256x16.F32.BF16"):
+        assert op in sass, f"{op} missing from the act_grad twin"
 
 
 def test_tail_boxes_only_for_k_major_operands(tmp_path):

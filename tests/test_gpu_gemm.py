@@ -278,6 +278,21 @@ def test_unaligned_pitch_falls_back_with_reason():
         jax.jit(lambda x, y: jax_tmem.matmul(x, y, path="kernel"))(a, b)
 
 
+def _require_entry_bf16(config):
+    """Skips unless this GPU's menu has entry `config`, this build has it, and it reads bf16 x bf16 K-major operands
+    (a decode entry may not); returns the arch."""
+    arch = _require_kernels()
+    entry = next((e for e in _menu(arch) if e["config"] == config), None)
+    if entry is None:
+        pytest.skip(f"config {config} is not in the {arch} menu")
+    _require_config(arch, config)
+    if entry["split"] == "decode":
+        why = isa.entry_reads(arch, config, BF16, BF16, a_mn_major=False, b_mn_major=False)
+        if why:
+            pytest.skip(why)
+    return arch
+
+
 def _menu(arch):
     """The arch's kernel configurations as the dispatcher knows them (cpp/include/jax_tmem/*_configs.def)."""
     try:
@@ -330,15 +345,7 @@ def test_every_menu_config_accumulates_into_c(config, out_dtype):
     of every output type (c is read by each epilogue form: the register epilogue, the TMA-store ones, the
     one-split swap-AB / split-K stores, the decode kernels'), on shapes with tails in every dim and batches:
     against the float64 reference, bitwise repeatable."""
-    arch = _require_kernels()
-    entry = next((e for e in _menu(arch) if e["config"] == config), None)
-    if entry is None:
-        pytest.skip(f"config {config} is not in the {arch} menu")
-    _require_config(arch, config)
-    if entry["split"] == "decode":
-        why = isa.entry_reads(arch, config, BF16, BF16, a_mn_major=False, b_mn_major=False)
-        if why:
-            pytest.skip(why)
+    _require_entry_bf16(config)
     for m, n, k, batch in [(5, 264, 200, 0), (264, 136, 56, 2), (1000, 776, 328, 0)]:
         epilogue_case(config, (BF16, BF16), "K", m, n, k, batch, out_dtype, True,
                       seed_of("every-c", config, out_dtype, m, n, k))

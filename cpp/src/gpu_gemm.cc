@@ -58,9 +58,13 @@ ffi::Error cuda_gemm_handler(cudaStream_t stream, ffi::RemainingArgs args, ffi::
     if (why.rfind("jax_tmem gemm: ", 0) == 0) why.erase(0, 15);  // the shared decoder's own prefix
     return fail(*err.errc(), why);
   }
-  if (L.p.act_grad)  // (the lowering sends it to the plain product and XLA's multiply: jax_tmem/ops/gemm.py)
-    return fail(ffi::ErrorCode::kUnimplemented, "the activation-derivative epilogue runs in the CPU handler only so far");
   L.out = out->untyped_data();
+  // The derivative epilogue: in the kernel where the plan can (menu::act_grad_in_kernel), else a second pass after it.
+  bool act_grad_in_kernel = false;
+#if JAX_TMEM_HAS_SM90
+  act_grad_in_kernel = L.p.act_grad && info.cc == 90 && sm90_act_grad_in_kernel(L);
+#endif
+  const bool act_grad_pass_after = L.p.act_grad && !act_grad_in_kernel;
   if (workspace->element_type() != ffi::DataType::F32)
     return fail(ffi::ErrorCode::kInvalidArgument, "the workspace result must be float32");
   L.ws = static_cast<float*>(workspace->untyped_data());
@@ -70,23 +74,25 @@ ffi::Error cuda_gemm_handler(cudaStream_t stream, ffi::RemainingArgs args, ffi::
   L.device = dev;
   L.stream = stream;
   std::string msg;
-  if (L.p.weight_only()) {  // plain CUDA (mma.sync), compiled for every built arch
-    msg = w4_gemm_launch(L);
+  const GemmLaunch& K = act_grad_pass_after ? without_act_grad(L) : L;
+  if (K.p.weight_only()) {  // plain CUDA (mma.sync), compiled for every built arch
+    msg = w4_gemm_launch(K);
   } else if (info.cc == 90) {
 #if JAX_TMEM_HAS_SM90
-    msg = sm90_gemm_launch(L);
+    msg = sm90_gemm_launch(K);
 #else
     msg = "this build of jax_tmem has no sm_90a kernels";
 #endif
   } else if (info.cc == 100 || info.cc == 103) {
 #if JAX_TMEM_HAS_SM100
-    msg = sm100_gemm_launch(L);
+    msg = sm100_gemm_launch(K);
 #else
     msg = "this build of jax_tmem has no sm_100a/sm_103a kernels";
 #endif
   } else {
     msg = "no jax_tmem kernel for compute capability " + std::to_string(info.cc);
   }
+  if (msg.empty() && act_grad_pass_after) msg = act_grad_pass(L);
   if (!msg.empty()) return fail(ffi::ErrorCode::kInvalidArgument, "(sm_" + std::to_string(info.cc) + ") " + msg);
   return ffi::Error::Success();
 }

@@ -119,6 +119,8 @@ inline std::string launch_splitk_reduce(const GemmLaunch& L, int splits, int64_t
 JT_CONFIG_FLAG(tail_split_of, kTailSplit)
 JT_CONFIG_FLAG(splits_in_kernel_of, kSplitsInKernel)
 JT_CONFIG_FLAG(swap_tail_of, kSwapTail)
+JT_CONFIG_FLAG(c_map_of, kCMap)  // the sm_90a kernel's sixth tensor map (c, for its derivative epilogue)
+JT_CONFIG_FLAG(act_grad_of, kActGrad)  // ... which its kActGrad twins read
 #undef JT_CONFIG_FLAG
 
 // Builds the maps and launches `kernel` on a persistent grid: one CTA (or one cluster of
@@ -216,6 +218,23 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
                               128 / dtype_bytes(p.out_type), C::OUT_BOX_ROWS);
     if (!err.empty()) return "output (TMA store epilogue): " + err;
   }
+  // The derivative epilogue in the kernel (menu::act_grad_in_kernel; the handler asked sm90_act_grad_in_kernel): c, the
+  // output's shape and type, through a map of the output's geometry (kernels/sm90_act_grad.cuh), not added to the
+  // product (epi.c null); the flag tells the kernel. Nowhere else: the handler's second pass runs it.
+  CUtensorMap map_c = {};
+  if (p.act_grad) {
+    if constexpr (act_grad_of<C>()) {
+      if (p.out_type != DType::kBF16 || L.in(Role::kC) == nullptr)
+        return "the activation-derivative epilogue: a bf16 output and c (menu::act_grad_in_kernel)";
+      err = tma::encode_operand(&map_c, L.in(Role::kC), p.out_type, p.n, p.m, p.batch, p.n, p.m * p.n,
+                                128 / dtype_bytes(p.out_type), C::OUT_BOX_ROWS);
+      if (!err.empty()) return "c (the activation-derivative epilogue): " + err;
+      prm.epi.c = nullptr;
+      prm.epi.activation |= kActGradFlag;
+    } else {
+      return "the activation-derivative epilogue: not this kernel's (menu::act_grad_in_kernel)";
+    }
+  }
   cudaError_t e;
   if constexpr (kTails) {
     const TailBoxes<C> tails(p.m, p.n);
@@ -223,7 +242,10 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
     err = encode_ab_maps<C>(L, tails.a_rows ? &map_a_tail : nullptr, tails.b_rows ? &map_b_tail : nullptr,
                             tails.a_rows, tails.b_rows);
     if (!err.empty()) return "last row block's box: " + err;
-    e = launch_kernel(cfg, kernel, map_a, map_b, map_out, map_a_tail, map_b_tail, prm);
+    if constexpr (c_map_of<C>())
+      e = launch_kernel(cfg, kernel, map_a, map_b, map_out, map_a_tail, map_b_tail, map_c, prm);
+    else
+      e = launch_kernel(cfg, kernel, map_a, map_b, map_out, map_a_tail, map_b_tail, prm);
   } else {
     e = launch_kernel(cfg, kernel, map_a, map_b, map_out, prm);
   }

@@ -27,4 +27,12 @@ std::string sm90_gemm_launch(const GemmLaunch& L) {
   return run_family(R, c);
 }
 
+bool sm90_act_grad_in_kernel(const GemmLaunch& L) {
+  const GemmProblem& p = L.p;
+  if (p.sf_vec != 0 || (p.config >= 0 && !menu::kSm90Table.find(p.config)) || !kernel_legality(p).empty())
+    return false;
+  const menu::Plan plan = menu::sm90_plan(p, L.num_sms, L.ws_count);
+  return menu::act_grad_in_kernel(*menu::kSm90Table.find(plan.config), p);
+}
+
 }  // namespace jax_tmem

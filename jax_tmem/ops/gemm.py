@@ -32,9 +32,8 @@ from jax_tmem.ops.epilogue import Epilogue, activation_code, apply_activation, f
 
 gemm_p = Primitive("jax_tmem_gemm")
 
-# The platforms whose kernels run the activation-derivative epilogue (Epilogue.act_grad); elsewhere the lowering writes
-# the product and XLA multiplies, as the unfused program does (the GPU kernels lack it so far).
-ACT_GRAD_IN_KERNEL = {"cpu": True, "cuda": False}
+# Platforms whose handlers run Epilogue.act_grad (CUDA: in the kernel or a second pass); elsewhere XLA multiplies.
+ACT_GRAD_IN_KERNEL = {"cpu": True, "cuda": True}
 
 
 # ---- abstract evaluation ----------------------------------------------------------------------
@@ -146,23 +145,37 @@ def _xla_lowering(ctx, *args, dimension_numbers, out_dtype, epilogue, allow_tf32
 # ---- the FFI lowering -------------------------------------------------------------------------
 
 def _ffi_call(*args, dimension_numbers, out_dtype, epilogue: Epilogue, config, canon: _canon.Canon, platform,
-              a_dtype, b_dtype):
+              a_dtype, b_dtype, problem=""):
     # The CUDA plan (menu entry, K splits, workspace) is resolved now, with the launcher's own C++ code:
     # split-K / swap-AB plans need an f32 workspace, which XLA allocates as the call's second output
     # (so the handler never allocates and stays command-buffer compatible).
     if platform == "cuda":
         cfg, splits, ws = _arch.lowering_plan(canon, a_dtype, config, out_dtype, b_dtype)
+        if epilogue.act_grad:  # where the handler runs the derivative: cpp menu.h act_grad_in_kernel's rule, logged
+            _config.record(_config.Decision("gemm act_grad", problem, "kernel",
+                                            *_act_grad_route(cfg, epilogue, out_dtype, a_dtype, b_dtype)))
     else:
         (cfg, splits), ws = _arch.split_config(config), 0
     out_types = (jax.ShapeDtypeStruct(canon.out_shape, np.dtype(out_dtype)),
                  jax.ShapeDtypeStruct((max(ws, 1),), np.float32))
     roles = ["a", "b"] + ["bias"] * epilogue.has_bias + ["c"] * epilogue.has_c + ["scale"] * epilogue.has_scale
-    aliases = {roles.index("c"): 0} if epilogue.has_c else None
+    # c accumulates in place, but not for act_grad (its second pass, cpp act_grad_pass, reads c after the product).
+    aliases = {roles.index("c"): 0} if epilogue.has_c and not epilogue.act_grad else None
     call = jax.ffi.ffi_call("jax_tmem_gemm", out_types, input_output_aliases=aliases)
     attrs = _ext.gemm_attrs(roles, **canon.attrs(), activation=activation_code(epilogue),
                             alpha=epilogue.alpha, config=cfg, splits=splits)
     out, _workspace = call(*args, **attrs)
     return out
+
+
+def _act_grad_route(cfg, epilogue, *dtypes) -> tuple[str, str]:
+    """(target, reason) of an act_grad call on CUDA, by cpp menu.h act_grad_in_kernel's rule."""
+    arch = _arch.arch_target(_arch.device_cc()[0])[0]
+    e = _arch.menu(arch).get(cfg, {}) if arch == "sm_90a" else {}
+    if (e.get("epilogue") == "tma-store-overlap" and e.get("block_n", 0) % 128 == 0 and epilogue.activation in
+            ("relu", "silu", "gelu_tanh") and all(np.dtype(t) == jnp.bfloat16 for t in dtypes)):
+        return f"in the epilogue of config {cfg}", "c through the output boxes, act' under the next tile's MMAs"
+    return f"config {cfg}, then a second pass", "in the kernel: bf16 relu / silu / gelu_tanh on sm_90a's 20 / 22 only"
 
 
 def _make_lowering(platform: str):
@@ -193,7 +206,7 @@ def _make_lowering(platform: str):
                 canon = _canon.canonicalize(lhs_aval.shape, rhs_aval.shape, dimension_numbers)
                 fn = lambda *a: _ffi_call(*a, dimension_numbers=dimension_numbers, out_dtype=out_dtype,
                                           epilogue=epilogue, config=config, canon=canon, platform=platform,
-                                          a_dtype=lhs_aval.dtype, b_dtype=rhs_aval.dtype)
+                                          a_dtype=lhs_aval.dtype, b_dtype=rhs_aval.dtype, problem=problem)
                 return mlir.lower_fun(fn, multiple_results=False)(ctx, *args)
         return _xla_lowering(ctx, *args, dimension_numbers=dimension_numbers, out_dtype=out_dtype,
                              epilogue=epilogue, allow_tf32=allow_tf32)

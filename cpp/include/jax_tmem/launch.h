@@ -101,6 +101,13 @@ std::string sm90_gemm_launch(const GemmLaunch& launch);
 
 std::string sm100_gemm_launch(const GemmLaunch& launch);  // sm_100a / sm_103a (never executed yet)
 
+// The derivative epilogue (GemmProblem::act_grad) where the plan does not run it in the kernel
+// (menu::act_grad_in_kernel, asked through sm90_act_grad_in_kernel): the launch without it (y = alpha acc + bias,
+// no c), then act_grad_pass multiplies the output by act'(c) in place (act_grad_pass.cu, every built arch).
+bool sm90_act_grad_in_kernel(const GemmLaunch& launch);
+GemmLaunch without_act_grad(const GemmLaunch& launch);
+std::string act_grad_pass(const GemmLaunch& launch);
+
 // The weight-only 4-bit GEMM (w4_gemm.cu, every built arch): bf16 a x e2m1 b with b's block scales.
 std::string w4_gemm_launch(const GemmLaunch& launch);
 

@@ -451,6 +451,18 @@ inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = 
   return plan;
 }
 
+// The derivative epilogue (GemmProblem::act_grad: y = (alpha acc + bias) * act'(c)) inside the sm_90a kernel: the
+// TMA-store-overlap entries with whole pairs of 128-byte chunks per tile (20, 22), bf16 operands and output, relu /
+// silu / gelu_tanh (their Config::kActGrad twins, kernels/sm90_act_grad.cuh: c through TMA into the output boxes, act'
+// on the packed output under the next tile's first k-blocks). Every other plan writes the product and the handler
+// multiplies in a second pass (launch.h act_grad_pass: the unfused program's arithmetic and cost).
+inline bool act_grad_in_kernel(const KernelConfig& c, const GemmProblem& p) {
+  const bool act = p.activation == Activation::kRelu || p.activation == Activation::kSilu ||
+                   p.activation == Activation::kGeluTanh;
+  return p.act_grad && act && c.epilogue == Epilogue::kTmaStoreOverlap && !c.partial() && c.block_n % 128 == 0 &&
+         p.sf_vec == 0 && p.out_type == DType::kBF16 && p.a_type == DType::kBF16 && p.b_type == DType::kBF16;
+}
+
 // sm_100a / sm_103a: sm100_choose's dense entry; int8 has no partial entries (its s32 accumulators
 // would be summed in f32).
 inline Plan sm100_plan(const GemmProblem& p, int num_sms, int64_t ws_available = -1) {

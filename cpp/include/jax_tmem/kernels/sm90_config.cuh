@@ -58,7 +58,7 @@ namespace jax_tmem::sm90 {
 //   2026-11-24), 512-byte rows stream at 2.9-3.4 TB/s from 32-64 CTAs where 128-byte rows reach 2.3-3.1.
 template <DType kA_, DType kB_, int BLOCK_N_, int kStages_, bool kAMN_, bool kBMN_, bool kPingPong_ = false,
           bool kSmemEpilogue_ = false, int kClusterM_ = 1, bool kTmaStore_ = false, int kPartialOut_ = 0,
-          int kBlockM_ = 128, bool kEpiOverlap_ = false, bool kFusedFinish_ = true>
+          int kBlockM_ = 128, bool kEpiOverlap_ = false, bool kFusedFinish_ = true, bool kActGrad_ = false>
 struct Config {
   static constexpr int kPartialOut = kPartialOut_;
   // kPartialOut entries: whether the kernel can finish a fused epilogue itself (bias, activation, c, alpha:
@@ -70,7 +70,14 @@ struct Config {
   static constexpr bool kFusedFinish = kFusedFinish_;
   template <bool F>
   using WithFusedFinish = Config<kA_, kB_, BLOCK_N_, kStages_, kAMN_, kBMN_, kPingPong_, kSmemEpilogue_, kClusterM_,
-                                 kTmaStore_, kPartialOut_, kBlockM_, kEpiOverlap_, F>;
+                                 kTmaStore_, kPartialOut_, kBlockM_, kEpiOverlap_, F, kActGrad_>;
+  // kActGrad: the twin of a TMA-store-overlap entry with bf16 operands and output that runs the derivative epilogue
+  // (menu::act_grad_in_kernel; kernels/sm90_act_grad.cuh), the launcher's choice where the problem asks for it. A
+  // twin of its own: its state beside the accumulators and the packed tile made ptxas spill in a kernel that also
+  // had every other epilogue.
+  static constexpr bool kActGrad = kActGrad_;
+  using WithActGrad = Config<kA_, kB_, BLOCK_N_, kStages_, kAMN_, kBMN_, kPingPong_, kSmemEpilogue_, kClusterM_,
+                             kTmaStore_, kPartialOut_, kBlockM_, kEpiOverlap_, kFusedFinish_, true>;
   static constexpr DType kA = kA_, kB = kB_;
   static_assert(dtype_bytes(kA) == dtype_bytes(kB), "A and B of one wgmma have one element width");
   static constexpr bool kATrans = kAMN_ && dtype_bytes(kA_) == 1;  // 8-bit MN-major A: transposed in smem
@@ -106,8 +113,10 @@ struct Config {
   static constexpr int TRANS_BYTES = kATrans ? 2 * 2 * 64 * 128 : 0;  // 2 warpgroups x 2 buffers x 64 rows
   // kATrans: as many slots as fit beside the transposed buffers (the menu's count assumes none).
   static constexpr int kStages = kATrans ? (220 * 1024 - TRANS_BYTES) / STAGE_BYTES : kStages_;
-  static constexpr int SMEM_BYTES =
-      kStages * STAGE_BYTES + TRANS_BYTES + OUT_BYTES + EPI_BYTES + 1024 + (2 * kStages + 2) * 8;
+  // (kActGrad: two more barriers per consumer warpgroup, the derivative epilogue's.)
+  static constexpr int SMEM_BYTES = kStages * STAGE_BYTES + TRANS_BYTES + OUT_BYTES + EPI_BYTES + 1024 +
+                                    (2 * kStages + 2 + (kActGrad ? 4 : 0)) * 8;
+  static constexpr bool kCMap = true;  // the kernel takes a sixth tensor map, c's (launch_persistent)
   static constexpr int NUM_THREADS = 128 * (1 + CONSUMERS);
   // Tile-rows per raster band (sched::PersistentScheduler): the CTAs of one wave should cover about as
   // many rows of A as columns of B (the fewest DRAM bytes per wave). 16-bit 128x256 tiles: 16 (a wave of
@@ -174,6 +183,8 @@ struct Config {
   static_assert(!(kPingPong && kSmemEpilogue), "the staged epilogue is built for the cooperative schedule");
   static_assert(!(kTmaStore && (kPingPong || kSmemEpilogue)), "the TMA-store epilogue is cooperative-only");
   static_assert(!kEpiOverlap || (kTmaStore && kPartialOut == 0), "the overlapped epilogue is the TMA store's");
+  static_assert(!kActGrad || (kEpiOverlap && BLOCK_N % 128 == 0 && kA == DType::kBF16 && kB == DType::kBF16),
+                "the derivative epilogue: bf16 TMA-store-overlap entries with whole pairs of 128-byte chunks");
   static_assert(!(kAMN || kBMN) || ELEM_BYTES == 2 || (kATrans && !kBMN && kPartialOut == 2),
                 "wgmma reads MN-major operands for 16-bit types only (8-bit: an MN-major swap-AB weight, transposed in smem)");
   static_assert(SMEM_BYTES <= 232448, "shared memory per CTA exceeds 227 KB");

@@ -17,6 +17,7 @@
 #include "jax_tmem/desc_sm90.h"
 #include "jax_tmem/epilogue.cuh"
 #include "jax_tmem/epilogue_tma.cuh"
+#include "jax_tmem/kernels/sm90_act_grad.cuh"
 #include "jax_tmem/kernels/sm90_config.cuh"
 #include "jax_tmem/kernels/sm90_epilogue.cuh"
 #include "jax_tmem/kernels/sm90_mma.cuh"
@@ -52,7 +53,8 @@ template <class C>
 __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     sm90_gemm_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b,
                      const __grid_constant__ CUtensorMap tma_out, const __grid_constant__ CUtensorMap tma_a_tail,
-                     const __grid_constant__ CUtensorMap tma_b_tail, const Params p) {
+                     const __grid_constant__ CUtensorMap tma_b_tail, const __grid_constant__ CUtensorMap tma_c,
+                     const Params p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace jax_tmem::ptx;
 #if defined(JAX_TMEM_PIN_DESCRIPTORS) && JAX_TMEM_PIN_DESCRIPTORS
@@ -71,7 +73,8 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
   uint64_t* full = reinterpret_cast<uint64_t*>(out_bufs + C::OUT_BYTES);
   uint64_t* empty = full + C::kStages;
   uint64_t* order = empty + C::kStages;  // ping-pong only: order[w] = "warpgroup w may run its mainloop"
-  float* epi_stage = reinterpret_cast<float*>(order + 2);  // kSmemEpilogue only (EPI_BYTES)
+  uint64_t* c_landed = order + 2;        // kActGrad: the derivative epilogue's box barriers, two per warpgroup
+  float* epi_stage = reinterpret_cast<float*>(c_landed + (C::kActGrad ? 4 : 0));  // kSmemEpilogue only (EPI_BYTES)
 
   const int warpgroup = threadIdx.x / 128;
   const int warp = threadIdx.x / 32;
@@ -89,6 +92,8 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     }
     mbarrier_init(&order[0], 4);  // one arrive per warp of the other consumer warpgroup
     mbarrier_init(&order[1], 4);
+    if constexpr (C::kActGrad)
+      for (int b = 0; b < 4; ++b) mbarrier_init(&c_landed[b], 1);
     fence_barrier_init();
     JT_MARK(13, true);
   }
@@ -329,6 +334,8 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
         pending_batch = -1;
       }
     };
+    // kActGrad: the derivative epilogue (menu::act_grad_in_kernel): c through the output boxes (sm90_act_grad.cuh).
+    ActGradPipe<C> ag;
     for (int i = 0; i < my_units; ++i) {
       int t, split, kb0, kb1;
       unit_of(i, t, split, kb0, kb1);
@@ -388,7 +395,12 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
           // The slot's MMAs into acc; the unit's first one overwrites it (scale-d 0).
           slot_mmas<C, C::BLOCK_N>(acc, desc_a0, desc_b0, a_off, stage_off, kb == kb0);
           transpose_next();
-          if (kb == kb0) store_pending();  // the previous tile's stores, under these MMAs
+          // (A piece of a shared last-wave tile not starting at k-block 0 stores nothing: tail_fixup.)
+          if constexpr (C::kActGrad)
+            ag.step(kb - kb0, kb1 - kb0, !((C::kTailSplit || C::kSwapTail) && tail.split_tile(t) && kb0 != 0),
+                    pending_out, p, &tma_out, &tma_c, ring, c_landed + 2 * cw, cw, pending_batch, pending_row0,
+                    pending_col0, tc.batch, cta_row0 + cw * 64, tc.n_blk * C::TILE_N + rank_n * C::BLOCK_N);
+          else if (kb == kb0) store_pending();  // the previous tile's stores, under these MMAs
           // The MMAs of the previous k-block have retired once at most one group is pending:
           // hand its slot back to the producer. (Releasing each slot after a wait<0> instead measured
           // slower on the bf16 decode entries: 14.9 -> 16.2 us, 16 x 4096 x 4096, stream_probe.cu.)
@@ -423,8 +435,9 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
       }
       if constexpr (C::kTmaStore) {
         const int wg_row0 = cta_row0 + cw * 64, col0 = cta_col0;
-        if (C::kEpiOverlap && p.epi.out_type != static_cast<int32_t>(DType::kF32)) {
+        if (C::kActGrad || (C::kEpiOverlap && p.epi.out_type != static_cast<int32_t>(DType::kF32))) {
           epilogue_pack<C>(acc, p, tc.batch, wg_row0, col0, pending_out);
+          if constexpr (C::kActGrad) ag.after_pack();
           pending_batch = tc.batch, pending_row0 = wg_row0, pending_col0 = col0;
         } else {
           epilogue_store_tma<C>(acc, p, tc.batch, wg_row0, col0, &tma_out, ring, cw);
@@ -435,7 +448,9 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
       const int col0 = cta_col0 + 2 * (lane % 4);
       epilogue_store<C>(acc, p, tc.batch, row0, col0);
     }
-    store_pending();  // kEpiOverlap: the last tile's
+    if constexpr (C::kActGrad)
+      ag.flush(pending_out, p, &tma_out, &tma_c, ring, c_landed + 2 * cw, cw, pending_batch, pending_row0, pending_col0);
+    else store_pending();  // kEpiOverlap: the last tile's
     JT_MARK(5, threadIdx.x == 128);
     // The output is complete only once the bulk stores have been performed.
     if constexpr (C::kTmaStore) ring.drain(threadIdx.x % 128 == 0);
