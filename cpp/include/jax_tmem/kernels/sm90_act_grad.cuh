@@ -37,13 +37,6 @@
 
 namespace jax_tmem::sm90 {
 
-// tanh, MUFU.TANH (PTX tanh.approx.f32, sm_75+: maximum relative error ~2^-11, below a 16-bit output's rounding).
-__device__ __forceinline__ float tanh_approx(float x) {
-  float y;
-  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
 // d act / dx for relu, silu and gelu_tanh in one formula whose coefficients the activation picks once: with
 // u = x (k1 + k3 x^2) and t = tanh(u),  act'(x) = (1 + t) / 2 + x (1 - t^2) (k1 + 3 k3 x^2) / 2
 //   gelu_tanh: k1 = b, k3 = b 0.044715 (b = sqrt(2 / pi));   silu: k1 = 1/2, k3 = 0 (sigmoid(x) = (1 + tanh(x/2)) / 2);
@@ -62,7 +55,7 @@ struct ActGradFn {
   }
   __device__ __forceinline__ float operator()(float x) const {
     const float x2 = x * x;
-    const float t = tanh_approx(x * fmaf(k3, x2, k1));
+    const float t = ptx::tanh_approx(x * fmaf(k3, x2, k1));
     const float g = fmaf(x * fmaf(h3, x2, h1), fmaf(-t, t, 1.0f), fmaf(0.5f, t, 0.5f));
     return relu ? (x > 0.0f ? 1.0f : 0.0f) : g;
   }

@@ -43,6 +43,14 @@ __device__ __forceinline__ float rcp_approx_ftz(float b) {
   return r;
 }
 
+// tanh, MUFU.TANH (PTX tanh.approx.f32, sm_75+: maximum relative error ~2^-11, below a 16-bit output's rounding):
+// the derivative epilogue's activations (kernels/sm90_act_grad.cuh).
+__device__ __forceinline__ float tanh_approx(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // max(a, b) that is NaN when either is (PTX ISA: max.NaN.f32, sm_80+): the fused quantize takes a block's
 // amax and its NaN flag in one.
 __device__ __forceinline__ float max_nan_f32(float a, float b) {
