@@ -34,6 +34,8 @@ def parse():
     ap.add_argument("--profile", type=int, default=0, help="trace N steps of each variant (jax.profiler) and print "
                     "each device's GPU kernel time per step by kind; run with XLA_FLAGS=--xla_gpu_enable_command_buffer= "
                     "so that every kernel is its own trace event")
+    ap.add_argument("--profile-warm", type=float, default=2.0, help="seconds of steps before each variant's trace, "
+                    "so that it runs at the clock of a sustained run (the power cap), as the timed rounds do")
     return ap.parse_args()
 
 
@@ -173,9 +175,13 @@ def profile(steps, states, x, y):
     from jax.profiler import ProfileData
     for n in steps:
         p, s = states[n]
-        for _ in range(2):
-            p, s, loss = steps[n](p, s, x, y)
-        jax.block_until_ready(loss)
+        t = time.perf_counter()
+        while True:  # at least two steps, then until the GPUs have run ARGS.profile_warm seconds
+            for _ in range(2):
+                p, s, loss = steps[n](p, s, x, y)
+            jax.block_until_ready(loss)
+            if time.perf_counter() - t >= ARGS.profile_warm:
+                break
         d = tempfile.mkdtemp()
         with jax.profiler.trace(d):
             for _ in range(ARGS.profile):

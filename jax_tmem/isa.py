@@ -77,7 +77,7 @@ def block_scaled_menu(arch: str) -> list[dict]:
 
 def kernel_plan(arch: str, m: int, n: int, k: int, *, batch: int = 1, a_dtype="bfloat16", config: int = -1,
                 num_sms: int = 132, out_dtype="bfloat16", a_mn_major: bool = False, splits: int = 0,
-                b_mn_major: bool = False, b_dtype=None) -> dict:
+                b_mn_major: bool = False, b_dtype=None, act_grad: str | None = None) -> dict:
     """The plan the CUDA dispatcher of ``arch`` ("sm_90a", "sm_100a", "sm_103a") runs for an M x N x K
     problem on a GPU with ``num_sms`` SMs, from the same C++ code (``cpp/include/jax_tmem/menu.h``) the
     launcher calls: ``{"config", "name", "splits", "workspace_floats"}``. ``config`` >= 0 forces a menu
@@ -93,11 +93,17 @@ def kernel_plan(arch: str, m: int, n: int, k: int, *, batch: int = 1, a_dtype="b
     ``a_dtype`` for the K blocks of a split, ``a_mn_major`` for swap-AB (which needs a K-major lhs),
     ``b_mn_major`` for which swap-AB entries read the weight (an MN-major 8-bit one: the 128-row entries),
     ``b_dtype`` (default ``a_dtype``) for which decode entries read it: a forced decode entry that cannot
-    read the operands raises ValueError (C++ ``menu::mma_decode_reads``)."""
-    cfg, name, s, ws = _ext().kernel_choice(arch, int(batch), int(m), int(n), int(k), _name(a_dtype), int(config),
-                                            int(num_sms), _name(out_dtype), bool(a_mn_major), int(splits),
-                                            bool(b_mn_major), "" if b_dtype is None else _name(b_dtype))
-    return {"config": int(cfg), "name": name, "splits": int(s), "workspace_floats": int(ws)}
+    read the operands raises ValueError (C++ ``menu::mma_decode_reads``). ``act_grad``: an activation ("relu",
+    "gelu_tanh", ...) whose derivative epilogue the call asks for (``dot_general(..., input_activation=)``'s
+    backward); ``"act_grad_in_kernel"`` says whether the kernel runs it (C++ ``menu::act_grad_in_kernel``) or
+    the handler's second pass after the product."""
+    from jax_tmem.ops.epilogue import ACT_GRAD_FLAG, ACTIVATIONS
+    code = ACTIVATIONS[act_grad] | ACT_GRAD_FLAG if act_grad else 0
+    cfg, name, s, ws, in_kernel = _ext().kernel_choice(
+        arch, int(batch), int(m), int(n), int(k), _name(a_dtype), int(config), int(num_sms), _name(out_dtype),
+        bool(a_mn_major), int(splits), bool(b_mn_major), "" if b_dtype is None else _name(b_dtype), code)
+    return {"config": int(cfg), "name": name, "splits": int(s), "workspace_floats": int(ws),
+            "act_grad_in_kernel": bool(in_kernel)}
 
 
 def kernel_choice(arch: str, m: int, n: int, k: int, *, batch: int = 1, a_dtype="bfloat16", config: int = -1,

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import jax_tmem
+from jax_tmem import isa
 from jax_tmem.ops import gemm as gemm_op
 from conftest import BF16, F32, PATHS, assert_close, f64, rand, ref_activation as act64, run_path
 
@@ -68,6 +69,33 @@ def test_act_grad_epilogue_has_no_derivative():
     f = lambda a: jnp.sum(gemm_op.gemm(a, b, None, c, (((1,), (0,)), ((), ())), np.dtype(BF16), epi, "xla", True, -1))
     with pytest.raises(NotImplementedError, match="no derivative of its own"):
         jax.grad(f)(a)
+
+
+def _plan(config=-1, act="gelu_tanh", arch="sm_90a", **kw):
+    return isa.kernel_plan(arch, 8192, 8192, 4096, config=config, act_grad=act, **kw)
+
+
+@pytest.mark.parametrize("act", ACTS)
+def test_act_grad_in_kernel_rule(act):
+    """Where the CUDA handler runs the derivative inside the kernel (C++ menu::act_grad_in_kernel, which both the
+    handler and the decision log ask): the sm_90a entries with the TMA-store-overlap epilogue and whole pairs of
+    128-byte chunks, bf16 operands and output, relu / silu / gelu_tanh; everywhere else a second pass."""
+    fused = act in ("relu", "silu", "gelu_tanh")
+    assert _plan(act=act)["act_grad_in_kernel"] == fused  # this problem's heuristic plan: entry 20 or 22
+    assert not _plan(act=None)["act_grad_in_kernel"]
+    assert not _plan(act=act, out_dtype=F32)["act_grad_in_kernel"]
+    assert not _plan(act=act, a_dtype=np.float16, out_dtype=np.float16)["act_grad_in_kernel"]
+    assert not _plan(act=act, arch="sm_100a", num_sms=148)["act_grad_in_kernel"]
+    seen = set()
+    for e in isa.kernel_menu("sm_90a"):
+        try:
+            got = _plan(e["config"], act)["act_grad_in_kernel"]
+        except ValueError:  # an entry this problem cannot be forced on (decode-only, not built)
+            continue
+        want = fused and e["epilogue"] == "tma-store-overlap" and e["block_n"] % 128 == 0 and not e["split_k"]
+        assert got == want, e
+        seen.add(got)
+    assert seen == ({True, False} if fused else {False})
 
 
 # (lhs shape, rhs shape, dimension numbers): a Dense layer, 3-D tokens, a weight stored (N, K), lhs stored (K, M)

@@ -3,7 +3,6 @@
 // handler/jaxlib mismatch can be explained in plain words instead of "No FFI handler registered".
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
-
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
@@ -397,10 +396,10 @@ NB_MODULE(_jax_tmem, m) {
 
   m.def("kernel_choice", [](const std::string& arch, int64_t batch, int64_t m_, int64_t n, int64_t k,
                             const std::string& a_dtype, int config, int num_sms, const std::string& out_dtype,
-                            bool a_mn_major, int splits, bool b_mn_major, const std::string& b_dtype) {
+                            bool a_mn_major, int splits, bool b_mn_major, const std::string& b_dtype, int activation) {
     jax_tmem::GemmProblem p;
     p.batch = batch; p.m = m_; p.n = n; p.k = k; p.config = config; p.a_mn_major = a_mn_major; p.splits = splits;
-    p.b_mn_major = b_mn_major;
+    p.b_mn_major = b_mn_major; p.set_activation(activation);  // act_grad: may the kernel run the derivative
     p.a_type = jax_tmem::dtype_from_name(a_dtype.c_str());  // the element size sets the K blocks of a split
     // one element width per wgmma; the weight's own type matters for which decode entries may read it
     p.b_type = b_dtype.empty() ? p.a_type : jax_tmem::dtype_from_name(b_dtype.c_str());
@@ -430,12 +429,13 @@ NB_MODULE(_jax_tmem, m) {
           menu::in_kernel_refusal(arch == "sm_90a", c, plan.splits, jax_tmem::dtype_bytes(p.a_type));
       if (!why.empty()) throw std::invalid_argument(why);
     }
-    return nb::make_tuple(plan.config, table.find(plan.config)->name, plan.splits, plan.ws_floats);
+    return nb::make_tuple(plan.config, table.find(plan.config)->name, plan.splits, plan.ws_floats,
+                          arch == "sm_90a" && menu::act_grad_in_kernel(*table.find(plan.config), p));
   }, nb::arg("arch"), nb::arg("batch"), nb::arg("m"), nb::arg("n"), nb::arg("k"), nb::arg("a_dtype"),
      nb::arg("config"), nb::arg("num_sms"), nb::arg("out_dtype"), nb::arg("a_mn_major"), nb::arg("splits"),
-     nb::arg("b_mn_major") = false, nb::arg("b_dtype") = "",
-     "The plan the CUDA dispatcher runs for this problem: (menu entry, its name, K splits, f32 workspace "
-     "floats) - the same code (jax_tmem/menu.h) the launchers call.");
+     nb::arg("b_mn_major") = false, nb::arg("b_dtype") = "", nb::arg("activation") = 0,
+     "The plan the CUDA dispatcher runs for this problem: (menu entry, its name, K splits, f32 workspace floats, does "
+     "the kernel run `activation`'s derivative epilogue) - the code (jax_tmem/menu.h) the launchers call.");
 
   // The last-wave schedule of the dense sm_90a entries (sched::TailSplit, the kernel's own code), for the
   // host tests: per CTA, its units as (tile, first k-block, end k-block), and the owner chain of each tile.

@@ -16,7 +16,7 @@ namespace jax_tmem::sm90 {
 template <class C>
 std::string run(const GemmLaunch& L) {
   if (L.p.act_grad) {  // the derivative epilogue in the kernel: the entry's twin (menu::act_grad_in_kernel)
-    if constexpr (C::kEpiOverlap && C::BLOCK_N % 128 == 0 && C::kA == DType::kBF16 && C::kB == DType::kBF16) {
+    if constexpr (C::kHasActGradTwin) {
       using G = typename C::WithActGrad;
       return launch_persistent<G, true>(sm90_gemm_kernel<G>, L);
     } else {

@@ -91,20 +91,33 @@ def kernel_plan(arch: str, canon, a_dtype, config, out_dtype, b_dtype=None) -> t
     C++ code (jax_tmem/menu.h) the launcher calls, for this device's SM count. A ``config`` that is not
     an entry of ``arch``'s menu raises ValueError here, at trace time. ``b_dtype``: the rhs's, where it differs
     (16-bit x fp8: only the decode entries read the mix)."""
+    c, name, s, ws, _ = _choice(arch, canon, a_dtype, config, out_dtype, b_dtype)
+    return c, name, s, ws
+
+
+def _choice(arch: str, canon, a_dtype, config, out_dtype, b_dtype, activation: int = 0) -> tuple:
     mod, _ = _ext.load()
-    sms = device_sms()
     cfg, splits = split_config(config)
     try:
-        c, name, s, ws = mod.kernel_choice(arch, canon.batch, canon.m, canon.n, canon.k, np.dtype(a_dtype).name,
-                                           cfg, max(sms, 1), np.dtype(out_dtype).name, bool(canon.a_mn_major),
-                                           splits, bool(canon.b_mn_major),
-                                           np.dtype(b_dtype).name if b_dtype is not None else "")
+        c, name, s, ws, act_grad = mod.kernel_choice(
+            arch, canon.batch, canon.m, canon.n, canon.k, np.dtype(a_dtype).name, cfg, max(device_sms(), 1),
+            np.dtype(out_dtype).name, bool(canon.a_mn_major), splits, bool(canon.b_mn_major),
+            np.dtype(b_dtype).name if b_dtype is not None else "", int(activation))
     except ValueError as e:
         raise ValueError(f"jax_tmem: kernel config {config}: {e}") from None
     entry = menu(arch)[int(c)]
     if not entry["built"]:  # a forced sweep-only entry (the heuristic chooses built ones only)
         raise ValueError(f"jax_tmem: {entry['not_built']}")
-    return int(c), name, int(s), int(ws)
+    return int(c), name, int(s), int(ws), bool(act_grad)
+
+
+def act_grad_in_kernel(canon, a_dtype, config, out_dtype, b_dtype, activation: int) -> bool:
+    """Whether this device's kernel of the plan runs the derivative epilogue of ``activation`` (the custom call's
+    attribute, with the act_grad bit): C++ menu::act_grad_in_kernel, the rule the CUDA handler follows; where it
+    does not, the handler multiplies in a second pass after the product."""
+    cc, _ = device_cc()
+    arch = arch_target(cc)[0] if cc > 0 else ""
+    return bool(arch) and _choice(arch, canon, a_dtype, config, out_dtype, b_dtype, activation)[4]
 
 
 @functools.lru_cache(maxsize=None)

@@ -151,9 +151,12 @@ def _ffi_call(*args, dimension_numbers, out_dtype, epilogue: Epilogue, config, c
     # (so the handler never allocates and stays command-buffer compatible).
     if platform == "cuda":
         cfg, splits, ws = _arch.lowering_plan(canon, a_dtype, config, out_dtype, b_dtype)
-        if epilogue.act_grad:  # where the handler runs the derivative: cpp menu.h act_grad_in_kernel's rule, logged
-            _config.record(_config.Decision("gemm act_grad", problem, "kernel",
-                                            *_act_grad_route(cfg, epilogue, out_dtype, a_dtype, b_dtype)))
+        if epilogue.act_grad:  # where the handler runs the derivative (C++ menu::act_grad_in_kernel), logged
+            _config.record(_config.Decision("gemm act_grad", problem, "kernel", *(
+                (f"in the epilogue of config {cfg}", "c through the output boxes, act' under the next tile's MMAs")
+                if _arch.act_grad_in_kernel(canon, a_dtype, config, out_dtype, b_dtype, activation_code(epilogue))
+                else (f"config {cfg}, then a second pass", "in the kernel: bf16 relu / silu / gelu_tanh on sm_90a's "
+                      "20 / 22 only"))))
     else:
         (cfg, splits), ws = _arch.split_config(config), 0
     out_types = (jax.ShapeDtypeStruct(canon.out_shape, np.dtype(out_dtype)),
@@ -166,16 +169,6 @@ def _ffi_call(*args, dimension_numbers, out_dtype, epilogue: Epilogue, config, c
                             alpha=epilogue.alpha, config=cfg, splits=splits)
     out, _workspace = call(*args, **attrs)
     return out
-
-
-def _act_grad_route(cfg, epilogue, *dtypes) -> tuple[str, str]:
-    """(target, reason) of an act_grad call on CUDA, by cpp menu.h act_grad_in_kernel's rule."""
-    arch = _arch.arch_target(_arch.device_cc()[0])[0]
-    e = _arch.menu(arch).get(cfg, {}) if arch == "sm_90a" else {}
-    if (e.get("epilogue") == "tma-store-overlap" and e.get("block_n", 0) % 128 == 0 and epilogue.activation in
-            ("relu", "silu", "gelu_tanh") and all(np.dtype(t) == jnp.bfloat16 for t in dtypes)):
-        return f"in the epilogue of config {cfg}", "c through the output boxes, act' under the next tile's MMAs"
-    return f"config {cfg}, then a second pass", "in the kernel: bf16 relu / silu / gelu_tanh on sm_90a's 20 / 22 only"
 
 
 def _make_lowering(platform: str):

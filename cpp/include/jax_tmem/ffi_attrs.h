@@ -72,8 +72,7 @@ inline ffi::Error decode_problem(GemmProblem& p, ffi::RemainingArgs args, ffi::R
   p.batch = batch; p.m = m; p.n = n; p.k = k;
   p.a_mn_major = a_mn_major; p.b_mn_major = b_mn_major;
   p.lda = lda; p.ldb = ldb; p.stride_a = stride_a; p.stride_b = stride_b;
-  p.act_grad = (activation & kActGradFlag) != 0;
-  p.activation = static_cast<Activation>(activation & ~kActGradFlag);
+  p.set_activation(activation);
   p.alpha = alpha; p.config = config; p.splits = splits; p.sf_vec = sf_vec;
   p.sf_layout = sf_layout;
   p.out_type = to_dtype(out->element_type());

@@ -28,7 +28,7 @@ enum class Activation : int32_t { kNone = 0, kRelu = 1, kGelu = 2, kGeluTanh = 3
 // The "activation" attribute with this bit set asks for the activation's derivative epilogue instead: y = (alpha *
 // acc + bias) * act'(c), c holding the activation's input (the backward GEMM of act(x) . w, whose product the chain
 // rule multiplies by act'(x)); c is required and no activation is applied to the product. The CPU handler runs it;
-// the GPU handler refuses it (jax_tmem/ops/gemm.py lowers it there as the plain product and XLA's multiply).
+// the GPU handler in the kernel where menu::act_grad_in_kernel holds, else after the product (launch.h act_grad_pass).
 inline constexpr int32_t kActGradFlag = 16;
 
 // The input roles, in operands.def's order (= the order of the custom call's arguments).
@@ -80,6 +80,11 @@ struct GemmProblem {
   int64_t b_rows() const { return b_mn_major ? k : n; }
   int64_t b_cols() const { return b_mn_major ? n : k; }
   bool has(Role r) const { return (operands & role_bit(r)) != 0; }
+  // The custom call's "activation" attribute (the activation's code, kActGradFlag for its derivative).
+  void set_activation(int64_t attr) {
+    act_grad = (attr & kActGradFlag) != 0;
+    activation = static_cast<Activation>(attr & ~kActGradFlag);
+  }
   // The block scales' element type and count (operands.def): UE8M0 for the MX block of 32, UE4M3 for
   // NVFP4's block of 16.
   DType sf_type() const { return sf_vec == 32 ? DType::kE8M0 : sf_vec == 16 ? DType::kE4M3 : DType::kInvalid; }

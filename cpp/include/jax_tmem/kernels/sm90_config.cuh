@@ -76,6 +76,10 @@ struct Config {
   // twin of its own: its state beside the accumulators and the packed tile made ptxas spill in a kernel that also
   // had every other epilogue.
   static constexpr bool kActGrad = kActGrad_;
+  // Which entries have that twin: the compile-time half of menu::act_grad_in_kernel (the launcher refuses a problem
+  // the two disagree on, in words).
+  static constexpr bool kHasActGradTwin =
+      kEpiOverlap_ && BLOCK_N_ % 128 == 0 && kA_ == DType::kBF16 && kB_ == DType::kBF16;
   using WithActGrad = Config<kA_, kB_, BLOCK_N_, kStages_, kAMN_, kBMN_, kPingPong_, kSmemEpilogue_, kClusterM_,
                              kTmaStore_, kPartialOut_, kBlockM_, kEpiOverlap_, kFusedFinish_, true>;
   static constexpr DType kA = kA_, kB = kB_;
@@ -183,7 +187,7 @@ struct Config {
   static_assert(!(kPingPong && kSmemEpilogue), "the staged epilogue is built for the cooperative schedule");
   static_assert(!(kTmaStore && (kPingPong || kSmemEpilogue)), "the TMA-store epilogue is cooperative-only");
   static_assert(!kEpiOverlap || (kTmaStore && kPartialOut == 0), "the overlapped epilogue is the TMA store's");
-  static_assert(!kActGrad || (kEpiOverlap && BLOCK_N % 128 == 0 && kA == DType::kBF16 && kB == DType::kBF16),
+  static_assert(!kActGrad || kHasActGradTwin,
                 "the derivative epilogue: bf16 TMA-store-overlap entries with whole pairs of 128-byte chunks");
   static_assert(!(kAMN || kBMN) || ELEM_BYTES == 2 || (kATrans && !kBMN && kPartialOut == 2),
                 "wgmma reads MN-major operands for 16-bit types only (8-bit: an MN-major swap-AB weight, transposed in smem)");
