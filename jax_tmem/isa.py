@@ -98,6 +98,8 @@ def kernel_plan(arch: str, m: int, n: int, k: int, *, batch: int = 1, a_dtype="b
     backward); ``"act_grad_in_kernel"`` says whether the kernel runs it (C++ ``menu::act_grad_in_kernel``) or
     the handler's second pass after the product."""
     from jax_tmem.ops.epilogue import ACT_GRAD_FLAG, ACTIVATIONS
+    if act_grad is not None and act_grad not in ACTIVATIONS:
+        raise ValueError(f"act_grad must be None or one of {sorted(k for k in ACTIVATIONS if k)}, got {act_grad!r}")
     code = ACTIVATIONS[act_grad] | ACT_GRAD_FLAG if act_grad else 0
     cfg, name, s, ws, in_kernel = _ext().kernel_choice(
         arch, int(batch), int(m), int(n), int(k), _name(a_dtype), int(config), int(num_sms), _name(out_dtype),

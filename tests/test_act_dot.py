@@ -96,6 +96,8 @@ def test_act_grad_in_kernel_rule(act):
         assert got == want, e
         seen.add(got)
     assert seen == ({True, False} if fused else {False})
+    with pytest.raises(ValueError, match="act_grad must be"):
+        _plan(act="tanh")
 
 
 # (lhs shape, rhs shape, dimension numbers): a Dense layer, 3-D tokens, a weight stored (N, K), lhs stored (K, M)
