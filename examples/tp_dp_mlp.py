@@ -36,6 +36,9 @@ def parse():
                     "so that every kernel is its own trace event")
     ap.add_argument("--profile-warm", type=float, default=2.0, help="seconds of steps before each variant's trace, "
                     "so that it runs at the clock of a sustained run (the power cap), as the timed rounds do")
+    ap.add_argument("--power", action="store_true", help="sample each GPU's power and SM clock (nvidia-smi, every 50 "
+                    "ms) during the timed rounds and print their medians per variant (use --iters 20 or more, so that a "
+                    "timed batch spans several samples)")
     return ap.parse_args()
 
 
@@ -133,26 +136,57 @@ def main():
     if ARGS.rounds:
         x, y = batch(10_000)
         times = {n: [] for n in steps}
+        spans, smi = [], _smi_start() if ARGS.power else None  # (variant, wall start, wall end) of each timed batch
         for r in range(ARGS.rounds):
             order = list(steps)[r % len(steps):] + list(steps)[:r % len(steps)]
             for n in order:
                 p, s = states[n]
                 p, s, loss = steps[n](p, s, x, y)
                 jax.block_until_ready(loss)
-                t = time.perf_counter()
+                t, wall = time.perf_counter(), time.time()
                 for _ in range(ARGS.iters):
                     p, s, loss = steps[n](p, s, x, y)
                 jax.block_until_ready(loss)
                 times[n].append((time.perf_counter() - t) / ARGS.iters)
+                spans.append((n, wall, time.time()))
                 states[n] = (p, s)
         flops = 2 * 3 * 2 * 2 * ARGS.tokens * ARGS.d * ARGS.f / len(devs)  # 2 blocks x 2 GEMMs, fwd + bwd
         base = float(np.median(times["flax"]))
         for n, ts in times.items():
             t = float(np.median(ts))
             print(f"{n:16s} step {t * 1e3:8.2f} ms  {flops / t / 1e12:7.1f} TFLOP/s per device  flax/this {base / t:.3f}")
+        if smi is not None:
+            _smi_report(smi, spans)
     if ARGS.profile:
         profile(steps, states, *batch(20_000))
     return 0
+
+
+def _smi_start():
+    import subprocess
+    return subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,index,power.draw,clocks.sm", "--format=csv,noheader,nounits",
+                             "-lms", "50"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+
+def _smi_report(smi, spans):
+    """Median power (W) and SM clock (MHz) per variant and GPU over the samples taken inside its timed batches."""
+    import collections
+    import datetime
+    smi.terminate()
+    per = collections.defaultdict(list)
+    for line in smi.communicate()[0].splitlines():
+        f = [v.strip() for v in line.split(",")]
+        try:
+            ts = datetime.datetime.strptime(f[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+            gpu, watts, mhz = int(f[1]), float(f[2]), float(f[3])
+        except (ValueError, IndexError):
+            continue  # a header or a field nvidia-smi could not read ("[N/A]")
+        for n, t0, t1 in spans:
+            if t0 <= ts <= t1:
+                per[(n, gpu)].append((watts, mhz))
+    for (n, gpu), rows in sorted(per.items()):
+        print(f"{n:16s} GPU {gpu}: {np.median([w for w, _ in rows]):6.1f} W, {np.median([c for _, c in rows]):6.0f} MHz "
+              f"(median of {len(rows)} samples)")
 
 
 def _kind(name: str) -> str:
