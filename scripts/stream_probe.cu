@@ -483,8 +483,8 @@ int main(int argc, char** argv) {
         const char* what[kMarks] = {"start (synced)", "first TMA issued", "first data", "last data", "MMAs retired",
                                     "epilogue done", "producer done", "producer setmaxnreg", "first unit's coords",
                                     "first empty wait", "first expect_tx", "first A loads", "kernel entry",
-                                    "barriers initialised", "", ""};
-        const int order[] = {12, 13, 0, 7, 8, 9, 10, 11, 1, 2, 3, 4, 5, 6};
+                                    "barriers initialised", "K splits summed", ""};
+        const int order[] = {12, 13, 0, 7, 8, 9, 10, 11, 1, 2, 3, 4, 14, 5, 6};
         for (int i : order) {
           std::vector<double> v;
           for (int c = 0; c < ctas; ++c)

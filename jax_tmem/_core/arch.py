@@ -111,15 +111,6 @@ def _choice(arch: str, canon, a_dtype, config, out_dtype, b_dtype, activation: i
     return int(c), name, int(s), int(ws), bool(act_grad)
 
 
-def act_grad_in_kernel(canon, a_dtype, config, out_dtype, b_dtype, activation: int) -> bool:
-    """Whether this device's kernel of the plan runs the derivative epilogue of ``activation`` (the custom call's
-    attribute, with the act_grad bit): C++ menu::act_grad_in_kernel, the rule the CUDA handler follows; where it
-    does not, the handler multiplies in a second pass after the product."""
-    cc, _ = device_cc()
-    arch = arch_target(cc)[0] if cc > 0 else ""
-    return bool(arch) and _choice(arch, canon, a_dtype, config, out_dtype, b_dtype, activation)[4]
-
-
 @functools.lru_cache(maxsize=None)
 def menu(arch: str) -> dict:
     """``arch``'s kernel configurations by id, from the C++ tables the dispatcher instantiates
@@ -153,16 +144,19 @@ def menu_entry(arch: str, canon, a_dtype, config, out_dtype="bfloat16", b_dtype=
     return f"{name} (config {cfg}{extra}, {how})"
 
 
-def lowering_plan(canon, a_dtype, config, out_dtype, b_dtype=None) -> tuple[int, int, int]:
-    """(entry, splits, workspace floats) passed to the CUDA custom call: resolved here, so that the
-    workspace (the call's second output) has the size the launcher needs."""
+def lowering_plan(canon, a_dtype, config, out_dtype, b_dtype=None, activation: int = 0) -> tuple[int, int, int, bool]:
+    """(entry, splits, workspace floats, derivative in the kernel) passed to the CUDA custom call: resolved here,
+    so that the workspace (the call's second output) has the size the launcher needs. ``activation``: the custom
+    call's attribute (with the act_grad bit); the fourth field says whether this device's kernel of the plan runs
+    that derivative epilogue (C++ menu::act_grad_in_kernel, the rule the CUDA handler follows; where it does not,
+    the handler multiplies in a second pass after the product)."""
     cc, _ = device_cc()
     arch, why = arch_target(cc) if cc > 0 else ("", "no GPU")
     if not arch:
         cfg, splits = split_config(config)
-        return cfg, splits, 0
-    cfg, _, splits, ws = kernel_plan(arch, canon, a_dtype, config, out_dtype, b_dtype)
-    return cfg, splits, ws
+        return cfg, splits, 0, False
+    cfg, _, splits, ws, act_grad = _choice(arch, canon, a_dtype, config, out_dtype, b_dtype, activation)
+    return cfg, splits, ws, act_grad
 
 
 def sm100_trusted() -> bool:

@@ -150,11 +150,12 @@ def _ffi_call(*args, dimension_numbers, out_dtype, epilogue: Epilogue, config, c
     # split-K / swap-AB plans need an f32 workspace, which XLA allocates as the call's second output
     # (so the handler never allocates and stays command-buffer compatible).
     if platform == "cuda":
-        cfg, splits, ws = _arch.lowering_plan(canon, a_dtype, config, out_dtype, b_dtype)
+        cfg, splits, ws, in_kernel = _arch.lowering_plan(canon, a_dtype, config, out_dtype, b_dtype,
+                                                         activation_code(epilogue))
         if epilogue.act_grad:  # where the handler runs the derivative (C++ menu::act_grad_in_kernel), logged
             _config.record(_config.Decision("gemm act_grad", problem, "kernel", *(
                 (f"in the epilogue of config {cfg}", "c through the output boxes, act' under the next tile's MMAs")
-                if _arch.act_grad_in_kernel(canon, a_dtype, config, out_dtype, b_dtype, activation_code(epilogue))
+                if in_kernel
                 else (f"config {cfg}, then a second pass", "in the kernel: bf16 relu / silu / gelu_tanh on sm_90a's "
                       "20 / 22 only"))))
     else:

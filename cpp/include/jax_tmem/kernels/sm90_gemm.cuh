@@ -33,7 +33,7 @@
 
 // JT_TIMELINE (scripts/stream_probe.cu only, never the package): %globaltimer stamps per CTA into
 // jt_timeline[blockIdx.x * 16 + i] where `cond` holds (where a decode GEMM's time goes: start, first data, last
-// data, MMAs retired, epilogue done).
+// data, MMAs retired, K splits summed in the cluster, epilogue done).
 #ifdef JT_TIMELINE
 __device__ unsigned long long jt_timeline[264 * 16];
 #define JT_MARK(i, cond)                                                             \
@@ -419,7 +419,11 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
       if constexpr (C::kTailSplit || C::kSwapTail)
         if (tail.split_tile(t) && !tail_fixup<C>(acc, p, tail, t, kb0)) continue;
       if constexpr (C::kSplitsInKernel)
-        if (p.splits > 1 && p.ws_ld == 0 && !split_fixup<C>(acc, smem, split, p.splits)) continue;
+        if (p.splits > 1 && p.ws_ld == 0) {
+          const bool mine = split_fixup<C>(acc, smem, split, p.splits);
+          JT_MARK(14, threadIdx.x == 128);
+          if (!mine) continue;
+        }
 
       // ---------------- epilogue: registers -> global ----------------
       const int cta_col0 = tc.n_blk * C::TILE_N + rank_n * C::BLOCK_N;
