@@ -10,6 +10,7 @@ no tools the tests fail and say which tool is missing, and a tool's failure show
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import re
@@ -95,11 +96,15 @@ def _split(text: str, header: str) -> dict[str, str]:
     return {k: "\n".join(v) for k, v in chunks.items()}
 
 
+# Both parsers are cached (by the text, which the module's fixtures produce once): a CI build's SASS is hundreds of MB,
+# and each test splitting it again took 40-70 s on CI's two cores (2026-12-01). Callers only read the dicts.
+@functools.lru_cache(maxsize=None)
 def _kernels_by_arch(text: str) -> dict[str, str]:
     """Per-arch chunks ('sm_90a' -> text)."""
     return _split(text, r"arch = (sm_\d+a?)")
 
 
+@functools.lru_cache(maxsize=None)
 def _functions(text: str) -> dict[str, str]:
     """One arch's SASS per kernel (mangled name -> text)."""
     return _split(text, r"Function : (\S+)")
