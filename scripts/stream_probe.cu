@@ -7,6 +7,8 @@
 // captured 200 times in one CUDA graph. `stream_probe N K splits` runs only our two kernels, for ncu.
 // `stream_probe o64`: the 64- and 16-token 4096-wide GEMMs against K (64 .. 14336) on our swap-AB entries, K
 // splits by the reduce pass or summed in a cluster (splits < 0), next to the pure stream (fixed cost vs per-k-block).
+// `stream_probe sp`: the plans whose K splits are summed in a cluster (17 / 13 / 41 / 38 at 64-192 tokens, 1, 2 and 4
+// splits), each captured in a CUDA graph: the A/B of a change to that sum (docs/PERF.md, 2026-12-01 04:28).
 // `stream_probe tl` (built with -DJT_TIMELINE): one launch of each, warm and after an L2 flush, with the kernel's
 // %globaltimer stamps per CTA (kernels/sm90_gemm.cuh JT_MARK): kernel entry, barriers initialised, start (after
 // the CTA's barrier), the producer's first steps (setmaxnreg, the first unit's coordinates, empty wait, expect_tx,
@@ -533,6 +535,19 @@ int main(int argc, char** argv) {
     }
     printf("empty kernel in a graph: %.2f us/launch\n",
            time_graph([&](cudaStream_t st, int) { empty_kernel<<<132, 64, 0, st>>>(); }, iters));
+    return 0;
+  }
+  if (argc > 1 && std::string(argv[1]) == "sp") {  // K splits summed in a cluster: the decode plans, graph-timed
+    for (long long k : {4096LL, 14336LL}) {
+      for (int splits : {1, -2, -4}) {
+        const float a = run_entry<Sm90::k64x64SwapAB>(bufs, 4096, k, 64, splits, act, out, ws, iters);
+        const float b = run_entry<Sm90::k128x64SwapAB>(bufs, 4096, k, 128, splits, act, out, ws, iters);
+        const float c = run_entry<Sm90::k128x80SwapAB>(bufs, 4096, k, 136, splits, act, out, ws, iters);
+        const float d = run_entry<Sm90::k128x96SwapAB>(bufs, 4096, k, 192, splits, act, out, ws, iters);
+        printf("4096 x %5lld, %2d splits: M=64 64x64 (17) %6.2f us | M=128 128x64 (13) %6.2f | M=136 128x80 (41) %6.2f | "
+               "M=192 128x96 (38) %6.2f\n", k, splits, a, b, c, d);
+      }
+    }
     return 0;
   }
   if (argc > 1 && std::string(argv[1]) == "dd") {  // the 16-bit decode kernel against ours
