@@ -9,11 +9,15 @@
 # so compare its ratios, not absolute times).
 #   bash scripts/ab_options.sh OUT_DIR ROUNDS 'base=' 'pin=-Ccmake.define.JAX_TMEM_PIN_DESCRIPTORS=ON' \
 #        -- python3 -P scripts/step_gemm_probe.py --sustain 0.5 --rounds 5
+# A variant whose definition starts with @TARBALL is built from that source tree instead of the working tree (then
+# its options, if any): the A/B of a code change, e.g. `git archive -o out/base.tar HEAD` here, then
+#   bash scripts/ab_options.sh OUT_DIR 2 'base=@out/base.tar' 'new=' -- python3 -P benchmarks/bench_decode.py ...
 # Budget: on an H200 machine (16 cores) two variants built side by side took 190 s (2026-11-29).
 set -u
 out=$1 rounds=$2
 shift 2
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
 export PYTHONUNBUFFERED=1
 names=() defs=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do names+=("${1%%=*}"); defs+=("${1#*=}"); shift; done
@@ -22,17 +26,25 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do names+=("${1%%=*}"); defs+=("${1#*=}"
 t0=$(date +%s)
 root=$(mkdir -p "${AB_DIR:-build/ab}" && cd "${AB_DIR:-build/ab}" && pwd)
 jobs_each=$(( ($(nproc) + ${#names[@]} - 1) / ${#names[@]} ))
+pids=()
 for i in "${!names[@]}"; do
   if [ "${AB_SKIP_BUILD:-0}" = 1 ] && [ -d "$root/${names[$i]}/jax_tmem" ]; then
     echo "rc 0 (reused $root/${names[$i]})" > "$out/build_${names[$i]}.log"
     continue
   fi
+  src=. d=${defs[$i]}
+  if [ "${d#@}" != "$d" ]; then  # @TARBALL [options]: that tree
+    tarball=${d%% *} && tarball=${tarball#@}
+    case $d in *" "*) d=${d#* } ;; *) d= ;; esac
+    src=$root/src_${names[$i]} && rm -rf "$src" && mkdir -p "$src" && tar -xf "$tarball" -C "$src" || exit 1
+  fi
   # shellcheck disable=SC2086
-  ( CMAKE_BUILD_PARALLEL_LEVEL=$jobs_each python3 -m pip install --no-build-isolation --no-deps --upgrade \
-      --target "$root/${names[$i]}" -Cbuild-dir="$root/bd_${names[$i]}" ${defs[$i]} . > "$out/build_${names[$i]}.log" 2>&1
+  ( cd "$src" && CMAKE_BUILD_PARALLEL_LEVEL=$jobs_each python3 -m pip install --no-build-isolation --no-deps --upgrade \
+      --target "$root/${names[$i]}" -Cbuild-dir="$root/bd_${names[$i]}" $d . > "$out/build_${names[$i]}.log" 2>&1
     echo "rc $?" >> "$out/build_${names[$i]}.log" ) &
+  pids+=($!)
 done
-wait
+[ ${#pids[@]} -eq 0 ] || wait "${pids[@]}"  # (not a bare wait: beside an `exec > >(tee ...)` it waits for the tee too)
 status=0
 for n in "${names[@]}"; do
   echo "build $n: $(tail -1 "$out/build_$n.log") ($(( $(date +%s) - t0 )) s)"

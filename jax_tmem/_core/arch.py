@@ -151,7 +151,7 @@ def lowering_plan(canon, a_dtype, config, out_dtype, b_dtype=None, activation: i
     that derivative epilogue (C++ menu::act_grad_in_kernel, the rule the CUDA handler follows; where it does not,
     the handler multiplies in a second pass after the product)."""
     cc, _ = device_cc()
-    arch, why = arch_target(cc) if cc > 0 else ("", "no GPU")
+    arch = arch_target(cc)[0] if cc > 0 else ""
     if not arch:
         cfg, splits = split_config(config)
         return cfg, splits, 0, False
