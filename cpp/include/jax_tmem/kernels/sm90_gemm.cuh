@@ -415,6 +415,16 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
       fence_operands(acc);
       JT_MARK(4, threadIdx.x == 128);
       if (prev_stage >= 0) release(prev_stage);
+#ifdef JT_CODE_PAD
+      // scripts/stream_probe.cu only (JT_CODE_PAD FMAs, never executed: K is never -7): does code that a GEMM never
+      // executes, between its mainloop and its epilogue, cost it time (docs/PERF.md, 2026-12-01 04:00, Next steps 2)?
+      if (p.k == -7) {
+        float x = acc[0];
+#pragma unroll
+        for (int r = 0; r < JT_CODE_PAD; ++r) x = x * 1.0001f + float(r);
+        p.ws[threadIdx.x] = x;
+      }
+#endif
       // A piece of a last-wave tile: its owner adds the other pieces' partial sums; they store theirs.
       if constexpr (C::kTailSplit || C::kSwapTail)
         if (tail.split_tile(t) && !tail_fixup<C>(acc, p, tail, t, kb0)) continue;
