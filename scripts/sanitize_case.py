@@ -82,10 +82,10 @@ for cfg in [(e["config"], 3) if e["split_k"] else e["config"] for e in menu if e
 # and the heuristic's own plan for a 64 x 4096 x 4096 decode GEMM (2 splits on the 64-row entry).
 if arch == "sm_90a":
     for e in menu:
-        if not e["split_k"] or e["block_n"] > 128 or e["cluster_m"] > 1 or e.get("cluster_n", 1) > 1:
-            continue  # (entries in clusters of their own sum no splits in the kernel)
-        swap = e["split"] == "swap-ab"
-        m_, n_, k_ = (min(e["block_n"], 40) if swap else 136), 264, 1040
+        if not e["split_k"] or e["block_n"] > 128 or e["cluster_m"] > 1:
+            continue  # (entries in B-multicast clusters of their own sum no splits in the kernel)
+        swap, pair = e["split"] == "swap-ab", e.get("cluster_n", 1) > 1  # pair: two token tiles share the weight
+        m_, n_, k_ = (e["block_n"] + 40 if pair else min(e["block_n"], 40) if swap else 136), 264, 1040
         for splits in (2, 3):
             a = jnp.asarray(rng.standard_normal((m_, k_)), "bfloat16")
             b = jnp.asarray(rng.standard_normal((n_, k_)), "bfloat16")

@@ -8,7 +8,8 @@
 // `stream_probe o64`: the 64- and 16-token 4096-wide GEMMs against K (64 .. 14336) on our swap-AB entries, K
 // splits by the reduce pass or summed in a cluster (splits < 0), next to the pure stream (fixed cost vs per-k-block).
 // `stream_probe sp`: the plans whose K splits are summed in a cluster (17 / 13 / 41 / 38 at 64-192 tokens, 1, 2 and 4
-// splits), each captured in a CUDA graph: the A/B of a change to that sum (docs/PERF.md, 2026-12-01 04:28).
+// splits; 48 / 39, 41 / 38 in weight-multicast pairs), each captured in a CUDA graph: the A/B of a change to that sum
+// (docs/PERF.md, 2026-12-01 04:28).
 // `stream_probe tl` (built with -DJT_TIMELINE): one launch of each, warm and after an L2 flush, with the kernel's
 // %globaltimer stamps per CTA (kernels/sm90_gemm.cuh JT_MARK): kernel entry, barriers initialised, start (after
 // the CTA's barrier), the producer's first steps (setmaxnreg, the first unit's coordinates, empty wait, expect_tx,
@@ -544,9 +545,22 @@ int main(int argc, char** argv) {
         const float b = run_entry<Sm90::k128x64SwapAB>(bufs, 4096, k, 128, splits, act, out, ws, iters);
         const float c = run_entry<Sm90::k128x80SwapAB>(bufs, 4096, k, 136, splits, act, out, ws, iters);
         const float d = run_entry<Sm90::k128x96SwapAB>(bufs, 4096, k, 192, splits, act, out, ws, iters);
+        // 41 / 38 in weight-multicast pairs (48 / 39): the pair's two token tiles read each weight byte once
+        const float e = run_entry<Sm90::k128x80SwapABClusterN2>(bufs, 4096, k, 136, splits, act, out, ws, iters);
+        const float f = run_entry<Sm90::k128x80SwapABClusterN2>(bufs, 4096, k, 160, splits, act, out, ws, iters);
+        const float g = run_entry<Sm90::k128x96SwapABClusterN2>(bufs, 4096, k, 192, splits, act, out, ws, iters);
         printf("4096 x %5lld, %2d splits: M=64 64x64 (17) %6.2f us | M=128 128x64 (13) %6.2f | M=136 128x80 (41) %6.2f | "
-               "M=192 128x96 (38) %6.2f\n", k, splits, a, b, c, d);
+               "M=192 128x96 (38) %6.2f || pairs: M=136 (48) %6.2f | M=160 (48) %6.2f | M=192 (39) %6.2f\n", k, splits,
+               a, b, c, d, e, f, g);
       }
+    }
+    // The QKV projection (6144 weight rows): 41 with one split (the default plan at 129-160 tokens) against 49 (192
+    // weight rows, cuBLAS's tile in the chain) with 2 K splits summed in a cluster
+    for (long long m : {136LL, 160LL}) {
+      const float a = run_entry<Sm90::k128x80SwapAB>(bufs, 6144, 4096, m, 1, act, out, ws, iters);
+      const float b = run_entry<Sm90::k192x80SwapAB>(bufs, 6144, 4096, m, -2, act, out, ws, iters);
+      const float c = run_entry<Sm90::k192x80SwapAB>(bufs, 6144, 4096, m, 1, act, out, ws, iters);
+      printf("6144 x 4096, M=%lld: 41 1 split %6.2f us | 49 2 splits in a cluster %6.2f | 49 1 split %6.2f\n", m, a, b, c);
     }
     return 0;
   }

@@ -351,17 +351,18 @@ def test_every_menu_config_accumulates_into_c(config, out_dtype):
                       seed_of("every-c", config, out_dtype, m, n, k))
 
 
-@pytest.mark.parametrize("config", [11, 12, 13, 14, 15, 16, 17, 18, 19, 35, 36, 37, 38, 39, 40, 41],
+@pytest.mark.parametrize("config", [11, 12, 13, 14, 15, 16, 17, 18, 19, 35, 36, 37, 38, 39, 40, 41, 48, 49],
                          ids=["swapab16", "swapab32", "swapab64", "128x128_splitk", "swap64x16", "swap64x32", "swap64x64",
                               "swapab128", "swapab256", "swapab192", "swapab192c2", "swapab192c4", "swapab96",
-                              "swapab96n2", "swapab160c4", "swapab80"])
+                              "swapab96n2", "swapab160c4", "swapab80", "swapab80n2", "swap192x80"])
 @pytest.mark.parametrize("splits", [1, 3])
 @pytest.mark.parametrize("dtypes,b_major", [((BF16, BF16), "K"), ((BF16, BF16), "MN"), ((F16, F16), "MN"),
                                             ((E4M3, E5M2), "K")], ids=lambda v: str(v))
 def test_split_k_and_swap_ab(config, splits, dtypes, b_major):
     """The split-K entries (11-14 on both archs, 15-17 on sm_90a: 64-row swap-AB tiles, 4 K chunks per ring
     slot; 18, 19, 35, 38 on sm_90a: 128, 256, 192 and 96 tokens wide; 36 / 37: 35 in clusters of 2 / 4 weight
-    tiles sharing the token tile by multicast; 39: 38 in clusters of 2 token tiles sharing the weight): K splits
+    tiles sharing the token tile by multicast; 39 / 48: 38 / 41 in clusters of 2 token tiles sharing the weight; 49: 192
+    weight rows x 80 tokens, three consumer warpgroups): K splits
     written as f32 partials to the XLA-allocated workspace and reduced in split order with the epilogue fused into
     the reduce pass; swap-AB (out^T = B A^T, the output stored transposed). Tails in M, N and K, M and N of 1,
     batches, bias + gelu + alpha, accumulate into c, every output dtype; bitwise repeatable (the reduction order is

@@ -608,13 +608,15 @@ def test_kernel_menus_come_from_the_config_tables():
     sm90 = isa.kernel_menu("sm_90a")
     sm100 = isa.kernel_menu("sm_100a")
     assert [e["config"] for e in sm90] == [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 20, 22, 24, 11, 12, 13, 14, 18, 19, 35, 36,
-                                           38, 39, 40, 41, 37, 15, 16, 17, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34]
+                                           38, 39, 40, 41, 48, 49, 37, 15, 16, 17, 25, 26, 27, 28, 29, 30, 31, 32, 33,
+                                           34]
     assert [e["config"] for e in sm100] == [0, 1, 4, 8, 9, 11, 12, 13, 14]
     assert isa.kernel_menu("sm_103a") == sm100
-    assert [e["config"] for e in sm90 if e["swap_ab"]] == [11, 12, 13, 18, 19, 35, 36, 38, 39, 40, 41, 37, 15, 16, 17]
-    assert [e["block_m"] for e in sm90 if e["swap_ab"]] == [128] * 12 + [64] * 3
-    assert [e["cluster_m"] for e in sm90 if e["swap_ab"]] == [1] * 6 + [2, 1, 1, 4, 1, 4] + [1] * 3
-    assert [e["cluster_n"] for e in sm90 if e["swap_ab"]] == [1] * 8 + [2] + [1] * 6
+    assert [e["config"] for e in sm90 if e["swap_ab"]] == [11, 12, 13, 18, 19, 35, 36, 38, 39, 40, 41, 48, 49, 37, 15,
+                                                           16, 17]
+    assert [e["block_m"] for e in sm90 if e["swap_ab"]] == [128] * 12 + [192, 128] + [64] * 3
+    assert [e["cluster_m"] for e in sm90 if e["swap_ab"]] == [1] * 6 + [2, 1, 1, 4, 1, 1, 1, 4] + [1] * 3
+    assert [e["cluster_n"] for e in sm90 if e["swap_ab"]] == [1] * 8 + [2, 1, 1, 2] + [1] * 5
     assert all(e["cluster_n"] == 1 for e in sm100)
     assert [e["config"] for e in sm100 if e["split_k"]] == [11, 12, 13, 14]
     pair = {e["config"]: e for e in sm100}[4]
@@ -624,8 +626,8 @@ def test_kernel_menus_come_from_the_config_tables():
     assert by_entry["k128x256TmaStoreOverlap"]["epilogue"] == "tma-store-overlap"
     assert by_entry["k128x128PingPong"]["schedule"] == "ping-pong"
     assert by_entry["k128x128Cluster2"]["cluster_m"] == 2
-    assert [e["block_n"] for e in sm90 if e["swap_ab"]] == [16, 32, 64, 128, 256, 192, 192, 96, 96, 160, 80, 192, 16, 32,
-                                                            64]
+    assert [e["block_n"] for e in sm90 if e["swap_ab"]] == [16, 32, 64, 128, 256, 192, 192, 96, 96, 160, 80, 80, 80,
+                                                            192, 16, 32, 64]
     assert [(e["config"], e["block_m"], e["block_n"]) for e in sm90 if e["split"] == "decode"] == [
         (25, 16, 8), (26, 16, 16), (27, 32, 16), (28, 64, 8), (29, 64, 16), (30, 64, 8), (31, 128, 8), (32, 64, 16),
         (33, 64, 32), (34, 64, 64)]
@@ -1008,6 +1010,8 @@ def test_candidate_entries_are_built_and_forcible_but_never_chosen():
     35 and 36 are kCandidates (sm90_configs.def: compiled by the default build, forced only); 37 is the heuristic's,
     by its own rule only (test_sm90_wide_tokens). All three can be forced with K splits through the workspace; 35
     also with splits summed in the kernel (96 accumulators per thread), 36 / 37 not (their clusters are their own).
+    39 / 48 (96 / 80 tokens wide, two token tiles in a pair sharing the weight by multicast) with splits summed in the
+    kernel through the workspace (each split a pair of its own, as cuBLAS's 1x2 decode kernels).
     The heuristic's choice by width (ConfigTable::narrowest / widest) takes none of them: below #SMs weight tiles,
     129-192 tokens with an fp8 (K, N) weight keep entry 19."""
     menu = {e["config"]: e for e in isa.kernel_menu("sm_90a")}
@@ -1019,17 +1023,24 @@ def test_candidate_entries_are_built_and_forcible_but_never_chosen():
         p = isa.kernel_plan("sm_90a", 192, 4096, 4096, config=c, splits=3)
         assert (p["splits"], p["workspace_floats"] > 0) == (3, True), p
     assert isa.kernel_plan("sm_90a", 192, 4096, 4096, config=35, splits=-2)["splits"] == -2
-    for c in (36, 37, 39):
+    for c in (36, 37):
         with pytest.raises(ValueError, match="runs in clusters of its own: its K splits go through the workspace"):
             isa.kernel_plan("sm_90a", 192, 4096, 4096, config=c, splits=-2)
+    for c, m, width in ((39, 192, 96), (48, 136, 80)):  # 32 weight tiles x 1 pair of token tiles
+        for splits in (2, 5, 8):
+            p = isa.kernel_plan("sm_90a", m, 4096, 14336, config=c, splits=-splits)
+            slots = 32 * (splits - 1) * 2  # a slot of 128 x width f32 sums per CTA of each later split, and a flag
+            assert (p["splits"], p["workspace_floats"]) == (-splits, slots * 128 * width + slots), p
+        with pytest.raises(ValueError, match=r"at most 8 \(one cluster of CTAs per tile\), not 9"):
+            isa.kernel_plan("sm_90a", m, 4096, 14336, config=c, splits=-9)
     for m in (129, 150, 192, 256):
         assert isa.kernel_plan("sm_90a", m, 8192, 4096, a_dtype="float8_e4m3fn", b_mn_major=True)["config"] == 19
         assert isa.kernel_plan("sm_90a", m, 4096, 4096)["config"] not in (35, 36, 37, 39)
-    for c, cluster_n in ((38, 1), (39, 2)):  # 96 tokens wide, alone (the heuristic's: test_sm90_token_tiles) / two
-        e = menu[c]                          # token tiles sharing the weight (measured and lost: sweep-only)
-        assert (e["block_n"], e["heuristic"], e["candidate"], e["cluster_m"], e["cluster_n"]) == (
-            96, c == 38, False, 1, cluster_n), e
-        assert e["built"] == (c == 38 or _ext.build_info()["configs"] == "all"), e
+    for c, width, cluster_n in ((38, 96, 1), (39, 96, 2), (41, 80, 1), (48, 80, 2)):  # alone (the heuristic's:
+        e = menu[c]                          # test_sm90_token_tiles) / two token tiles sharing the weight (measured
+        assert (e["block_n"], e["heuristic"], e["candidate"], e["cluster_m"], e["cluster_n"]) == (  # and lost: sweeps)
+            width, c in (38, 41), False, 1, cluster_n), e
+        assert e["built"] == (c in (38, 41) or _ext.build_info()["configs"] == "all"), e
         assert isa.kernel_plan("sm_90a", 192, 4096, 4096, config=c, splits=1)["splits"] == 1
     # token tiles sized to 129-160 tokens: 40 = 37 160 wide, 41 = 38 80 wide, each by its rule (test_sm90_wide_tokens,
     # test_sm90_token_tiles)
@@ -1040,6 +1051,15 @@ def test_candidate_entries_are_built_and_forcible_but_never_chosen():
         assert isa.entry_reads("sm_90a", c, "float8_e4m3fn", "float8_e4m3fn", b_mn_major=True) == ""
         assert isa.kernel_plan("sm_90a", 150, 4096, 4096, config=c, splits=3)["splits"] == 3
     assert isa.kernel_plan("sm_90a", 150, 4096, 4096, config=41, splits=-2)["splits"] == -2
+    # 49: 192 weight rows x 80 tokens (three consumer warpgroups; cuBLAS's QKV tile at 160 tokens), sweeps only until
+    # measured; its K splits summed in a cluster (40 accumulators per thread) or by the reduce pass
+    e = menu[49]
+    assert (e["block_m"], e["block_n"], e["swap_ab"], e["heuristic"], e["candidate"], e["cluster_m"]) == (
+        192, 80, True, False, False, 1), e
+    assert e["built"] == (_ext.build_info()["configs"] == "all"), e
+    p = isa.kernel_plan("sm_90a", 150, 6144, 4096, config=49, splits=-2)
+    assert (p["splits"], p["workspace_floats"]) == (-2, 0), p
+    assert isa.kernel_plan("sm_90a", 150, 6144, 4096, config=49, splits=2)["workspace_floats"] == 2 * 150 * 6144
     with pytest.raises(ValueError, match="runs in clusters of its own"):
         isa.kernel_plan("sm_90a", 150, 4096, 4096, config=40, splits=-2)
 

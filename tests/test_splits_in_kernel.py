@@ -7,6 +7,8 @@ splits in order 0, 1, ... (the reduce pass's order).
 - Host (the extension's own plan code, no GPU): the plan (no workspace; more units than SMs planned too), the
   refusals (more than 8 splits, the 8-bit 256-wide entry, a dense entry, an entry in clusters of its own,
   sm_100a), the decision log's words; the 192-wide entry (35) and the 16-bit 256-wide one (19) planned.
+- Entries in weight-multicast pairs (39 / 48, sweep builds): each split a pair of its own, the sums meeting through
+  the workspace (pair_fixup), which the plan sizes (test_isa).
 - GPU (sm_90a): values against float64 for the 64- and 128-row swap-AB entries, the transposing 8-bit one,
   the split-K entry, batches, tails and the fused epilogue; outputs NaN-poisoned; bitwise repeatable; the
   same bits as the reduce pass where the epilogue is a plain cast; XLA's command buffers on and off agree.
@@ -142,6 +144,21 @@ CASES = [
     # entry 41 (swap-AB, 80 tokens wide, a kCandidate): two token tiles per 160 tokens, 2 splits in the cluster
     (136, 4096, 4096, 1, 41, 2, BF16, False, BF16, False),  # the 8B O projection at 136 tokens
     (150, 4112, 2048, 1, 41, 3, E4M3, True, BF16, True),    # fp8 (K, N): transposed in smem, the fused epilogue
+    # entries 48 / 39 (41 / 38 in pairs of token tiles sharing the weight by multicast, kCandidates): a cluster of
+    # 2 x splits CTAs, pair q running split q
+    (136, 4096, 4096, 1, 48, 2, BF16, False, BF16, False),  # the 8B O projection at 136 tokens
+    (160, 4096, 14336, 1, 48, 4, BF16, True, BF16, False),  # the down projection, Flax's (K, N), clusters of 8
+    (150, 4104, 2048, 1, 48, 3, F16, False, F32, True),     # N and M tails, clusters of 6, f32 out, fused epilogue
+    (70, 2048, 4096, 1, 48, 2, BF16, False, BF16, False),   # each pair's second token tile wholly past M
+    (100, 1024, 4096, 2, 48, 2, BF16, True, BF16, True),    # batch 2, (K, N), the fused epilogue
+    (136, 4096, 4096, 1, 48, 2, E4M3, False, BF16, False),  # fp8 (N, K)
+    (192, 4096, 14336, 1, 39, 2, BF16, False, BF16, False),  # 39: the down projection at 192 tokens
+    (181, 4104, 4096, 1, 39, 4, E4M3, False, F32, True),    # fp8, tails, clusters of 8, the fused epilogue
+    # entry 49 (192 weight rows x 80 tokens, three consumer warpgroups, sweeps): the QKV projection at 129-160 tokens
+    (136, 6144, 4096, 1, 49, 2, BF16, False, BF16, False),  # the 8B QKV at 136 tokens
+    (160, 6144, 4096, 1, 49, 2, BF16, True, BF16, True),    # Flax's (K, N), the fused epilogue
+    (150, 6152, 2048, 1, 49, 3, F16, False, F32, False),    # N and M tails (the last weight tile 8 rows), f32 out
+    (77, 6144, 4096, 2, 49, 2, E4M3, False, BF16, True),    # fp8 (N, K), batch 2, the fused epilogue
     # entry 19 (256 tokens wide) with 16-bit operands: 128 accumulators per thread summed in the cluster
     (256, 4096, 14336, 1, 19, 4, BF16, False, BF16, False),  # the 8B down projection at 256 tokens
     (230, 1032, 2048, 1, 19, 2, F16, True, F32, True),      # M and N tails, (K, N), f32 out, the fused epilogue

@@ -118,6 +118,7 @@ inline std::string launch_splitk_reduce(const GemmLaunch& L, int splits, int64_t
   constexpr bool fn() { return fn##_t<C>::value; }
 JT_CONFIG_FLAG(tail_split_of, kTailSplit)
 JT_CONFIG_FLAG(splits_in_kernel_of, kSplitsInKernel)
+JT_CONFIG_FLAG(pair_splits_of, kPairSplits)
 JT_CONFIG_FLAG(swap_tail_of, kSwapTail)
 JT_CONFIG_FLAG(c_map_of, kCMap)  // the sm_90a kernel's sixth tensor map (c, for its derivative epilogue)
 JT_CONFIG_FLAG(act_grad_of, kActGrad)  // ... which its kActGrad twins read
@@ -162,10 +163,10 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
   const int64_t out_rows = p.batch * (C::kPartialOut == 2 ? p.n : p.m);
   const int64_t out_cols = C::kPartialOut == 2 ? p.m : p.n;
   // menu::k_splits: splits < -1 are summed inside the kernel (each tile's splits one cluster, one unit per CTA,
-  // the sums meeting in distributed shared memory: split_fixup), else by the reduce pass (one split: the kernel
-  // finishes the output itself).
+  // the sums meeting in distributed shared memory: split_fixup; a weight-multicast pair entry's through the workspace,
+  // pair_fixup), else by the reduce pass (one split: the kernel finishes the output itself).
   const bool in_kernel = menu::splits_in_kernel(p.splits);
-  if (in_kernel && !splits_in_kernel_of<C>())
+  if (in_kernel && !splits_in_kernel_of<C>() && !pair_splits_of<C>())
     return "K splits summed inside the kernel (splits " + std::to_string(p.splits) + "): not this kernel's";
   if constexpr (C::kPartialOut != 0) {
     const int64_t k_blocks = (p.k + C::STAGE_K - 1) / C::STAGE_K, s = menu::k_splits(p.splits);  // ring slots
@@ -173,7 +174,8 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
       return "split-K: splits " + std::to_string(s) + " outside [1, " + std::to_string(k_blocks) + "] K blocks";
     if (tiles * s >= (int64_t(1) << 31)) return "split-K: too many work units";
     units = tiles * s;
-    if (in_kernel) {  // clusters of s CTAs, one unit per CTA: a grid of every unit (menu::in_kernel_refusal)
+    const bool pair = in_kernel && pair_splits_of<C>();  // a pair's splits meet through the workspace (pair_fixup)
+    if (in_kernel && !pair) {  // clusters of s CTAs, one unit per CTA: a grid of every unit (menu::in_kernel_refusal)
       if (s > menu::kMaxClusterSplits)
         return "K splits summed inside the kernel: at most " + std::to_string(menu::kMaxClusterSplits) + ", not " +
                std::to_string(s);
@@ -182,13 +184,20 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
       resident = static_cast<int>(units);  // a CTA meets only its cluster: beyond what the GPU holds, waves
     }
     const int64_t ld = !in_kernel && s > 1 ? menu::workspace_ld(out_cols) : 0;  // ws_ld 0: finished in the kernel
-    const int64_t need = s * out_rows * ld;
+    const int64_t tile_floats = int64_t(C::BLOCK_M) * C::BLOCK_N;
+    const int64_t need = pair ? menu::pair_split_ws_floats(tiles, s, kCluster, tile_floats) : s * out_rows * ld;
     if (need > 0 && (L.ws == nullptr || L.ws_count < need))
       return "split-K: the workspace has " + std::to_string(L.ws_count) + " floats, the plan needs " +
              std::to_string(need);
+    if (pair && resident < s) return "K splits of a weight-multicast pair: fewer resident pairs than splits";
     prm.ws = need > 0 ? L.ws : nullptr;
     prm.ws_ld = static_cast<int>(ld);
     prm.splits = static_cast<int>(s);
+    if (pair && s > 1) {  // the ready flags, after the slots
+      const int64_t slots = tiles * (s - 1) * kCluster;
+      cudaError_t e = zero_async(L.ws + slots * tile_floats, sizeof(unsigned int) * slots, L.stream);
+      if (e != cudaSuccess) return std::string("pair splits: clearing the ready flags: ") + cudaGetErrorString(e);
+    }
   }
   cfg.gridDim = dim3(kCluster * static_cast<int>(std::min<int64_t>(units, resident)), 1, 1);
   if constexpr (tail_split_of<C>() || swap_tail_of<C>()) {

@@ -55,8 +55,9 @@ std::string run_config(const GemmLaunch& L) {
   } else if constexpr (CM < -1 && menu::sm90_swap_only_family(A, AMN, BMN)) {
     return "the weight-multicast swap-AB entries read a K-major or 16-bit weight (an 8-bit (K, N) one is transposed "
            "in shared memory, per CTA)";
-  } else if constexpr (BM == 64 && menu::sm90_swap_only_family(A, AMN, BMN)) {
-    return "the 64-row swap-AB entries read a K-major or 16-bit weight (an MN-major 8-bit one: the 128-row entries)";
+  } else if constexpr (BM != 128 && menu::sm90_swap_only_family(A, AMN, BMN)) {
+    return "the 64- and 192-row swap-AB entries read a K-major or 16-bit weight (an MN-major 8-bit one: the 128-row "
+           "entries)";
   } else {
     return run<Config<A, B, BN, ST, AMN, BMN, SCHED == menu::Schedule::kPingPong, EPI == Epilogue::kStaged, CM,
                       EPI == Epilogue::kTmaStore || EPI == Epilogue::kTmaStoreOverlap, static_cast<int>(SPLIT), BM,

@@ -130,6 +130,20 @@ constexpr bool cluster_splits_fit(int block_n, int elem_bytes) {
   return block_n <= kMaxClusterSplitBlockN || (block_n <= 256 && elem_bytes >= 2);
 }
 
+// A weight-multicast pair entry's K splits summed in the kernel (cluster_m -2; kernels/sm90_epilogue.cuh pair_fixup):
+// the workspace holds one BLOCK_M x BLOCK_N slot of f32 sums per CTA of each split after the first, then a ready flag
+// (a 32-bit word) each. `cluster_tiles`: the pairs' tiles (two token tiles each).
+inline int64_t pair_split_ws_floats(int64_t cluster_tiles, int64_t splits, int ctas, int64_t tile_floats) {
+  const int64_t slots = cluster_tiles * (splits - 1) * ctas;
+  return splits > 1 ? slots * tile_floats + slots : 0;
+}
+inline int64_t pair_split_ws_floats(const GemmProblem& p, const KernelConfig& c, int64_t splits) {
+  const int64_t rows = c.swap_ab() ? p.n : p.m, cols = c.swap_ab() ? p.m : p.n, ctas = c.cluster_ctas();
+  const int64_t tiles = p.batch * ((rows + c.block_m - 1) / c.block_m) * ((cols + c.block_n * ctas - 1) / (c.block_n * ctas));
+  return pair_split_ws_floats(tiles, splits, static_cast<int>(ctas), int64_t(c.block_m) * c.block_n);
+}
+inline bool pair_splits(const KernelConfig& c) { return c.partial() && c.cluster_m < -1; }
+
 // Splits so that the work units (tiles x splits) fill the SMs once: at most 8, and at least 4 K blocks
 // per split. 1 when the tiles alone fill the GPU. At most 2 once the tiles alone occupy a quarter of the
 // SMs: a decode GEMM streams its weight at full speed from ~64 busy SMs, and every extra split adds
@@ -170,14 +184,15 @@ inline int64_t partial_tiles(const GemmProblem& p, const KernelConfig& c) {
 // Why a plan cannot sum its K splits inside the kernel (k_splits), or "": the sm_90a split-K / swap-AB
 // entries whose tiles fit (cluster_splits_fit; `elem_bytes`: the operands' width), at most kMaxClusterSplits.
 // Each CTA runs one unit and meets only the CTAs of its own cluster, so more units than the GPU holds at once
-// run in waves (slower, still right).
+// run in waves (slower, still right). A weight-multicast pair entry's (cluster_m -2) meet through the workspace
+// (pair_split_ws_floats), each split on a pair of its own.
 inline std::string in_kernel_refusal(bool sm90, const KernelConfig& c, int splits, int elem_bytes) {
   if (!sm90) return "K splits summed inside the kernel (splits < 0) are sm_90a's only";
   if (!c.partial()) return std::string("entry ") + c.name + " has no K splits (splits < 0 takes a split-K entry)";
-  if (c.cluster_ctas() > 1)
+  if (c.cluster_m > 1)
     return std::string("entry ") + c.name +
            " runs in clusters of its own: its K splits go through the workspace (splits > 0)";
-  if (!cluster_splits_fit(c.block_n, elem_bytes))
+  if (!pair_splits(c) && !cluster_splits_fit(c.block_n, elem_bytes))
     return std::string("entry ") + c.name + " keeps " + std::to_string(c.block_n / 2) +
            " accumulators per thread beside its 8-bit promotion: K splits summed inside the kernel take 8-bit tiles "
            "at most " + std::to_string(kMaxClusterSplitBlockN) + " wide";
@@ -233,7 +248,8 @@ inline Plan make_plan(const ConfigTable& table, const GemmProblem& p, int num_sm
     if (p.config >= 0 && splits_in_kernel(p.splits)) {  // forced: summed inside the kernel (see k_splits)
       const int64_t s = std::min<int64_t>(-p.splits, kb);
       plan.splits = s > 1 ? -static_cast<int>(s) : 1;
-      return plan;  // no workspace
+      if (pair_splits(*t)) plan.ws_floats = pair_split_ws_floats(p, *t, s);  // (else no workspace)
+      return plan;
     }
     int64_t s = p.splits;
     if (s <= 0)

@@ -150,9 +150,10 @@ struct Config {
                                                                         : BLOCK_N;
   // Registers per thread after setmaxnreg (producer / consumers; 128 x P + 128 x CONSUMERS x C <= 64 K):
   // 40 / 232, or 24 / 240 for that entry, whose 192 accumulators and the transpose spilled at 232.
-  // (The 192-wide one in parts of 64 fits the usual 40 / 232; its producer spilled at 24.)
+  // (The 192-wide one in parts of 64 fits the usual 40 / 232; its producer spilled at 24.) Three consumer warpgroups
+  // (192 weight rows, swap-AB): 40 / 152 (128 x 40 + 384 x 152 = 63.5 K).
   static constexpr int PRODUCER_REGS = PART_N == 128 && BLOCK_N == 256 ? 24 : 40,
-                       CONSUMER_REGS = PART_N == 128 && BLOCK_N == 256 ? 240 : 232;
+                       CONSUMER_REGS = CONSUMERS == 3 ? 152 : PART_N == 128 && BLOCK_N == 256 ? 240 : 232;
   static constexpr int kTransBarrier = 8;  // kATrans: named barriers 8 + cw (one per consumer warpgroup)
   // The last wave shared out along K where planned (sched::TailSplit; menu::tail_splits: the plain cooperative schedule).
   static constexpr bool kTailSplit = kPartialOut == 0 && !kPingPong && CTAS_PER_TILE == 1;
@@ -176,6 +177,9 @@ struct Config {
   // (Not in a B-multicast cluster of its own: one cluster shape per launch.)
   static constexpr bool kSplitsInKernel =
       kPartialOut != 0 && CTAS_PER_TILE == 1 && menu::cluster_splits_fit(BLOCK_N_, ELEM_BYTES);
+  // A weight-multicast pair's K splits (CLUSTER_N 2) summed here too, through the workspace (pair_fixup: each split a
+  // pair of its own, clusters of 2 stay resident), as cuBLAS's 1x2 decode kernels run (docs/PERF.md 2026-12-01 10:50).
+  static constexpr bool kPairSplits = kPartialOut == 2 && CLUSTER_N == 2;
   static constexpr int ACC_REGS = BLOCK_N / 2;         // f32 accumulators per consumer thread
 
   // (BLOCK_N: a wgmma N that scripts/gen_wgmma.py generates, NS; ptx/wgmma_ops.cuh's dispatch asserts it.)
@@ -201,8 +205,10 @@ struct Config {
   static_assert(CLUSTER_N == 1 || (CLUSTER_N == 2 && kPartialOut == 2 && !kATrans && K_CHUNKS == 1),
                 "A multicast: (2,1,1) clusters along N, the swap-AB entries' weight, not transposed in smem");
   static_assert(STAGE_BYTES % 1024 == 0 && B_CHUNK % 1024 == 0, "128B-swizzle tiles must stay 1024-byte aligned");
-  static_assert(BLOCK_M == 128 || (BLOCK_M == 64 && kPartialOut == 2 && !kATrans),
-                "64-row tiles: the swap-AB entries with a K-major or 16-bit weight only");
+  static_assert(BLOCK_M == 128 || ((BLOCK_M == 64 || BLOCK_M == 192) && kPartialOut == 2 && !kATrans),
+                "64- and 192-row tiles: the swap-AB entries with a K-major or 16-bit weight only");
+  static_assert(BLOCK_M != 192 || (CTAS_PER_TILE == 1 && BLOCK_N <= 96),
+                "192-row tiles: three consumer warpgroups of at most 48 accumulators each (152 registers), no cluster");
 };
 
 }  // namespace jax_tmem::sm90

@@ -369,6 +369,25 @@ __device__ __forceinline__ bool tail_fixup(float (&acc)[C::ACC_REGS], const epil
   return true;
 }
 
+// A weight-multicast pair's K splits (Config::kPairSplits, KernelParams splits > 1) summed inside the kernel through
+// the workspace, as cuBLAS's 1x2 decode kernels do: each split of a tile runs on a pair of its own (clusters of 2, all
+// resident: menu::pair_split_ws_floats). Split q > 0 stores each CTA's sums to slot ((t x (splits - 1) + q - 1) x 2 +
+// rank) and raises its flag; split 0 waits for splits 1, 2, ... in that order and adds them (the reduce pass's order:
+// the same bits), then stores the tile. Units of a tile are consecutive and a waiting unit waits only for later ones,
+// so a grid of at least `splits` clusters cannot deadlock. The launcher clears the flags.
+template <class C>
+__device__ __forceinline__ bool pair_fixup(float (&acc)[C::ACC_REGS], const epilogue::KernelParams& p, int num_tiles,
+                                           int t, int split, uint32_t rank) {
+  const int64_t per_tile = int64_t(p.splits - 1) * C::CTAS_PER_TILE, base = t * per_tile + rank;
+  const PieceSlots<C> slots(p.ws, num_tiles * per_tile);
+  if (split != 0) {
+    slots.put(acc, base + (split - 1) * C::CTAS_PER_TILE);
+    return false;
+  }
+  for (int q = 1; q < p.splits; ++q) slots.add(acc, base + (q - 1) * C::CTAS_PER_TILE);
+  return true;
+}
+
 // K splits summed inside the kernel (menu::k_splits: KernelParams splits > 1 with ws_ld 0). The launcher ran each
 // tile's splits as one cluster of p.splits CTAs, one unit per CTA, split = the CTA's rank in the cluster: the
 // sums meet in distributed shared memory, no workspace, no flags, no reduce pass. Consumer warp w's rows are
