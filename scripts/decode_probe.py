@@ -10,6 +10,8 @@ prints the optimized HLO's op mix per layer and the step time (command buffers a
   launch order with their durations and the idle gap before each, then busy time against the GPU span.
   Set XLA_FLAGS=--xla_gpu_enable_command_buffer= to see every kernel as XLA launches it without graphs.
   --fused : a third contender, our step with the residual adds as the O and down GEMMs' c.
+  --variants "NAME=K,N:ENTRY[:SPLITS]/...;..." : more contenders, bench_decode.py's forced plans (e.g. the down
+  projection on entry 48 with 2 K splits: "d48=14336,4096:48:-2"); the trace shows their memsets too.
 Usage: python3 -P scripts/decode_probe.py [--model 8b] [--dtype bfloat16] [--layout KN] [--m 16] [--layers 4]"""
 import argparse
 import collections
@@ -96,6 +98,7 @@ def main():
     ap.add_argument("--trace", action="store_true")
     ap.add_argument("--sum", default="")
     ap.add_argument("--fused", action="store_true", help="also our step with the residual adds as the GEMMs' c")
+    ap.add_argument("--variants", default="", help="more contenders with forced plans (bench_decode.py's syntax)")
     args = ap.parse_args()
     if args.sum:
         return summarize(args.sum)
@@ -126,6 +129,8 @@ def main():
             lambda a, w, dn: jax_tmem.dot_general(a, w, dn, preferred_element_type=jnp.bfloat16), args.dtype,
             args.layout, hidden,
             residual=lambda a, w, dn, r: jax_tmem.dot_general(a, w, dn, preferred_element_type=jnp.bfloat16, c=r))
+    for name, forced in bench_decode.parse_variants(args.variants).items():
+        fns[name] = bench_decode._step(bench_decode._forced_dot(forced, args.layout), args.dtype, args.layout, hidden)
     if args.trace:
         for name, f in fns.items():
             trace(name, f, x, ws, args.layers)
