@@ -230,28 +230,34 @@ def test_the_heuristic_sums_decode_splits_in_a_cluster(m, n, k, kn):
 
 
 @pytest.mark.gpu
-def test_command_buffers_on_and_off_agree():
+@pytest.mark.parametrize("config,splits,m", [(13, -4, 64), (48, -2, 136)], ids=["cluster", "pairs"])
+def test_command_buffers_on_and_off_agree(config, splits, m):
     """The cluster launches inside XLA's command buffers, and launched one by one: the same bits (a jitted
-    chain of decode GEMMs with their K splits summed in the kernel)."""
+    chain of decode GEMMs with their K splits summed in the kernel; "pairs": entry 48's, through the workspace
+    with flags cleared by a memset inside the captured call)."""
     _require_sm90()
+    entry = _arch.menu("sm_90a")[config]
+    if not entry["built"]:
+        pytest.skip(entry["not_built"])
     prog = textwrap.dedent("""
         import sys
         import jax, jax.numpy as jnp, numpy as np
         from jax_tmem.ops import gemm as gemm_op
         dn = (((1,), (1,)), ((), ()))
+        cfg, m = (int(sys.argv[2]), int(sys.argv[3])), int(sys.argv[4])
         k = jax.random.split(jax.random.key(5), 4)
-        x = jax.random.normal(k[0], (64, 2048), jnp.bfloat16)
+        x = jax.random.normal(k[0], (m, 2048), jnp.bfloat16)
         ws = [jax.random.normal(k[i + 1], (2048, 2048), jnp.bfloat16) * 0.03 for i in range(3)]
         @jax.jit
         def chain(x, ws):
             h, outs = x, []
             for w in ws:
                 h = gemm_op.gemm(h, w, None, None, dn, jnp.dtype(jnp.bfloat16), gemm_op.Epilogue(), "kernel", True,
-                                 (13, -4))
+                                 cfg)
                 outs.append(h)
             return [o.astype(jnp.float32) for o in outs]
         np.save(sys.argv[1], np.concatenate([np.asarray(o).ravel() for o in chain(x, ws)]))
     """)
-    outs = command_buffer_runs(prog)
+    outs = command_buffer_runs(prog, str(config), str(splits), str(m))
     assert not np.isnan(outs[0]).any()
     np.testing.assert_array_equal(outs[0], outs[1])

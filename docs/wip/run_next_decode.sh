@@ -21,7 +21,7 @@ python3 -m pip install --no-build-isolation . > "$O/build.log" 2>&1 || { echo BU
 echo "ext built $(el)"
 wait "$ppid"; cat "$O/sp.log"
 timeout 150 python3 -P -m pytest -q -p no:cacheprovider tests/test_splits_in_kernel.py tests/test_gpu_gemm.py \
-  -k "cfg49 or swap192x80 or cfg48 or swapab80n2" -rs > "$O/tests.log" 2>&1
+  -k "cfg49 or swap192x80 or cfg48 or swapab80n2 or command_buffers" -rs > "$O/tests.log" 2>&1
 echo "tests rc=$? $(el)"; grep -E "passed|failed|^(FAILED|ERROR|SKIPPED)" "$O/tests.log" | head -20
 P="python3 -P scripts/decode_probe.py --model 8b --dtype bfloat16 --layout NK --m 160 --layers 4 --trace"
 timeout 90 $P --variants "d48=14336,4096:48:-2" > "$O/trace_cb.log" 2>&1; echo "trace rc=$? $(el)"
