@@ -285,6 +285,12 @@ def main() -> int:
             tb = f"  ({nbytes * r['jax_tmem'] / (2 * m * n * k):.2f} TB/s vs {nbytes * r['jnp.dot'] / (2 * m * n * k):.2f})"
         _line(f"  {m}x{n}x{k} {dt}: jax_tmem {r['jax_tmem']:.1f}  jnp.dot {r['jnp.dot']:.1f}  "
               f"ratio {r['jax_tmem'] / r['jnp.dot']:.2f}{tb}")
+    fp = _ext.flag_pool()
+    if on_gpu:
+        _line("")
+        _line(f"workspace pools with ready flags (no memset before pair / last-wave launches): GPUs {fp['devices']}, "
+              f"{fp['bytes'] >> 20} MiB each, regions {fp['regions']}, memset fallbacks {fp['misses']}"
+              + (f" ({fp['error']})" if fp["error"] else ""))
     rs = _ext.record_status()
     if rs["wanted"] or rs["available"]:
         _line("")

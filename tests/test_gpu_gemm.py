@@ -597,7 +597,8 @@ def test_int8(layout):
 def test_129_192_tokens_run_two_token_tiles(dtype, w_layout):
     """129-192 tokens against a weight of at most #SMs 128-row tiles (menu.h sm90_token_tiles): the heuristic's
     entry 41 (129-160 tokens) / 38 (161-192): swap-AB, two 80- / 96-token tiles, 2 K splits summed in a cluster
-    where twice the tiles fit on the SMs, else one split; named in the log; token, weight and K tails; against
+    where twice the tiles fit on the SMs (at 129-160 tokens and K >= 8192 entry 48: 41's tiles in weight-multicast
+    pairs, a pair per split), else one split; named in the log; token, weight and K tails; against
     float64, poisoned, twice alike."""
     arch = _require_kernels()
     if arch != "sm_90a":
@@ -609,7 +610,9 @@ def test_129_192_tokens_run_two_token_tiles(dtype, w_layout):
     # (N a multiple of 16: an 8-bit (K, N) weight's rows stay TMA-legal, read in place, not transposed first)
     for m, n, k, want in ((129, 128 * (sms // 4) - 48, 4160, (41, -2)), (192, 128 * (sms // 2) - 16, 4112, one),
                           (160, 128 * (sms // 4) - 16, 4128, (41, -2)), (176, 128 * (sms // 4), 4096, (38, -2)),
-                          (150, 128 * (sms // 2 + 3), 2112, None)):
+                          (150, 128 * (sms // 2 + 3), 2112, None),
+                          (136, 128 * (sms // 4) - 16, 8256, (41, -2) if dtype == E4M3 and w_layout == "KN"
+                           else (48, -2))):  # K >= 8192: weight-multicast pairs
         plan = isa.kernel_plan("sm_90a", m, n, k, a_dtype=dtype, b_mn_major=w_layout == "KN", num_sms=sms)
         assert (plan["config"], plan["splits"]) == want if want else plan["config"] not in (38, 41), (m, n, k, plan)
         s = seed_of("tokens96", dtype, w_layout, m)
@@ -619,7 +622,8 @@ def test_129_192_tokens_run_two_token_tiles(dtype, w_layout):
         o1, o2 = _run_poisoned(lambda a, b: jax_tmem.dot_general(a, b, dn, preferred_element_type=BF16, path="kernel"),
                                (m, n), BF16, x, w)
         target = jax_tmem.decisions()[-1].target
-        assert ("128(N)x96(M)" in target, "128(N)x80(M)" in target) == (plan["config"] == 38, plan["config"] == 41), (
+        assert ("128(N)x96(M)" in target, "128(N)x80(M)" in target) == (
+            plan["config"] == 38, plan["config"] in (41, 48)), (
             m, n, k, target)
         ref = _ref(x, w, dn)
         assert not np.isnan(o1).any(), f"{m}x{n}x{k}: unwritten (NaN-poisoned) outputs"

@@ -1038,9 +1038,9 @@ def test_candidate_entries_are_built_and_forcible_but_never_chosen():
         assert isa.kernel_plan("sm_90a", m, 4096, 4096)["config"] not in (35, 36, 37, 39)
     for c, width, cluster_n in ((38, 96, 1), (39, 96, 2), (41, 80, 1), (48, 80, 2)):  # alone (the heuristic's:
         e = menu[c]                          # test_sm90_token_tiles) / two token tiles sharing the weight (measured
-        assert (e["block_n"], e["heuristic"], e["candidate"], e["cluster_m"], e["cluster_n"]) == (  # and lost: sweeps)
-            width, c in (38, 41), False, 1, cluster_n), e
-        assert e["built"] == (c in (38, 41) or _ext.build_info()["configs"] == "all"), e
+        assert (e["block_n"], e["heuristic"], e["candidate"], e["cluster_m"], e["cluster_n"]) == (  # and lost: sweeps;
+            width, c in (38, 41, 48), False, 1, cluster_n), e             # 48 the rule at K >= 8192, 129-160 tokens)
+        assert e["built"] == (c in (38, 41, 48) or _ext.build_info()["configs"] == "all"), e
         assert isa.kernel_plan("sm_90a", 192, 4096, 4096, config=c, splits=1)["splits"] == 1
     # token tiles sized to 129-160 tokens: 40 = 37 160 wide, 41 = 38 80 wide, each by its rule (test_sm90_wide_tokens,
     # test_sm90_token_tiles)
@@ -1090,7 +1090,8 @@ def test_sm90_wide_tokens():
 
 def test_sm90_token_tiles():
     """129-192 tokens against a weight of at most #SMs 128-row tiles (menu.h sm90_token_tiles): swap-AB, two token
-    tiles per weight tile, 80 wide at 129-160 tokens (entry 41), 96 at 161-192 (38), their 2 K splits summed in a
+    tiles per weight tile, 80 wide at 129-160 tokens (entry 41; at K >= 8192 in weight-multicast pairs, 48), 96 at
+    161-192 (38), their 2 K splits summed in a
     cluster where twice the tiles fit on the SMs and each split keeps 16 K blocks of 128 bytes, else one split (not
     for an 8-bit (K, N) weight: the 256-token entry 19); no workspace; not below 129 or above 192 tokens, for a batch,
     an MN-major lhs, int8, tf32 or 16-bit x fp8."""
@@ -1101,7 +1102,12 @@ def test_sm90_token_tiles():
     for m, c in ((129, 41), (150, 41), (160, 41), (161, 38), (192, 38)):
         for kw in layouts:
             assert both(plan(m, 4096, **kw)) == (c, -2, 0), (m, kw)      # the 8B O projection: 2 x 32 tiles
-            assert both(plan(m, 4096, 14336, **kw)) == (c, -2, 0), (m, kw)  # the 8B down projection
+            # the 8B down projection: at 129-160 tokens in weight-multicast pairs (48), a pair per split, its sums
+            # through a workspace (64 slots of 128 x 80 floats, 64 ready flags), but for an 8-bit (K, N) weight
+            pairs = m <= 160 and not (kw.get("b_mn_major") and kw.get("a_dtype") == "float8_e4m3fn")
+            assert both(plan(m, 4096, 14336, **kw)) == ((48, -2, 64 * 128 * 80 + 64) if pairs else (c, -2, 0)), (m, kw)
+            assert plan(m, 4096, 8192, **kw)["config"] == (48 if pairs else c)
+            assert plan(m, 4096, 8191, **kw)["config"] == c
             one = plan(m, 6144, **kw)                                       # the 8B QKV: 2 x 48 tiles
             assert both(one) == ((19, 2, one["workspace_floats"]) if kw.get("b_mn_major") and kw.get("a_dtype") ==
                                  "float8_e4m3fn" else (c, 1, 0)), (m, kw, one)

@@ -7,8 +7,9 @@ splits in order 0, 1, ... (the reduce pass's order).
 - Host (the extension's own plan code, no GPU): the plan (no workspace; more units than SMs planned too), the
   refusals (more than 8 splits, the 8-bit 256-wide entry, a dense entry, an entry in clusters of its own,
   sm_100a), the decision log's words; the 192-wide entry (35) and the 16-bit 256-wide one (19) planned.
-- Entries in weight-multicast pairs (39 / 48, sweep builds): each split a pair of its own, the sums meeting through
-  the workspace (pair_fixup), which the plan sizes (test_isa).
+- Entries in weight-multicast pairs (48, the default build's rule at 129-160 tokens and K >= 8192; 39, sweep builds):
+  each split a pair of its own, the sums meeting through a workspace (pair_fixup) from the device's pool, whose ready
+  flags the readers lower again (flag_pool.h; the plan sizes XLA's fallback workspace: test_isa).
 - GPU (sm_90a): values against float64 for the 64- and 128-row swap-AB entries, the transposing 8-bit one,
   the split-K entry, batches, tails and the fused epilogue; outputs NaN-poisoned; bitwise repeatable; the
   same bits as the reduce pass where the epilogue is a plain cast; XLA's command buffers on and off agree.
@@ -93,6 +94,17 @@ def test_the_log_names_the_heuristics_splits_summed_in_the_kernel(as_if_on):
     as_if_on(90, 114)  # 64 tiles x 2 > 114 SMs: the 128-row entry, one split
     txt, ds = lower_for_cuda(lambda x, w: jax_tmem.dot_general(x, w, dn, preferred_element_type=BF16), x, w)
     assert any("(config 13, heuristic, 114 SMs)" in d.target for d in ds), "\n".join(map(str, ds))
+
+
+def test_the_workspace_pool_reports_itself():
+    """The pools of workspaces with ready flags (flag_pool.h): where no GPU backend runs, reserving allocates nothing
+    and says why; the counters are there for the report."""
+    _needs_ext()
+    st = _ext.flag_pool()
+    assert set(st) >= {"devices", "bytes", "regions", "used", "misses", "error"}, st
+    if jax.default_backend() != "gpu":
+        st = _ext.flag_pool(reserve=True)
+        assert st["devices"] == [] and "no GPU devices" in st["error"], st
 
 
 def _require_sm90():
@@ -234,7 +246,7 @@ def test_the_heuristic_sums_decode_splits_in_a_cluster(m, n, k, kn):
 def test_command_buffers_on_and_off_agree(config, splits, m):
     """The cluster launches inside XLA's command buffers, and launched one by one: the same bits (a jitted
     chain of decode GEMMs with their K splits summed in the kernel; "pairs": entry 48's, through the workspace
-    with flags cleared by a memset inside the captured call)."""
+    in a region of the device's pool whose ready flags their readers lower again: no memset; flag_pool.h)."""
     _require_sm90()
     entry = _arch.menu("sm_90a")[config]
     if not entry["built"]:
@@ -261,3 +273,45 @@ def test_command_buffers_on_and_off_agree(config, splits, m):
     outs = command_buffer_runs(prog, str(config), str(splits), str(m))
     assert not np.isnan(outs[0]).any()
     np.testing.assert_array_equal(outs[0], outs[1])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("config,splits,m,n", [(48, -2, 136, 2048), (39, -4, 181, 2056), (20, 132, 1664, 4096)],
+                         ids=["pairs", "pairs4", "last-wave"])
+def test_ready_flags_are_lowered_for_the_next_call(config, splits, m, n):
+    """The pieces that meet through a workspace (a pair's K splits; a shared last wave: (20, 132)) run in a region of
+    the device's pool with no memset before the launch; each reader lowers its ready flag again (flag_pool.h). A
+    chain of GEMMs on distinct weights (consecutive calls share a workspace address, so a flag left raised would let
+    the next GEMM add the previous one's sums), run three times on fresh inputs: every GEMM against float64 from
+    its own input, the pool used and no memset fallback."""
+    _require_sm90()
+    entry = _arch.menu("sm_90a")[config]
+    if not entry["built"]:
+        pytest.skip(entry["not_built"])
+    sms = _arch.device_sms()
+    plan = isa.kernel_plan("sm_90a", m, n, n, config=config, splits=splits, num_sms=sms)
+    if plan["workspace_floats"] == 0:
+        pytest.skip(f"{m}x{n}x{n} on config {config} meets through no workspace on {sms} SMs: {plan}")
+    before = _ext.flag_pool()
+    dn = (((1,), (1,)), ((), ()))
+
+    @jax.jit
+    def chain(x, ws):
+        hs = [x]
+        for w in ws:
+            hs.append(gemm_op.gemm(hs[-1], w, None, None, dn, np.dtype(BF16), gemm_op.Epilogue(), "kernel", True,
+                                   (config, splits)))
+        return hs
+
+    for r in range(3):
+        s = seed_of("ready-flags", config, m, r)
+        x = rand(s, (m, n), BF16)
+        ws = [rand(s + 1 + i, (n, n), BF16, scale=n ** -0.5) for i in range(3)]
+        hs = [np.asarray(h.astype(jnp.float32), np.float64) for h in chain(x, ws)]
+        for i, w in enumerate(ws):
+            got = hs[i + 1]
+            assert not np.isnan(got).any(), f"round {r}, GEMM {i}: unwritten outputs"
+            assert_close(got.astype(BF16), hs[i] @ np.asarray(w.astype(jnp.float32), np.float64).T, BF16, n)
+    after = _ext.flag_pool()
+    assert after["misses"] == before["misses"], (before, after)
+    assert after["regions"] >= max(before["regions"], 1) and after["devices"], after

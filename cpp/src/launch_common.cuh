@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "jax_tmem/epilogue.cuh"
+#include "jax_tmem/flag_pool.h"
 #include "jax_tmem/kernels/splitk_reduce.cuh"
 #include "jax_tmem/launch.h"
 #include "jax_tmem/legality.h"
@@ -43,6 +44,18 @@ std::string encode_ab_maps(const GemmLaunch& L, CUtensorMap* map_a, CUtensorMap*
     err = tma::encode_operand(map_b, L.in(Role::kB), p.b_type, p.k, p.n, b_batched ? p.batch : 1, p.ldb, p.stride_b, C::BLOCK_K, b_rows);
   if (!err.empty()) return "operand b: " + err;
   return "";
+}
+
+// The workspace of a launch whose pieces meet through ready flags (`flags` words from float `flags_at` on, `need`
+// floats in all): the device pool's region for this call, its flags zero and left zero by the kernel (flag_pool.h),
+// else XLA's, its flags cleared by a memset (a second node in a captured call: ~5 us before a decode GEMM).
+inline std::string ready_workspace(const GemmLaunch& L, epilogue::KernelParams& prm, int64_t need, int64_t flags_at,
+                                   int64_t flags) {
+  prm.ws = flag_pool::region(L.device, L.ws, need, flags_at, flags);
+  if (prm.ws != nullptr) return "";
+  prm.ws = L.ws;
+  const cudaError_t e = zero_async(L.ws + flags_at, sizeof(unsigned int) * flags, L.stream);
+  return e == cudaSuccess ? "" : std::string("clearing the ready flags: ") + cudaGetErrorString(e);
 }
 
 inline epilogue::KernelParams kernel_params(const GemmLaunch& L) {
@@ -193,10 +206,10 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
     prm.ws = need > 0 ? L.ws : nullptr;
     prm.ws_ld = static_cast<int>(ld);
     prm.splits = static_cast<int>(s);
-    if (pair && s > 1) {  // the ready flags, after the slots
+    if (pair && s > 1) {  // the ready flags after the slots
       const int64_t slots = tiles * (s - 1) * kCluster;
-      cudaError_t e = zero_async(L.ws + slots * tile_floats, sizeof(unsigned int) * slots, L.stream);
-      if (e != cudaSuccess) return std::string("pair splits: clearing the ready flags: ") + cudaGetErrorString(e);
+      err = ready_workspace(L, prm, need, slots * tile_floats, slots);
+      if (!err.empty()) return "pair splits: " + err;
     }
   }
   cfg.gridDim = dim3(kCluster * static_cast<int>(std::min<int64_t>(units, resident)), 1, 1);
@@ -214,9 +227,9 @@ std::string launch_persistent(Kernel kernel, const GemmLaunch& L) {
       prm.ws = L.ws;
       prm.splits = static_cast<int>(ctas);
       prm.ws_ld = static_cast<int>(tail_split_of<C>() ? dealt : -dealt);
-      cudaError_t e = zero_async(L.ws + ctas * int64_t(C::TILE_M) * C::BLOCK_N, sizeof(unsigned int) * ctas,
-                                 L.stream);  // the ready flags
-      if (e != cudaSuccess) return std::string("tail split: clearing the ready flags: ") + cudaGetErrorString(e);
+      err = ready_workspace(L, prm, menu::tail_ws_floats(ctas, int64_t(C::TILE_M) * C::BLOCK_N),
+                            ctas * int64_t(C::TILE_M) * C::BLOCK_N, ctas);  // the ready flags after the slots
+      if (!err.empty()) return "tail split: " + err;
     }
   }
   // Every kernel takes a third map, for the TMA-store epilogue (zeroed and unused otherwise).

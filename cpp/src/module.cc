@@ -20,6 +20,7 @@
 #include "jax_tmem/legality.h"
 #include "jax_tmem/menu.h"
 #if JAX_TMEM_HAS_CUDA
+#include "jax_tmem/flag_pool.h"
 #include "jax_tmem/kernel_images.h"
 #include "jax_tmem/record_stage.h"
 #endif
@@ -27,6 +28,11 @@
 #include "jax_tmem/tmem_plan.h"
 
 namespace nb = nanobind;
+#if JAX_TMEM_HAS_CUDA
+#define JT_IF_CUDA(cuda, otherwise) (cuda)
+#else
+#define JT_IF_CUDA(cuda, otherwise) ((void)dev, (otherwise))
+#endif
 
 namespace {
 
@@ -142,21 +148,12 @@ nb::dict tmem_plan(uint32_t block_n, uint32_t acc_stages, uint32_t block_m, uint
   std::vector<uint32_t> acc, sfa, sfb;
   for (uint32_t s = 0; s < p.acc_stages; ++s) acc.push_back(p.acc_offset(s));
   for (uint32_t s = 0; s < p.sf_stages; ++s) { sfa.push_back(p.sfa_offset(s)); sfb.push_back(p.sfb_offset(s)); }
-  d["acc_cols"] = p.acc_cols;
-  d["acc_offsets"] = acc;
-  d["sfa_cols"] = p.sfa_cols;
-  d["sfb_cols"] = p.sfb_cols;
-  d["sfa_offsets"] = sfa;
-  d["sfb_offsets"] = sfb;
-  d["used_cols"] = static_cast<uint32_t>(p.used_cols());
-  d["alloc_cols"] = p.alloc_cols();
-  d["ctas_per_sm"] = p.ctas_per_sm;
+  d["acc_cols"] = p.acc_cols, d["acc_offsets"] = acc, d["sfa_cols"] = p.sfa_cols, d["sfb_cols"] = p.sfb_cols;
+  d["sfa_offsets"] = sfa, d["sfb_offsets"] = sfb, d["used_cols"] = static_cast<uint32_t>(p.used_cols());
+  d["alloc_cols"] = p.alloc_cols(), d["ctas_per_sm"] = p.ctas_per_sm;
   return d;
 }
 
-}  // namespace
-
-namespace {
 // The configuration table of an arch name ("sm_90a", "sm_100a", "sm_103a").
 const jax_tmem::menu::ConfigTable& config_table(const std::string& arch) {
   if (arch == "sm_90a") return jax_tmem::menu::kSm90Table;
@@ -480,21 +477,22 @@ NB_MODULE(_jax_tmem, m) {
     const menu::TailShare s = menu::tail_share(swap ? menu::swap_tail_share(splits) : std::max(splits, 0), grid);
     return nb::make_tuple(s.ctas, s.waves, swap);
   }, nb::arg("splits"), nb::arg("grid"));
-  m.def("cuda_device_sms", [](int dev) {
+  m.def("cuda_device_sms", [](int dev) { return JT_IF_CUDA(jax_tmem::cuda_device_sms(dev), 0); }, nb::arg("device"),
+        "SM count of CUDA device `device` (ordinal), 0 if unknown.");
+  m.def("cuda_device_cc", [](int dev) { return JT_IF_CUDA(jax_tmem::cuda_device_cc(dev), -1); }, nb::arg("device"),
+        "Compute capability (major*10+minor) of CUDA device `device`, -1 if unknown.");
+  m.def("flag_pool", [](const std::vector<int>& devices, int64_t mib) {
+    nb::dict d;
+    d["devices"] = std::vector<int>{}, d["bytes"] = 0, d["regions"] = 0, d["used"] = 0, d["misses"] = 0;
 #if JAX_TMEM_HAS_CUDA
-    return jax_tmem::cuda_device_sms(dev);
+    for (int dev : devices) jax_tmem::flag_pool::reserve(dev, mib);
+    const jax_tmem::flag_pool::Stats s = jax_tmem::flag_pool::stats();
+    d["devices"] = s.devices, d["bytes"] = s.bytes, d["regions"] = s.regions, d["used"] = s.used;
+    d["misses"] = s.misses, d["error"] = s.error;
 #else
-    (void)dev;
-    return 0;
+    (void)mib, d["error"] = std::string(devices.empty() ? "" : "built without CUDA");
 #endif
-  }, nb::arg("device"), "SM count of CUDA device `device` (ordinal), 0 if unknown.");
-
-  m.def("cuda_device_cc", [](int dev) {
-#if JAX_TMEM_HAS_CUDA
-    return jax_tmem::cuda_device_cc(dev);
-#else
-    (void)dev;
-    return -1;
-#endif
-  }, nb::arg("device"), "Compute capability (major*10+minor) of CUDA device `device`, -1 if unknown.");
+    return d;
+  }, nb::arg("devices"), nb::arg("mib"), "Reserves a zeroed pool of `mib` MiB for workspaces with ready flags "
+     "(flag_pool.h) on each sm_90 device in `devices` (once); returns {devices, bytes, regions, used, misses, error}.");
 }

@@ -88,6 +88,8 @@ def ensure_registered(platform: str) -> tuple[bool, str]:
         for name, capsule in targets.items():
             if name not in direct:  # (those XLA has already, with their record handlers)
                 jax.ffi.register_ffi_target(name, capsule, platform=platform.upper() if platform == "cuda" else platform)
+        if platform == "cuda":
+            flag_pool(reserve=True)
         _registered.add(platform)
     return True, ""
 
@@ -129,6 +131,25 @@ def record_wanted() -> bool:
     launches become kernel nodes of XLA's command buffers instead of stream-captured child graphs; jaxlib >=
     0.11.2 headers at build time; not yet the default: see docs/PERF.md)."""
     return os.environ.get("JAX_TMEM_FFI_RECORD", "0") == "1"
+
+
+def flag_pool(reserve: bool = False) -> dict:
+    """The per-device pools that hold the workspaces of the launches whose pieces meet through ready flags (K splits
+    of a weight-multicast pair, a shared last wave), so that no memset clears the flags before each launch
+    (cpp/include/jax_tmem/flag_pool.h). ``reserve``: allocate them on this process's local sm_90 GPUs first (once;
+    done when the CUDA targets are registered), ``JAX_TMEM_FLAG_POOL_MB`` MiB each (default 128; 0: none, every
+    such launch clears its flags with a memset). Returns {devices, bytes, regions, used, misses (launches that
+    cleared flags with a memset instead), error}."""
+    mod, why = load()
+    if mod is None or not hasattr(mod, "flag_pool"):
+        return dict(devices=[], bytes=0, regions=0, used=0, misses=0, error=why or "the extension predates the pool")
+    devices, mib = [], int(os.environ.get("JAX_TMEM_FLAG_POOL_MB", "128") or 0)
+    if reserve:
+        try:
+            devices = [d.local_hardware_id for d in jax.local_devices(backend="gpu")]
+        except RuntimeError as e:  # no GPU backend: nothing to reserve
+            return dict(mod.flag_pool([], mib), error=f"no GPU devices: {e}")
+    return dict(mod.flag_pool(devices, mib))
 
 
 def record_status() -> dict:

@@ -401,13 +401,20 @@ inline Plan sm90_wide_tokens_shared(const GemmProblem& p, int num_sms, int64_t w
 // 1.05; 70B (O / down 2 x 64 tiles, 1 split), 3 rounds, at 192 / 144: bf16 0.886 / 0.716 -> 0.91 / 0.76, e4m3 0.880 /
 // 0.752 -> 0.91 / 0.77; e4m3 (K, N) at 1 split lost (2.95 / 5.30 -> 2.72 / 4.93). 8B e4m3 (K, N), O / down: 5.02 / 5.08
 // / 5.23 -> 5.25 / 5.33 / 5.44 (19:02). Entry 39 (the weight multicast to both token tiles, cuBLAS's form) lost 3-10 %.
-inline Plan sm90_token_tiles(const GemmProblem& p, int num_sms) {
+// 129-160 tokens, K >= 8192 (the 8B down): 41's tiles in weight-multicast pairs, a pair per split (48, cuBLAS's form;
+// pair_fixup in a pool workspace: flag_pool.h). H200, 2026-12-02 (docs/PERF.md): +1-2 % per layer; the O (K 4096) lost.
+inline constexpr int64_t kSm90PairSplitsMinK = 8192;
+inline Plan sm90_token_tiles(const GemmProblem& p, int num_sms, int64_t ws_available = -1) {
   const KernelConfig& t = kSm90Table.at(p.m <= kSm90Tokens160MaxM ? Sm90::k128x80SwapAB : Sm90::k128x96SwapAB);
   const int64_t tiles = partial_tiles(p, t);
   if (!sm90_129_192_tokens(p) || tiles > num_sms) return Plan{-1, 0, 0};
   const bool two = tiles * 2 <= num_sms && k_blocks_128B(p) >= kSm90ClusterDecodeMinKBlocks &&
                    in_kernel_refusal(true, t, -2, dtype_bytes(p.a_type)).empty();
-  if (!two && sm90_swap_only_family(p.b_type, p.b_mn_major, false)) return Plan{-1, 0, 0};
+  const bool transposes = sm90_swap_only_family(p.b_type, p.b_mn_major, false);
+  if (!two && transposes) return Plan{-1, 0, 0};
+  const int64_t ws = pair_split_ws_floats(p, kSm90Table.at(Sm90::k128x80SwapABClusterN2), 2);
+  if (two && !transposes && p.m <= kSm90Tokens160MaxM && p.k >= kSm90PairSplitsMinK && (ws_available < 0 || ws <= ws_available))
+    return Plan{static_cast<int>(Sm90::k128x80SwapABClusterN2), -2, ws};
   return Plan{t.id, two ? -2 : 1, 0};
 }
 
@@ -424,7 +431,7 @@ inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = 
     if (const Plan shared = sm90_wide_tokens_shared(p, num_sms, ws_available); shared.config >= 0) return shared;
     return Plan{static_cast<int>(sm90_wide_tokens_entry(p)), 1, 0};
   }
-  if (const Plan tt = sm90_token_tiles(p, num_sms); p.config < 0 && tt.config >= 0) return tt;
+  if (const Plan tt = sm90_token_tiles(p, num_sms, ws_available); p.config < 0 && tt.config >= 0) return tt;
   const bool transposes = sm90_swap_only_family(p.b_type, p.b_mn_major, false);
   const bool rows64 = !transposes && (p.m <= 32 || dtype_bytes(p.b_type) == 1);
   const DecodePolicy decode{rows64 ? 64 : 128, !transposes,
@@ -490,5 +497,4 @@ inline Plan sm100_plan(const GemmProblem& p, int num_sms, int64_t ws_available =
     return t;
   });
 }
-
 }  // namespace jax_tmem::menu

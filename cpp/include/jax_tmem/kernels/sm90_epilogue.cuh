@@ -312,7 +312,8 @@ __device__ __forceinline__ void epilogue_store_tma(float (&acc)[C::ACC_REGS], co
 }
 
 // A tile's piece of f32 partial sums in a workspace slot (tail_fixup), shared by both consumer warpgroups:
-// thread i's registers as float4s at i, i + threads, ... (coalesced both ways); one ready flag (a 32-bit word) each.
+// thread i's registers as float4s at i, i + threads, ... (coalesced both ways); one ready flag (a 32-bit word) each,
+// zero at launch, raised by put and lowered again by the one add that reads the slot (flag_pool.h).
 template <class C>
 struct PieceSlots {
   static constexpr int kThreads = 128 * C::CONSUMERS, kVecs = C::ACC_REGS / 4;
@@ -334,12 +335,13 @@ struct PieceSlots {
     if (i == 0)
       ::cuda::atomic_ref<unsigned int, ::cuda::thread_scope_device>(flags[slot]).store(1u, ::cuda::memory_order_release);
   }
-  // Waits for `slot`'s flag (acquire) and adds its sums into acc.
+  // Waits for `slot`'s flag (acquire), lowers it for the next launch and adds its sums into acc.
   __device__ __forceinline__ void add(float (&acc)[C::ACC_REGS], int64_t slot) const {
     const int i = threadIdx.x - 128;
     if (i == 0) {
       ::cuda::atomic_ref<unsigned int, ::cuda::thread_scope_device> flag(flags[slot]);
       while (flag.load(::cuda::memory_order_acquire) == 0u) __nanosleep(32);
+      flag.store(0u, ::cuda::memory_order_relaxed);  // nobody raises it again in this launch
     }
     ptx::named_barrier_sync(C::kTailBarrier, kThreads);
     const float4* src = ws + slot * kSlotVecs + i;
@@ -374,7 +376,7 @@ __device__ __forceinline__ bool tail_fixup(float (&acc)[C::ACC_REGS], const epil
 // resident: menu::pair_split_ws_floats). Split q > 0 stores each CTA's sums to slot ((t x (splits - 1) + q - 1) x 2 +
 // rank) and raises its flag; split 0 waits for splits 1, 2, ... in that order and adds them (the reduce pass's order:
 // the same bits), then stores the tile. Units of a tile are consecutive and a waiting unit waits only for later ones,
-// so a grid of at least `splits` clusters cannot deadlock. The launcher clears the flags.
+// so a grid of at least `splits` clusters cannot deadlock. Every flag is lowered again by its reader.
 template <class C>
 __device__ __forceinline__ bool pair_fixup(float (&acc)[C::ACC_REGS], const epilogue::KernelParams& p, int num_tiles,
                                            int t, int split, uint32_t rank) {
