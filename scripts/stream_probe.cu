@@ -46,6 +46,9 @@ cudaError_t record_launch(Sink*, const void*, const cudaLaunchConfig_t&, void* c
 }
 cudaError_t record_zero(Sink*, void*, size_t, cudaStream_t) { return cudaErrorNotSupported; }
 }  // namespace jax_tmem::record
+// The launchers take the workspaces of pair / last-wave plans from the package's pool (flag_pool.h): so does this
+// probe (reserved in main), so that its pair plans run without the memset, as in the package.
+#include "../cpp/src/flag_pool.cc"
 
 using namespace jax_tmem;
 using namespace jax_tmem::ptx;
@@ -415,6 +418,7 @@ static void dd_mode(std::vector<void*>& bufs, void* act, void* out, int iters) {
 int main(int argc, char** argv) {
   int sms;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  if (const std::string e = jax_tmem::flag_pool::reserve(0, 128); !e.empty()) std::printf("no flag pool: %s\n", e.c_str());
   unsigned long long* sink;
   CK(cudaMalloc(&sink, 8));
   const int iters = 200;

@@ -7,8 +7,7 @@
 #include <mutex>
 #include <tuple>
 
-#include "jax_tmem/handlers.h"  // cuda_device_cc
-#include "jax_tmem/launch.h"    // kMaxDevices, zero_async (no recording sink on this thread: a plain memset)
+#include "jax_tmem/launch.h"  // kMaxDevices, zero_async (no recording sink on this thread: a plain memset)
 
 namespace jax_tmem::flag_pool {
 namespace {
@@ -33,7 +32,10 @@ std::string fail(int device, const char* what, cudaError_t e) {
 
 std::string reserve(int device, int64_t mib) {
   if (device < 0 || device >= kMaxDevices) return "device " + std::to_string(device) + " out of range";
-  if (mib <= 0 || cuda_device_cc(device) != 90) return "";  // (sm_100a: the reduce pass; no pair or tail pieces)
+  int major = 0, minor = 0;  // (sm_100a: the reduce pass; no pair or tail pieces)
+  if (mib <= 0 || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess || major * 10 + minor != 90)
+    return "";
   std::lock_guard<std::mutex> lock(mu);
   Pool& pool = pools[device];
   if (pool.base != nullptr) return "";
