@@ -401,7 +401,7 @@ inline Plan sm90_wide_tokens_shared(const GemmProblem& p, int num_sms, int64_t w
 // 1.05; 70B (O / down 2 x 64 tiles, 1 split), 3 rounds, at 192 / 144: bf16 0.886 / 0.716 -> 0.91 / 0.76, e4m3 0.880 /
 // 0.752 -> 0.91 / 0.77; e4m3 (K, N) at 1 split lost (2.95 / 5.30 -> 2.72 / 4.93). 8B e4m3 (K, N), O / down: 5.02 / 5.08
 // / 5.23 -> 5.25 / 5.33 / 5.44 (19:02). Entry 39 (the weight multicast to both token tiles, cuBLAS's form) lost 3-10 %.
-// 129-160 tokens, K >= 8192 (the 8B down): 41's tiles in weight-multicast pairs, a pair per split (48, cuBLAS's form;
+// 129-160 tokens, K >= 8192 (8B down; the O, K 4096, lost): 41's tiles in weight-multicast pairs, a pair per split (48;
 // pair_fixup in a pool workspace: flag_pool.h). H200, 2026-12-02 (docs/PERF.md): bf16 +3-4 % per layer, e4m3 0-1 %.
 inline constexpr int64_t kSm90PairSplitsMinK = 8192;
 inline Plan sm90_token_tiles(const GemmProblem& p, int num_sms, int64_t ws_available = -1) {
