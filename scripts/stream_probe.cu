@@ -456,7 +456,8 @@ int main(int argc, char** argv) {
     return 0;
   }
 #ifdef JT_TIMELINE
-  if (argc > 1 && std::string(argv[1]) == "tl") {  // -DJT_TIMELINE: where one decode GEMM's time goes, CTA by CTA
+  if (argc > 1 && (std::string(argv[1]) == "tl" || std::string(argv[1]) == "tl160")) {
+    // -DJT_TIMELINE: where one decode GEMM's time goes, CTA by CTA
     cudaStream_t st;
     CK(cudaStreamCreate(&st));
     const auto one = [&](const char* name, int ctas, const std::function<void(int)>& call) {
@@ -502,6 +503,7 @@ int main(int argc, char** argv) {
         }
       }
     };
+    if (std::string(argv[1]) == "tl") {
     one("13: 128x64, M 64, 1 split", 32,
         [&](int i) { run_entry<Sm90::k128x64SwapAB>(bufs, 4096, 4096, 64, 1, act, out, ws, -1, st); });
     one("17: 64x64, M 64, 2 splits (cluster)", 128,
@@ -522,6 +524,69 @@ int main(int argc, char** argv) {
         [&](int i) { run_entry<Sm90::k128x80SwapAB>(bufs, 4096, 4096, 136, 1, act, out, ws, -1, st); });
     one("40: 128x160 4x1, M 136, N 28672", 224,
         [&](int i) { run_entry<Sm90::k128x160SwapABCluster4>(bufs, 28672, 4096, 136, 1, act, out, ws, -1, st); });
+    return 0;
+    }
+    // tl160: the 8B layer's narrow projections at 160 tokens, in cuBLAS's forms
+    one("41: QKV 128x80, M 160, 1 split", 96,
+        [&](int i) { run_entry<Sm90::k128x80SwapAB>(bufs, 6144, 4096, 160, 1, act, out, ws, -1, st); });
+    one("50: QKV 192x80 pairs, M 160, 2 splits", 128,
+        [&](int i) { run_entry<Sm90::k192x80SwapABClusterN2>(bufs, 6144, 4096, 160, -2, act, out, ws, -1, st); });
+    one("41: O 128x80, M 160, 2 splits (cluster)", 128,
+        [&](int i) { run_entry<Sm90::k128x80SwapAB>(bufs, 4096, 4096, 160, -2, act, out, ws, -1, st); });
+    one("48: O 128x80 pairs, M 160, 2 splits", 128,
+        [&](int i) { run_entry<Sm90::k128x80SwapABClusterN2>(bufs, 4096, 4096, 160, -2, act, out, ws, -1, st); });
+    one("48: down 128x80 pairs, M 160, 2 splits", 128,
+        [&](int i) { run_entry<Sm90::k128x80SwapABClusterN2>(bufs, 4096, 14336, 160, -2, act, out, ws, -1, st); });
+    for (long long m : {160LL}) {
+      const float a = run_entry<Sm90::k128x80SwapAB>(bufs, 6144, 4096, m, 1, act, out, ws, iters);
+      const float b = run_entry<Sm90::k192x80SwapABClusterN2>(bufs, 6144, 4096, m, -2, act, out, ws, iters);
+      const float c = run_entry<Sm90::k128x80SwapAB>(bufs, 4096, 4096, m, -2, act, out, ws, iters);
+      const float d = run_entry<Sm90::k128x80SwapABClusterN2>(bufs, 4096, 4096, m, -2, act, out, ws, iters);
+      const float e = run_entry<Sm90::k128x80SwapABClusterN2>(bufs, 4096, 14336, m, -2, act, out, ws, iters);
+      printf("graph-timed, M=%lld: QKV 41 %6.2f us | QKV 50 %6.2f | O 41 %6.2f | O 48 %6.2f | down 48 %6.2f\n", m, a, b,
+             c, d, e);
+    }
+    // The pair plans against the reduce pass (the same sums in the same order: the same bits), on random operands.
+    {
+      std::mt19937 gen(7);
+      std::uniform_real_distribution<float> u(-1.f, 1.f);
+      const auto fill = [&](void* dst, long long count) {
+        std::vector<uint16_t> h(count);
+        for (auto& x : h) {
+          const float f = u(gen);
+          uint32_t bits;
+          std::memcpy(&bits, &f, 4);
+          x = static_cast<uint16_t>(bits >> 16);
+        }
+        CK(cudaMemcpy(dst, h.data(), count * 2, cudaMemcpyHostToDevice));
+      };
+      fill(bufs[0], 6144LL * 14336);
+      fill(act, 160LL * 14336);
+      void* out2;
+      CK(cudaMalloc(&out2, 256LL * 28672 * 2));
+      const auto same = [&](const char* name, long long n, long long k, const std::function<void(void*)>& pair,
+                            const std::function<void(void*)>& reduce) {
+        CK(cudaMemset(out, 0xff, n * 160 * 2));
+        CK(cudaMemset(out2, 0x7f, n * 160 * 2));
+        pair(out);
+        reduce(out2);
+        CK(cudaStreamSynchronize(st));
+        std::vector<uint16_t> x(n * 160), y(n * 160);
+        CK(cudaMemcpy(x.data(), out, n * 160 * 2, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(y.data(), out2, n * 160 * 2, cudaMemcpyDeviceToHost));
+        long long diff = 0;
+        for (long long i = 0; i < n * 160; ++i) diff += x[i] != y[i];
+        printf("bitwise %-40s %s (%lld of %lld differ)\n", name, diff ? "DIFFERENT" : "equal", diff, n * 160);
+      };
+      for (int s : {2, 3}) {
+        same(s == 2 ? "48 down, 2 splits vs 41 reduce pass" : "48 down, 3 splits vs 41 reduce pass", 4096, 14336,
+             [&](void* o) { run_entry<Sm90::k128x80SwapABClusterN2>(bufs, 4096, 14336, 160, -s, act, o, ws, -1, st); },
+             [&](void* o) { run_entry<Sm90::k128x80SwapAB>(bufs, 4096, 14336, 160, s, act, o, ws, -1, st); });
+        same(s == 2 ? "50 QKV, 2 splits vs 49 reduce pass" : "50 QKV, 3 splits vs 49 reduce pass", 6144, 4096,
+             [&](void* o) { run_entry<Sm90::k192x80SwapABClusterN2>(bufs, 6144, 4096, 160, -s, act, o, ws, -1, st); },
+             [&](void* o) { run_entry<Sm90::k192x80SwapAB>(bufs, 6144, 4096, 160, s, act, o, ws, -1, st); });
+      }
+    }
     return 0;
   }
 #endif

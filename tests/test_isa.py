@@ -608,15 +608,15 @@ def test_kernel_menus_come_from_the_config_tables():
     sm90 = isa.kernel_menu("sm_90a")
     sm100 = isa.kernel_menu("sm_100a")
     assert [e["config"] for e in sm90] == [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 20, 22, 24, 11, 12, 13, 14, 18, 19, 35, 36,
-                                           38, 39, 40, 41, 48, 49, 37, 15, 16, 17, 25, 26, 27, 28, 29, 30, 31, 32, 33,
-                                           34]
+                                           38, 39, 40, 41, 48, 49, 50, 37, 15, 16, 17, 25, 26, 27, 28, 29, 30, 31, 32,
+                                           33, 34]
     assert [e["config"] for e in sm100] == [0, 1, 4, 8, 9, 11, 12, 13, 14]
     assert isa.kernel_menu("sm_103a") == sm100
-    assert [e["config"] for e in sm90 if e["swap_ab"]] == [11, 12, 13, 18, 19, 35, 36, 38, 39, 40, 41, 48, 49, 37, 15,
-                                                           16, 17]
-    assert [e["block_m"] for e in sm90 if e["swap_ab"]] == [128] * 12 + [192, 128] + [64] * 3
-    assert [e["cluster_m"] for e in sm90 if e["swap_ab"]] == [1] * 6 + [2, 1, 1, 4, 1, 1, 1, 4] + [1] * 3
-    assert [e["cluster_n"] for e in sm90 if e["swap_ab"]] == [1] * 8 + [2, 1, 1, 2] + [1] * 5
+    assert [e["config"] for e in sm90 if e["swap_ab"]] == [11, 12, 13, 18, 19, 35, 36, 38, 39, 40, 41, 48, 49, 50, 37,
+                                                           15, 16, 17]
+    assert [e["block_m"] for e in sm90 if e["swap_ab"]] == [128] * 12 + [192, 192, 128] + [64] * 3
+    assert [e["cluster_m"] for e in sm90 if e["swap_ab"]] == [1] * 6 + [2, 1, 1, 4, 1, 1, 1, 1, 4] + [1] * 3
+    assert [e["cluster_n"] for e in sm90 if e["swap_ab"]] == [1] * 8 + [2, 1, 1, 2, 1, 2] + [1] * 4
     assert all(e["cluster_n"] == 1 for e in sm100)
     assert [e["config"] for e in sm100 if e["split_k"]] == [11, 12, 13, 14]
     pair = {e["config"]: e for e in sm100}[4]
@@ -627,7 +627,7 @@ def test_kernel_menus_come_from_the_config_tables():
     assert by_entry["k128x128PingPong"]["schedule"] == "ping-pong"
     assert by_entry["k128x128Cluster2"]["cluster_m"] == 2
     assert [e["block_n"] for e in sm90 if e["swap_ab"]] == [16, 32, 64, 128, 256, 192, 192, 96, 96, 160, 80, 80, 80,
-                                                            192, 16, 32, 64]
+                                                            80, 192, 16, 32, 64]
     assert [(e["config"], e["block_m"], e["block_n"]) for e in sm90 if e["split"] == "decode"] == [
         (25, 16, 8), (26, 16, 16), (27, 32, 16), (28, 64, 8), (29, 64, 16), (30, 64, 8), (31, 128, 8), (32, 64, 16),
         (33, 64, 32), (34, 64, 64)]

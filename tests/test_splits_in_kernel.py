@@ -73,6 +73,14 @@ def test_what_is_refused_and_clamped():
         isa.kernel_plan("sm_90a", 192, 4096, 4096, config=36, splits=-2, num_sms=132)
     with pytest.raises(ValueError, match="sm_90a's only"):
         isa.kernel_plan("sm_100a", 64, 4096, 4096, config=13, splits=-4, num_sms=148)
+    # the 192-row weight-multicast pair (50) multicasts 96 weight rows per CTA: a K-major weight only, refused at trace
+    # time otherwise (an MN-major weight comes in 64-row pieces); 48's 64 rows per CTA take either
+    p = isa.kernel_plan("sm_90a", 160, 6144, 4096, config=50, splits=-2, num_sms=132)
+    assert (p["config"], p["splits"]) == (50, -2) and p["workspace_floats"] > 0, p
+    with pytest.raises(ValueError, match="entry 50: the 192-row weight-multicast entry reads a K-major weight"):
+        isa.kernel_plan("sm_90a", 160, 6144, 4096, config=50, splits=-2, num_sms=132, b_mn_major=True)
+    p = isa.kernel_plan("sm_90a", 160, 4096, 4096, config=48, splits=-2, num_sms=132, b_mn_major=True)
+    assert (p["config"], p["splits"]) == (48, -2), p
     # one K block per split at most: K = 256 bf16 is one ring slot of the 64-row entry (4 x 128 B): one split
     p = isa.kernel_plan("sm_90a", 16, 4096, 256, config=15, splits=-4, num_sms=132)
     assert (p["splits"], p["workspace_floats"]) == (1, 0), p
@@ -171,6 +179,12 @@ CASES = [
     (160, 6144, 4096, 1, 49, 2, BF16, True, BF16, True),    # Flax's (K, N), the fused epilogue
     (150, 6152, 2048, 1, 49, 3, F16, False, F32, False),    # N and M tails (the last weight tile 8 rows), f32 out
     (77, 6144, 4096, 2, 49, 2, E4M3, False, BF16, True),    # fp8 (N, K), batch 2, the fused epilogue
+    # entry 50 (49's tiles in weight-multicast pairs, a pair per split: cuBLAS's QKV form at 160 tokens; sweeps; a
+    # K-major weight only: test_the_192_row_pair_refuses_an_mn_major_weight)
+    (160, 6144, 4096, 1, 50, 2, BF16, False, BF16, False),  # the 8B QKV at 160 tokens
+    (136, 6144, 4096, 1, 50, 2, BF16, False, BF16, True),   # at 136 tokens, the fused epilogue
+    (150, 6152, 2048, 1, 50, 3, F16, False, F32, True),     # N and M tails (the last weight tile 8 rows), f32 out
+    (70, 1536, 4096, 2, 50, 2, E4M3, False, BF16, False),   # fp8 (N, K), batch 2, each pair's second token tile past M
     # entry 19 (256 tokens wide) with 16-bit operands: 128 accumulators per thread summed in the cluster
     (256, 4096, 14336, 1, 19, 4, BF16, False, BF16, False),  # the 8B down projection at 256 tokens
     (230, 1032, 2048, 1, 19, 2, F16, True, F32, True),      # M and N tails, (K, N), f32 out, the fused epilogue
@@ -186,6 +200,20 @@ def _operands(case):
     dn = (((nb + 1,), (nb if kn else nb + 1,)), (tuple(range(nb)), tuple(range(nb))))
     bias, c = rand(s + 2, (n,), F32), rand(s + 3, bs + (m, n), out_dtype)
     return bs, a, b, dn, bias, c
+
+
+@pytest.mark.gpu
+def test_the_192_row_pair_refuses_an_mn_major_weight():
+    """Entry 50's pair multicasts 96 weight rows per CTA; an MN-major 16-bit weight is loaded in 64-row pieces, so the
+    launcher refuses it in words (a launch would wait forever for bytes never requested)."""
+    _require_sm90()
+    entry = _arch.menu("sm_90a")[50]
+    if not entry["built"]:
+        pytest.skip(entry["not_built"])
+    a, b = rand(1, (136, 4096), BF16), rand(2, (4096, 6144), BF16)
+    dn = (((1,), (0,)), ((), ()))
+    with pytest.raises(Exception, match="192-row weight-multicast entry reads a K-major weight"):
+        forced_gemm_runs((50, -2), (a, b), dn, (136, 6144), BF16, repeats=1)
 
 
 @pytest.mark.gpu

@@ -412,10 +412,9 @@ NB_MODULE(_jax_tmem, m) {
     if (config != -1 && !table.find(config))
       throw std::invalid_argument("not an " + arch + " menu entry: " + std::to_string(config) + " (entries: " +
                                   table.list() + ")");
-    if (config != -1 && table.find(config)->split == menu::Split::kDecode &&
-        !menu::mma_decode_reads(p.a_type, p.b_type, a_mn_major, b_mn_major, table.find(config)->block_m,
-                                table.find(config)->schedule == menu::Schedule::kWgmma))
-      throw std::invalid_argument(std::string("entry ") + std::to_string(config) + ": " + menu::kMmaDecodeOperands);
+    if (config != -1)  // a forced entry that cannot read these operands (menu::forced_entry_refusal)
+      if (const char* why = menu::forced_entry_refusal(*table.find(config), p))
+        throw std::invalid_argument(std::string("entry ") + std::to_string(config) + ": " + why);
     const menu::Plan plan = arch == "sm_90a" ? menu::sm90_plan(p, num_sms) : menu::sm100_plan(p, num_sms);
     if (menu::swap_tail(splits) && !(arch == "sm_90a" && table.find(plan.config)->swap_ab()))  // menu::swap_tail
       throw std::invalid_argument("splits <= -100 share an sm_90a swap-AB entry's last wave: not " + arch + " entry " +

@@ -55,6 +55,8 @@ std::string run_config(const GemmLaunch& L) {
   } else if constexpr (CM < -1 && menu::sm90_swap_only_family(A, AMN, BMN)) {
     return "the weight-multicast swap-AB entries read a K-major or 16-bit weight (an 8-bit (K, N) one is transposed "
            "in shared memory, per CTA)";
+  } else if constexpr (!menu::pair_reads_weight(BM, CM, AMN)) {  // (swapped: A is the weight)
+    return menu::kPairMnWeight;
   } else if constexpr (BM != 128 && menu::sm90_swap_only_family(A, AMN, BMN)) {
     return "the 64- and 192-row swap-AB entries read a K-major or 16-bit weight (an MN-major 8-bit one: the 128-row "
            "entries)";

@@ -39,6 +39,23 @@ inline constexpr const char* kMmaDecodeOperands =
     "(16-bit x fp8: mma.sync entries only), and one stored (K, N) in k-rows of 32 to 128 bytes (16-bit: 16-64 weight "
     "rows per CTA, fp8: 32-128)";
 
+// A weight-multicast pair (cluster_m < -1: entries 39, 48, 50) multicasts block_m / 2 weight rows from each CTA; an
+// MN-major (16-bit) weight comes in 64-row pieces, so the 192-row pair (50) reads a K-major weight only.
+inline constexpr bool pair_reads_weight(int block_m, int cluster_m, bool weight_mn_major) {
+  return cluster_m >= -1 || !weight_mn_major || (block_m / -cluster_m) % 64 == 0;
+}
+inline constexpr const char* kPairMnWeight =
+    "the 192-row weight-multicast entry reads a K-major weight (each CTA of its pair multicasts 96 rows; an MN-major "
+    "weight is loaded in 64-row pieces)";
+// Why a forced entry cannot read the problem's operands (nullptr: it can): the forced plan's check at trace time.
+inline const char* forced_entry_refusal(const KernelConfig& c, const GemmProblem& p) {
+  if (c.split == Split::kDecode && !mma_decode_reads(p.a_type, p.b_type, p.a_mn_major, p.b_mn_major, c.block_m,
+                                                     c.schedule == Schedule::kWgmma))
+    return kMmaDecodeOperands;
+  if (c.swap_ab() && !pair_reads_weight(c.block_m, c.cluster_m, p.b_mn_major)) return kPairMnWeight;
+  return nullptr;
+}
+
 
 // Up to 8 tokens (kSm90MmaDecodeMaxM; the 16-token entries 26, 27, 29 are sweep-only, see below) with a
 // 16-bit weight, or fp8 stored (N, K): the mma.sync decode entries (Split::kDecode), K split over the CTA's

@@ -202,13 +202,16 @@ struct Config {
   static_assert(CLUSTER_M == 1 || (kBMN ? (BLOCK_N / CLUSTER_M) % 64 == 0 : BOX_N % 8 == 0 && K_CHUNKS == 1),
                 "each CTA multicasts whole pieces of B: 64 rows (8 KB) of an MN-major B, 8-row swizzle atoms (1 KB) "
                 "of a K-major one (one K chunk per ring slot)");
-  static_assert(CLUSTER_N == 1 || (CLUSTER_N == 2 && kPartialOut == 2 && !kATrans && K_CHUNKS == 1),
-                "A multicast: (2,1,1) clusters along N, the swap-AB entries' weight, not transposed in smem");
+  static_assert(CLUSTER_N == 1 || (CLUSTER_N == 2 && kPartialOut == 2 && !kATrans && K_CHUNKS == 1 &&
+                                   (!kAMN || BOX_M % 64 == 0)),
+                "A multicast: (2,1,1) clusters along N, the swap-AB entries' weight, not transposed in smem (an "
+                "MN-major one in whole 64-row pieces per CTA)");
   static_assert(STAGE_BYTES % 1024 == 0 && B_CHUNK % 1024 == 0, "128B-swizzle tiles must stay 1024-byte aligned");
   static_assert(BLOCK_M == 128 || ((BLOCK_M == 64 || BLOCK_M == 192) && kPartialOut == 2 && !kATrans),
                 "64- and 192-row tiles: the swap-AB entries with a K-major or 16-bit weight only");
-  static_assert(BLOCK_M != 192 || (CTAS_PER_TILE == 1 && BLOCK_N <= 96),
-                "192-row tiles: three consumer warpgroups of at most 48 accumulators each (152 registers), no cluster");
+  static_assert(BLOCK_M != 192 || ((CTAS_PER_TILE == 1 || CLUSTER_N == 2) && BLOCK_N <= 96),
+                "192-row tiles: three consumer warpgroups of at most 48 accumulators each (152 registers), no cluster "
+                "but a weight-multicast pair");
 };
 
 }  // namespace jax_tmem::sm90

@@ -429,7 +429,11 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
       if constexpr (C::kTailSplit || C::kSwapTail)
         if (tail.split_tile(t) && !tail_fixup<C>(acc, p, tail, t, kb0)) continue;
       if constexpr (C::kPairSplits)
-        if (p.splits > 1 && p.ws_ld == 0 && !pair_fixup<C>(acc, p, num_tiles, t, split, rank)) continue;
+        if (p.splits > 1 && p.ws_ld == 0) {
+          const bool mine = pair_fixup<C>(acc, p, num_tiles, t, split, rank);
+          JT_MARK(14, threadIdx.x == 128);
+          if (!mine) continue;
+        }
       if constexpr (C::kSplitsInKernel)
         if (p.splits > 1 && p.ws_ld == 0) {
           const bool mine = split_fixup<C>(acc, smem, split, p.splits);
