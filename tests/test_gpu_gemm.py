@@ -353,6 +353,17 @@ def test_every_menu_config_accumulates_into_c(config, out_dtype):
                       seed_of("every-c", config, out_dtype, m, n, k))
 
 
+def _require_swap_entry(config, b_major):
+    """Skips unless this GPU's menu has split-K / swap-AB entry `config`, this build has it, and it reads a weight of
+    that majorness."""
+    arch = _require_kernels()
+    if not any(e["config"] == config for e in _menu(arch)):
+        pytest.skip(f"config {config} is not in the {arch} menu")
+    _require_config(arch, config)
+    if config == 50 and b_major == "MN":
+        pytest.skip("the 192-row weight-multicast pair reads a K-major weight only (the launcher refuses the other)")
+
+
 @pytest.mark.parametrize("config", [11, 12, 13, 14, 15, 16, 17, 18, 19, 35, 36, 37, 38, 39, 40, 41, 48, 49, 50],
                          ids=["swapab16", "swapab32", "swapab64", "128x128_splitk", "swap64x16", "swap64x32", "swap64x64",
                               "swapab128", "swapab256", "swapab192", "swapab192c2", "swapab192c4", "swapab96",
@@ -369,12 +380,7 @@ def test_split_k_and_swap_ab(config, splits, dtypes, b_major):
     the reduce pass; swap-AB (out^T = B A^T, the output stored transposed). Tails in M, N and K, M and N of 1,
     batches, bias + gelu + alpha, accumulate into c, every output dtype; bitwise repeatable (the reduction order is
     fixed)."""
-    arch = _require_kernels()
-    if not any(e["config"] == config for e in _menu(arch)):
-        pytest.skip(f"config {config} is not in the {arch} menu")
-    _require_config(arch, config)
-    if config == 50 and b_major == "MN":
-        pytest.skip("the 192-row weight-multicast pair reads a K-major weight only (the launcher refuses the other)")
+    _require_swap_entry(config, b_major)
     cases = [(1, 1000, 1000, 0, BF16, False), (7, 136, 4104, 2, F32, True), (64, 264, 520, 0, F16, True),
              (33, 8, 200, 3, BF16, False), (130, 1, 776, 0, F32, False)]
     for m, n, k, batch, out_dtype, with_c in cases:
@@ -383,6 +389,33 @@ def test_split_k_and_swap_ab(config, splits, dtypes, b_major):
         k = -(-k * np.dtype(dtypes[0]).itemsize // 16) * 16 // np.dtype(dtypes[0]).itemsize  # 16-byte rows
         s = seed_of("splitk", config, splits, dtypes, b_major, m, n, k)
         epilogue_case((config, splits), dtypes, b_major, m, n, k, batch, out_dtype, with_c, s)
+
+
+@pytest.mark.parametrize("config", [11, 12, 13, 15, 16, 17, 18, 19, 35, 36, 37, 38, 39, 40, 41, 48, 49, 50],
+                         ids=lambda c: f"config{c}")
+@pytest.mark.parametrize("dtypes,b_major,out_dtype", [((BF16, BF16), "K", BF16), ((F16, F16), "MN", F16),
+                                                     ((E4M3, E4M3), "K", BF16)], ids=["bf16", "f16-mn", "e4m3"])
+def test_swap_ab_plain_16_bit_store(config, dtypes, b_major, out_dtype):
+    """A swap-AB entry's one-split plain cast to a 16-bit output (a decode layer's common case): a CTA's last unit is
+    staged through its idle ring and stored as whole 16-byte pieces of output rows (sm90_epilogue.cuh
+    staged_swap_store) where N % 8 == 0, element by element otherwise; persistent CTAs with several units (the earlier
+    ones stored directly), batches, token tails, 1 token, N of 8. Against float64, NaN-poisoned, bitwise repeatable."""
+    _require_swap_entry(config, b_major)
+    from jax_tmem.ops import gemm as gemm_op
+    for m, n, k, batch in [(37, 8200, 144, 3), (1, 1000, 272, 0), (33, 1004, 208, 2), (130, 8, 784, 0)]:
+        if b_major == "MN" and n % 8:
+            continue  # a (K, N) 16-bit weight's rows must be whole 16-byte pieces (TMA)
+        s = seed_of("swap-plain", config, dtypes, b_major, m, n, k)
+        a, b, dn = _layout_operands(s, dtypes[0], dtypes[1], m, n, k, "K", b_major, batch)
+        out_shape = ((batch,) if batch else ()) + (m, n)
+        fn = lambda x, y: gemm_op.gemm(x, y, None, None, dn, np.dtype(out_dtype), gemm_op.Epilogue(), "kernel",  # noqa
+                                       True, (config, 1))
+        o1, o2 = _run_poisoned(fn, out_shape, out_dtype, a, b)
+        assert not np.isnan(o1).any(), f"{m}x{n}x{k} batch {batch}: unwritten (NaN-poisoned) outputs"
+        ref = _ref(a, b, dn)
+        err = np.abs(o1 - ref).max() / np.abs(ref).max()
+        assert err < _tol(dtypes[0], out_dtype), f"config {config} {m}x{n}x{k} batch {batch}: rel err {err:.3e}"
+        np.testing.assert_array_equal(o1, o2)
 
 
 def epilogue_case(cfg, dtypes, b_major, m, n, k, batch, out_dtype, with_c, s):

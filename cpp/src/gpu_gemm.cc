@@ -59,6 +59,8 @@ ffi::Error cuda_gemm_handler(cudaStream_t stream, ffi::RemainingArgs args, ffi::
     return fail(*err.errc(), why);
   }
   L.out = out->untyped_data();
+  if (reinterpret_cast<uintptr_t>(L.out) % 16 != 0)  // (XLA aligns every buffer; the swap-AB store writes 16-B pieces)
+    return fail(ffi::ErrorCode::kInvalidArgument, "the output buffer is not 16-byte aligned");
   // The derivative epilogue: in the kernel where the plan can (menu::act_grad_in_kernel), else a second pass after it.
   bool act_grad_in_kernel = false;
 #if JAX_TMEM_HAS_SM90

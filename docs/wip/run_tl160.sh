@@ -5,7 +5,7 @@
 # 128x80 pairs) and 41, graph-timed, and the pair plans' outputs against the reduce pass bitwise (random operands,
 # 2 and 3 splits).
 #   bash docs/wip/run_tl160.sh [PATCH ...]        (logs under $OUT)
-#   next: bash docs/wip/run_tl160.sh docs/wip/put_fence_once.patch docs/wip/swap_staged_store.patch
+#   (2026-12-02 13:22: put_fence_once.patch within the spread; swap_staged_store.patch landed, now reverse-applies)
 set -u
 O=${OUT:-/tmp/o}; mkdir -p "$O"
 [ $# -eq 0 ] && set -- docs/wip/pair_shared_fixup.patch

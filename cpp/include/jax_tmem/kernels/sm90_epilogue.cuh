@@ -110,6 +110,53 @@ __device__ __forceinline__ void partial_store(const float (&acc)[C::ACC_REGS], c
   });
 }
 
+// A swap-AB warp's finished rows (16 kernel rows = 16 output columns, BLOCK_N tokens) cast to 16 bits and stored
+// through shared memory (`stage`: 32 x BLOCK_N bytes of the idle ring for this warp): stmatrix.trans writes each
+// token's 16 values as one 32-byte row (its two halves swapped on every other group of 4 tokens: no bank conflict),
+// then each lane stores whole 16-byte pieces of output rows: BLOCK_N / 16 full-sector stores per lane instead of
+// BLOCK_N / 2 two-byte ones that write each sector in halves (H200, 2026-12-02 13:22, docs/PERF.md: 0.8-1.2 us off a
+// 160-token pair kernel, 2.1-2.5 % per bf16 8B decode layer at 136-256 tokens).
+// Only where M % 8 == 0 (every piece whole and 16-byte aligned: row_base is a multiple of 16, the output buffer 16-byte
+// aligned: gpu_gemm.cc refuses another); tokens past N skipped.
+__device__ __forceinline__ bool staged_swap_store_ok(const Params& p) {
+  return p.ws_ld <= 0 && epilogue::plain(p.epi) && p.m % 8 == 0 &&
+         (p.epi.out_type == static_cast<int32_t>(DType::kBF16) || p.epi.out_type == static_cast<int32_t>(DType::kF16));
+}
+template <class C, typename T>
+__device__ __forceinline__ void staged_swap_store_as(const float (&acc)[C::ACC_REGS], const Params& p, T* out,
+                                                     int batch, int row_base, int col_base, uint32_t stage) {
+  static_assert(C::BLOCK_N % 16 == 0, "x4 stores: pairs of 8-token blocks");
+  static_assert(4 * C::CONSUMERS * 32 * C::BLOCK_N <= int64_t(C::kStages) * C::STAGE_BYTES, "every warp's stage fits");
+  const int lane = threadIdx.x % 32;
+  const auto at = [](int token, int h) { return uint32_t(token * 32 + (h ^ ((token >> 2) & 1)) * 16); };
+#pragma unroll
+  for (int j = 0; j < C::BLOCK_N / 8; j += 2) {  // matrix q: rows 8 (q & 1) .. + 7, tokens 8 (j + q / 2) .. + 7
+    const int q = lane / 8;
+    ptx::stmatrix_x4_trans(stage + at(8 * (j + q / 2) + lane % 8, q & 1),
+                           epilogue::pack2<T>(acc[4 * j], acc[4 * j + 1]),
+                           epilogue::pack2<T>(acc[4 * j + 2], acc[4 * j + 3]),
+                           epilogue::pack2<T>(acc[4 * j + 4], acc[4 * j + 5]),
+                           epilogue::pack2<T>(acc[4 * j + 6], acc[4 * j + 7]));
+  }
+  __syncwarp();
+#pragma unroll
+  for (int r = 0; r < C::BLOCK_N / 16; ++r) {
+    const int token = r * 16 + lane / 2, half = lane % 2;
+    const int col = col_base + token, row = row_base + 8 * half;  // output row (token), first output column
+    if (col >= p.n || row >= p.m) continue;
+    const uint4 v = ptx::lds_v4(stage + at(token, half));
+    *reinterpret_cast<uint4*>(out + (int64_t(batch) * p.n + col) * p.m + row) = v;  // 16-B aligned: M % 8 == 0
+  }
+}
+template <class C>
+__device__ __forceinline__ void staged_swap_store(const float (&acc)[C::ACC_REGS], const Params& p, int batch,
+                                                  int row_base, int col_base, uint32_t stage) {
+  if (p.epi.out_type == static_cast<int32_t>(DType::kBF16))
+    staged_swap_store_as<C>(acc, p, static_cast<__nv_bfloat16*>(p.epi.out), batch, row_base, col_base, stage);
+  else
+    staged_swap_store_as<C>(acc, p, static_cast<__half*>(p.epi.out), batch, row_base, col_base, stage);
+}
+
 // The fused epilogue on the accumulator fragment: y = act(alpha * acc + bias) + c, cast, masked store.
 // Each step is one uniform branch per tile around a straight unrolled loop (small i-cache footprint).
 template <class C>

@@ -426,25 +426,36 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
       }
 #endif
       // A piece of a last-wave tile: its owner adds the other pieces' partial sums; they store theirs.
+      bool synced = false;  // every consumer warp's MMAs of this unit retired (a fixup's barrier)
       if constexpr (C::kTailSplit || C::kSwapTail)
-        if (tail.split_tile(t) && !tail_fixup<C>(acc, p, tail, t, kb0)) continue;
+        if (tail.split_tile(t) && !(synced = tail_fixup<C>(acc, p, tail, t, kb0))) continue;
       if constexpr (C::kPairSplits)
         if (p.splits > 1 && p.ws_ld == 0) {
           const bool mine = pair_fixup<C>(acc, p, num_tiles, t, split, rank);
           JT_MARK(14, threadIdx.x == 128);
           if (!mine) continue;
+          synced = true;
         }
       if constexpr (C::kSplitsInKernel)
         if (p.splits > 1 && p.ws_ld == 0) {
           const bool mine = split_fixup<C>(acc, smem, split, p.splits);
           JT_MARK(14, threadIdx.x == 128);
           if (!mine) continue;
+          synced = true;
         }
 
       // ---------------- epilogue: registers -> global ----------------
       const int cta_col0 = tc.n_blk * C::TILE_N + rank_n * C::BLOCK_N;
       // wgmma D fragment: acc[i] holds row 16*w + lane/4 + 8*((i/2)%2), col 8*(i/4) + 2*(lane%4) + i%2.
       if constexpr (C::kPartialOut) {
+        // swap-AB, the CTA's last unit: the 16-bit tile through the idle ring (staged_swap_store), once every consumer
+        // warp's MMAs retired (no more loads land there: every slot was consumed, the peers' multicasts too)
+        if (C::kPartialOut == 2 && i == my_units - 1 && staged_swap_store_ok(p)) {
+          if (!synced) named_barrier_sync(C::kTailBarrier, 128 * C::CONSUMERS);
+          staged_swap_store<C>(acc, p, tc.batch, cta_row0 + cw * 64 + 16 * (warp % 4), cta_col0,
+                               smem_addr(smem) + (warp - 4) * 32 * C::BLOCK_N);
+          continue;
+        }
         partial_store<C>(acc, p, tc.batch, split, cta_row0 + cw * 64 + 16 * (warp % 4) + lane / 4,
                          cta_col0 + 2 * (lane % 4));
         continue;

@@ -196,6 +196,13 @@ __device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t
                : "memory");
 }
 
+// The same, each matrix stored transposed: lanes 8i .. 8i + 7 give the addresses of matrix i's 8 columns.
+__device__ __forceinline__ void stmatrix_x4_trans(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+}
+
 // ldmatrix (sm_75+): the warp loads four 8x8 matrices of 16-bit values, lanes 8i .. 8i + 7 giving the
 // shared addresses of matrix i's 8 rows (16 bytes each); register i of lane l receives row l / 4, columns
 // 2 (l % 4), + 1 of matrix i, or with .trans column l / 4, rows 2 (l % 4), + 1 (mma's A / B fragments of
