@@ -543,8 +543,9 @@ int main(int argc, char** argv) {
       const float c = run_entry<Sm90::k128x80SwapAB>(bufs, 4096, 4096, m, -2, act, out, ws, iters);
       const float d = run_entry<Sm90::k128x80SwapABClusterN2>(bufs, 4096, 4096, m, -2, act, out, ws, iters);
       const float e = run_entry<Sm90::k128x80SwapABClusterN2>(bufs, 4096, 14336, m, -2, act, out, ws, iters);
-      printf("graph-timed, M=%lld: QKV 41 %6.2f us | QKV 50 %6.2f | O 41 %6.2f | O 48 %6.2f | down 48 %6.2f\n", m, a, b,
-             c, d, e);
+      const float g = run_entry<Sm90::k128x160SwapABCluster4>(bufs, 28672, 4096, m, 1, act, out, ws, iters);
+      printf("graph-timed, M=%lld: QKV 41 %6.2f us | QKV 50 %6.2f | O 41 %6.2f | O 48 %6.2f | down 48 %6.2f | gate/up 40 "
+             "%6.2f\n", m, a, b, c, d, e, g);
     }
     // The pair plans against the reduce pass (the same sums in the same order: the same bits), on random operands.
     {

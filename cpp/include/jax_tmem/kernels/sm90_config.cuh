@@ -138,6 +138,7 @@ struct Config {
   // reached 1.02e-2 of max |ref| (2026-11-24); the chain is now one slot (128 or 512 elements of K),
   // as DeepGEMM promotes every 128.
   static constexpr bool kPromote = kPartialOut == 2 && ELEM_BYTES == 1;
+  static constexpr bool kWeightA = kPartialOut == 2;  // A is a decode weight, streamed once: L2 evict-first (ptx/tma.cuh *_stream)
   // kPromote at BLOCK_N = 256 (the transposing entry for 129-256 tokens): a slot's MMAs run in two halves
   // of 128 columns, each into the 64-register set `part` and added into acc once it retires, so that 128
   // + 64 accumulators fit beside the transpose's registers (the weight tile is transposed once for all

@@ -174,26 +174,27 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
           for (int c = 0; c < C::K_CHUNKS; ++c) {  // chunk c of A (BLOCK_M rows x 128 bytes) at c * A_CHUNK
             const int kc = k0 + c * C::BLOCK_K;
             if constexpr (C::kATrans) {  // one 128(m) x 128(k) box of 8-bit elements, MN-major
-              tma_load_3d(sa, &tma_a, &full[st.stage], m0, kc, ab);
+              tma_load_3d_stream<C::kWeightA>(sa, &tma_a, &full[st.stage], m0, kc, ab);
             } else if constexpr (C::CLUSTER_N > 1) {  // our share of A (BOX_M rows), into every CTA of the cluster
               constexpr uint16_t kMask = (1u << C::CLUSTER_N) - 1;
               if constexpr (C::kAMN) {  // 64-element pieces along M
 #pragma unroll
                 for (int i = 0; i < C::BOX_M / 64; ++i) {
                   const int j = rank * (C::BOX_M / 64) + i;
-                  tma_load_3d_multicast(sa + c * C::A_CHUNK + j * 8192, &tma_a, &full[st.stage], kMask, m0 + 64 * j, kc,
-                                        ab);
+                  tma_load_3d_multicast_stream<C::kWeightA>(sa + c * C::A_CHUNK + j * 8192, &tma_a, &full[st.stage],
+                                                            kMask, m0 + 64 * j, kc, ab);
                 }
               } else {
-                tma_load_3d_multicast(sa + c * C::A_CHUNK + rank * C::BOX_M * 128, &tma_a, &full[st.stage], kMask, kc,
-                                      m0 + rank * C::BOX_M, ab);
+                tma_load_3d_multicast_stream<C::kWeightA>(sa + c * C::A_CHUNK + rank * C::BOX_M * 128, &tma_a,
+                                                          &full[st.stage], kMask, kc, m0 + rank * C::BOX_M, ab);
               }
             } else if constexpr (C::kAMN) {
 #pragma unroll
               for (int j = 0; j < C::BLOCK_M / 64; ++j)
-                tma_load_3d(sa + c * C::A_CHUNK + j * 8192, &tma_a, &full[st.stage], m0 + 64 * j, kc, ab);
+                tma_load_3d_stream<C::kWeightA>(sa + c * C::A_CHUNK + j * 8192, &tma_a, &full[st.stage], m0 + 64 * j,
+                                                kc, ab);
             } else {
-              tma_load_3d(sa + c * C::A_CHUNK, map_a, &full[st.stage], kc, m0, ab);
+              tma_load_3d_stream<C::kWeightA>(sa + c * C::A_CHUNK, map_a, &full[st.stage], kc, m0, ab);
             }
           }
           JT_MARK(11, i == 0 && kb == kb0);

@@ -23,6 +23,26 @@ __device__ __forceinline__ void tma_load_3d(void* smem_dst, const void* tmap, ui
       : "memory");
 }
 
+// tma_load_3d, with an L2 evict-first cache policy (createpolicy) where kEvictFirst: for an operand each CTA streams
+// once and no other reads, the swap-AB (decode) kernels' weight. Without it the weight's lines push the token tile,
+// which every CTA re-reads, out of L2 (H200, 2026-12-02 17:00, docs/PERF.md, 160 tokens: the 8B gate / up on entry 40
+// 69.3 -> 64.6 us, the down projection on 48 38.0 -> 36.2, the QKV on 50 22.6 -> 20.6; the same bits).
+template <bool kEvictFirst>
+__device__ __forceinline__ void tma_load_3d_stream(void* smem_dst, const void* tmap, uint64_t* bar, int32_t c0,
+                                                   int32_t c1, int32_t c2) {
+  if constexpr (!kEvictFirst) {
+    tma_load_3d(smem_dst, tmap, bar, c0, c1, c2);
+  } else {
+    asm volatile(
+        "{\n.reg .b64 pol;\n"
+        "createpolicy.fractional.L2::evict_first.b64 pol, 1.0;\n"
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+        " [%0], [%1, {%3, %4, %5}], [%2], pol;\n}" ::"r"(smem_addr(smem_dst)),
+        "l"(reinterpret_cast<uint64_t>(tmap)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2)
+        : "memory");
+  }
+}
+
 // Contiguous bulk copy global -> shared of `bytes` (a multiple of 16, both addresses 16-byte aligned),
 // completing them on the mbarrier `bar` (complete_tx). (The block-scale tiles: 512 bytes each.)
 __device__ __forceinline__ void bulk_load_g2s(void* smem_dst, const void* gmem_src, uint32_t bytes, uint64_t* bar) {
@@ -41,6 +61,21 @@ __device__ __forceinline__ void tma_load_3d_multicast(void* smem_dst, const void
       " [%0], [%1, {%4, %5, %6}], [%2], %3;" ::"r"(smem_addr(smem_dst)),
       "l"(reinterpret_cast<uint64_t>(tmap)), "r"(smem_addr(bar)), "h"(cta_mask), "r"(c0), "r"(c1), "r"(c2)
       : "memory");
+}
+template <bool kEvictFirst>  // (as tma_load_3d_stream's)
+__device__ __forceinline__ void tma_load_3d_multicast_stream(void* smem_dst, const void* tmap, uint64_t* bar,
+                                                             uint16_t cta_mask, int32_t c0, int32_t c1, int32_t c2) {
+  if constexpr (!kEvictFirst) {
+    tma_load_3d_multicast(smem_dst, tmap, bar, cta_mask, c0, c1, c2);
+  } else {
+    asm volatile(
+        "{\n.reg .b64 pol;\n"
+        "createpolicy.fractional.L2::evict_first.b64 pol, 1.0;\n"
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster.L2::cache_hint"
+        " [%0], [%1, {%4, %5, %6}], [%2], %3, pol;\n}" ::"r"(smem_addr(smem_dst)),
+        "l"(reinterpret_cast<uint64_t>(tmap)), "r"(smem_addr(bar)), "h"(cta_mask), "r"(c0), "r"(c1), "r"(c2)
+        : "memory");
+  }
 }
 
 // 3-D tile store shared -> global (bulk-group completion). Out-of-bounds elements of the box are not
