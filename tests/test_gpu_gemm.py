@@ -644,10 +644,11 @@ def test_129_192_tokens_run_two_token_tiles(dtype, w_layout):
     dn = (((1,), (0 if w_layout == "KN" else 1,)), ((), ()))
     # 2 x sms // 4 tiles: 2 splits; 2 x sms // 2: 1 split; more tiles than SMs: another plan
     one = None if dtype == E4M3 and w_layout == "KN" else (38, 1)  # (an 8-bit (K, N) weight: 2 splits or entry 19)
+    qkv = None if dtype == E4M3 and w_layout == "KN" else (41, 1)  # 41's tiles fit once, not twice (the 8B QKV)
     # (N a multiple of 16: an 8-bit (K, N) weight's rows stay TMA-legal, read in place, not transposed first)
     for m, n, k, want in ((129, 128 * (sms // 4) - 48, 4160, (41, -2)), (192, 128 * (sms // 2) - 16, 4112, one),
                           (160, 128 * (sms // 4) - 16, 4128, (41, -2)), (176, 128 * (sms // 4), 4096, (38, -2)),
-                          (150, 128 * (sms // 2 + 3), 2112, None),
+                          (150, 128 * (sms // 2 + 3), 2112, None), (144, 192 * (sms // 4) - 16, 4128, qkv),
                           (136, 128 * (sms // 4) - 16, 8256, (41, -2) if dtype == E4M3 and w_layout == "KN"
                            else (48, -2))):  # K >= 8192: weight-multicast pairs
         plan = isa.kernel_plan("sm_90a", m, n, k, a_dtype=dtype, b_mn_major=w_layout == "KN", num_sms=sms)

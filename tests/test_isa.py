@@ -667,7 +667,7 @@ def test_heuristic_only_chooses_heuristic_entries(arch, sms):
     heuristic = {e["config"] for e in isa.kernel_menu(arch) if e["heuristic"]}
     chosen = set()
     for m in (1, 16, 17, 33, 64, 65, 128, 160, 176, 200, 1000, 2048, 4096, 8192):
-        for n in (8, 128, 1001, 4096, 4097, 16384, 28672):
+        for n in (8, 128, 1001, 4096, 4097, 6144, 16384, 28672):
             for k in (64, 4096, 65536):
                 for dt, bdt in (("bfloat16", None), ("float8_e4m3fn", None), ("float32", None), ("int8", None),
                                 ("bfloat16", "float8_e4m3fn")):
