@@ -27,7 +27,8 @@ __device__ __forceinline__ void tma_load_3d(void* smem_dst, const void* tmap, ui
 // once and no other reads, the swap-AB (decode) kernels' weight. Without it the weight's lines push the token tile,
 // which every CTA re-reads, out of L2 (H200, 2026-12-02 17:00, docs/PERF.md, 160 tokens: the 8B gate / up on entry 40
 // 69.3 -> 64.6 us, the down projection on 48 38.0 -> 36.2, the QKV on 50 22.6 -> 20.6; the same bits; the 8B layer
-// at 16-160 tokens 1-4 % faster bf16, 2-8 % e4m3, 18:56). Neutral in the decode / 4-bit kernels (docs/wip).
+// at 16-160 tokens 1-4 % faster bf16, 2-8 % e4m3, 18:56). Neutral in the decode / 4-bit kernels
+// (docs/wip/decode_evict_first.patch).
 template <bool kEvictFirst>
 __device__ __forceinline__ void tma_load_3d_stream(void* smem_dst, const void* tmap, uint64_t* bar, int32_t c0,
                                                    int32_t c1, int32_t c2) {
