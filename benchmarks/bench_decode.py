@@ -18,7 +18,7 @@ layer against M, both contenders, one panel per model / dtype / layout).
 
 Usage: python -P benchmarks/bench_decode.py [--out DIR] [--models 8b,70b] [--ms 1,8,16,32,64,128,256]
        [--dtypes bfloat16,float8_e4m3fn] [--layouts KN,NK] [--rounds 7]
-       [--variants "NAME=K,N:ENTRY[:SPLITS]/K,N:ENTRY;NAME2=..."]
+       [--variants "NAME=K,N:ENTRY[:SPLITS]/K,N:ENTRY/K,N:xla;NAME2=..."]
 --variants (for deciding the heuristic): more contenders, each our step with the GEMMs of the listed weight
 shapes (K, N as in MODELS) forced through a menu entry (and K splits), the rest planned as usual; timed
 in the same interleaved rounds, each reported as xla / it.
@@ -92,11 +92,14 @@ def _step(dot, dtype, layout, hidden, residual=None):
 
 
 def _forced_dot(forced, layout):
-    """jax_tmem.dot_general, except for the weights whose (K, N) is in `forced`: that menu entry (and splits)."""
+    """jax_tmem.dot_general, except for the weights whose (K, N) is in `forced`: that menu entry (and splits), or
+    XLA's dot where the entry is "xla"."""
     from jax_tmem.ops import gemm as gemm_op
 
     def dot(x, w, dn):
         kn = tuple(w.shape) if layout == "KN" else tuple(w.shape[::-1])
+        if forced.get(kn) == "xla":
+            return jax.lax.dot_general(x, w, dn, preferred_element_type=jnp.bfloat16)
         if kn in forced:
             return gemm_op.gemm(x, w, None, None, dn, jnp.dtype("bfloat16"), gemm_op.Epilogue(), "kernel", True,
                                 forced[kn])
@@ -105,7 +108,8 @@ def _forced_dot(forced, layout):
 
 
 def parse_variants(spec):
-    """ "a=14336,4096:35:8/4096,6144:14:2;b=..." -> {"a": {(14336, 4096): (35, 8), (4096, 6144): (14, 2)}, ...}"""
+    """ "a=14336,4096:35:8/4096,6144:14:2;b=4096,4096:xla" -> {"a": {(14336, 4096): (35, 8), (4096, 6144): (14, 2)},
+    "b": {(4096, 4096): "xla"}}"""
     out = {}
     for item in filter(None, spec.split(";")):
         name, rest = item.split("=", 1)
@@ -113,6 +117,9 @@ def parse_variants(spec):
         for one in filter(None, rest.split("/")):
             shape, cfg = one.split(":", 1)
             k, n = (int(v) for v in shape.split(","))
+            if cfg == "xla":
+                forced[(k, n)] = "xla"
+                continue
             c = [int(v) for v in cfg.split(":")]
             forced[(k, n)] = (c[0], c[1]) if len(c) > 1 else c[0]
         out[name] = forced

@@ -246,3 +246,10 @@ def test_the_static_check_sees_a_transposed_weight(as_if_on):
     as_if_on(100, 148)
     txt, gemms = _lowered_step(bench, "8b", E4M3, 512)
     assert "@jax_tmem_transpose8" not in txt and "stablehlo.transpose" not in txt
+
+
+def test_bench_decode_variants_parse():
+    """bench_decode.py --variants: a weight forced through a menu entry (and K splits), or through XLA's dot."""
+    bench = _bench_decode()
+    got = bench.parse_variants("a=4096,6144:41:-2/4096,4096:xla;b=14336,4096:48")
+    assert got == {"a": {(4096, 6144): (41, -2), (4096, 4096): "xla"}, "b": {(14336, 4096): 48}}
