@@ -6,15 +6,7 @@
 #   bash docs/wip/run_hybrid.sh bfloat16|float8_e4m3fn [models]     (logs under $OUT)
 set -u
 dt=$1; models=${2:-8b,70b}
-O=${OUT:-/tmp/o}; mkdir -p "$O"
-export PYTHONUNBUFFERED=1
-t0=$(date +%s)
-el() { echo "$(( $(date +%s) - t0 )) s"; }
-if [ ! -f build/jt_new/jax_tmem/__init__.py ]; then
-  python3 -m pip install --no-build-isolation --no-deps --target build/jt_new -C build-dir=build/b_new --upgrade . \
-    > "$O/build.log" 2>&1 || { echo BUILD FAILED; tail -30 "$O/build.log"; exit 1; }
-  echo "built $(el)"
-fi
+. docs/wip/build_new.sh
 Q="4096,6144:xla/8192,10240:xla"; OP="4096,4096:xla/8192,8192:xla"; G="4096,28672:xla/8192,57344:xla"
 V="xq=$Q;xo=$OP;xg=$G;xqo=$Q/$OP;xqo_g19=$Q/$OP/4096,28672:19:1/8192,57344:19:1"
 left=$(( 590 - ($(date +%s) - t0) ))
