@@ -635,7 +635,8 @@ def test_129_192_tokens_run_two_token_tiles(dtype, w_layout):
     """129-192 tokens against a weight of at most #SMs 128-row tiles (menu.h sm90_token_tiles): the heuristic's
     entry 41 (129-160 tokens) / 38 (161-192): swap-AB, two 80- / 96-token tiles, 2 K splits summed in a cluster
     where twice the tiles fit on the SMs (at 129-160 tokens and K >= 8192 entry 48: 41's tiles in weight-multicast
-    pairs, a pair per split), else one split; named in the log; token, weight and K tails; against
+    pairs, a pair per split, also where the pairs' units fill the SMs twice over, as the 70B O / down), else one split;
+    named in the log; token, weight and K tails; against
     float64, poisoned, twice alike."""
     arch = _require_kernels()
     if arch != "sm_90a":
@@ -650,7 +651,9 @@ def test_129_192_tokens_run_two_token_tiles(dtype, w_layout):
                           (160, 128 * (sms // 4) - 16, 4128, (41, -2)), (176, 128 * (sms // 4), 4096, (38, -2)),
                           (150, 128 * (sms // 2 + 3), 2112, None), (144, 192 * (sms // 4) - 16, 4128, qkv),
                           (136, 128 * (sms // 4) - 16, 8256, (41, -2) if dtype == E4M3 and w_layout == "KN"
-                           else (48, -2))):  # K >= 8192: weight-multicast pairs
+                           else (48, -2)),  # K >= 8192: weight-multicast pairs
+                          (152, 128 * (sms // 2) - 16, 8200, None if dtype == E4M3 and w_layout == "KN"
+                           else (48, -2))):  # pairs that fill the SMs twice over (the 70B O / down)
         plan = isa.kernel_plan("sm_90a", m, n, k, a_dtype=dtype, b_mn_major=w_layout == "KN", num_sms=sms)
         assert (plan["config"], plan["splits"]) == want if want else plan["config"] not in (38, 41), (m, n, k, plan)
         s = seed_of("tokens96", dtype, w_layout, m)

@@ -1090,8 +1090,8 @@ def test_sm90_wide_tokens():
 
 def test_sm90_token_tiles():
     """129-192 tokens against a weight of at most #SMs 128-row tiles (menu.h sm90_token_tiles): swap-AB, two token
-    tiles per weight tile, 80 wide at 129-160 tokens (entry 41; at K >= 8192 in weight-multicast pairs, 48), 96 at
-    161-192 (38), their 2 K splits summed in a
+    tiles per weight tile, 80 wide at 129-160 tokens (entry 41; at K >= 8192 in weight-multicast pairs, 48, a pair per
+    split, also where those units fill the SMs twice over), 96 at 161-192 (38), their 2 K splits summed in a
     cluster where twice the tiles fit on the SMs and each split keeps 16 K blocks of 128 bytes, else one split (not
     for an 8-bit (K, N) weight: the 256-token entry 19); no workspace; not below 129 or above 192 tokens, for a batch,
     an MN-major lhs, int8, tf32 or 16-bit x fp8."""
@@ -1112,7 +1112,19 @@ def test_sm90_token_tiles():
             assert both(one) == ((19, 2, one["workspace_floats"]) if kw.get("b_mn_major") and kw.get("a_dtype") ==
                                  "float8_e4m3fn" else (c, 1, 0)), (m, kw, one)
     for m, c in ((160, 41), (176, 38)):
-        assert both(plan(m, 8192, 8192)) == (c, 1, 0)  # the 70B O projection: 2 x 64 tiles
+        # the 70B O / down projections (2 x 64 tiles: the pairs' units fill the SMs twice over): 48's pairs at 129-160
+        # tokens (128 slots of 128 x 80 floats, 128 flags), but for an 8-bit (K, N) weight; one split at 161-192
+        for k in (8192, 28672):
+            for kw in layouts:
+                pairs = m <= 160 and not (kw.get("b_mn_major") and kw.get("a_dtype") == "float8_e4m3fn")
+                got = both(plan(m, 8192, k, **kw))
+                if pairs:
+                    assert got == (48, -2, 128 * 128 * 80 + 128), (m, k, kw, got)
+                elif not (kw.get("b_mn_major") and kw.get("a_dtype") == "float8_e4m3fn"):
+                    assert got == (c, 1, 0), (m, k, kw, got)
+                else:  # (transposed in shared memory: two splits or another plan, never one split on 41 / 38)
+                    assert got[0] not in (38, 41, 48), (m, k, kw, got)
+        assert both(plan(m, 8192, 8191)) == (c, 1, 0)  # K < 8192: one split on 41 / 38
         assert both(plan(m, 128 * 33)) == (c, -2, 0) and both(plan(m, 128 * 33 + 1)) == (c, 1, 0)  # 66 / 68 tiles
         assert both(plan(m, 128 * 66)) == (c, 1, 0) and plan(m, 128 * 66 + 1)["config"] not in (38, 41)  # 132 / 134
         assert both(plan(m, 4096, 2048)) == (c, -2, 0) and both(plan(m, 4096, 1984)) == (c, 1, 0)  # 32 / 31 K blocks

@@ -399,23 +399,23 @@ inline Plan sm90_wide_tokens_shared(const GemmProblem& p, int num_sms, int64_t w
 // tiles, 2 splits; QKV 2 x 48, 1), 5 rounds, at 192 / 160 / 136 tokens: bf16 (N, K) 0.815 / 0.754 / 0.735 -> 0.88 /
 // 0.83 / 0.80, (K, N) 0.806 / 0.743 / 0.720 -> 0.88 / 0.82 / 0.79; e4m3 (N, K) 0.827 / 0.809 / 1.009 -> 0.86 / 0.84 /
 // 1.05; 70B (O / down 2 x 64 tiles, 1 split), 3 rounds, at 192 / 144: bf16 0.886 / 0.716 -> 0.91 / 0.76, e4m3 0.880 /
-// 0.752 -> 0.91 / 0.77; e4m3 (K, N) at 1 split lost (2.95 / 5.30 -> 2.72 / 4.93). 8B e4m3 (K, N), O / down: 5.02 / 5.08
-// / 5.23 -> 5.25 / 5.33 / 5.44 (19:02). Entry 39 (the weight multicast to both token tiles, cuBLAS's form) lost 3-10 %.
-// 129-160 tokens, K >= 8192 (8B down; the O, K 4096, lost): 41's tiles in weight-multicast pairs, a pair per split (48;
-// pair_fixup in a pool workspace: flag_pool.h). H200, 2026-12-02 (docs/PERF.md): bf16 +3-4 % per layer, e4m3 0-1 %.
+// 0.752 -> 0.91 / 0.77; e4m3 (K, N) at 1 split lost (2.95 / 5.30 -> 2.72 / 4.93; 8B O / down 5.02-5.23 -> 5.25-5.44
+// at 2, 19:02). Entry 39 (the weight multicast to both token tiles) lost 3-10 %. 129-160 tokens, K >= 8192 (8B down;
+// the O, K 4096, lost): 41's tiles in weight-multicast pairs, a pair per split (48; pair_fixup in a pool workspace:
+// flag_pool.h; H200, 2026-12-02: bf16 +3-4 %, e4m3 0-1 %), also where its units fill the SMs twice over (70B O / down,
+// not 41's one split; H100, 2026-12-07, 70B layer time at 144 / 160 tokens: bf16 -14 / -13 %, e4m3 -9 %).
 inline constexpr int64_t kSm90PairSplitsMinK = 8192;
 inline Plan sm90_token_tiles(const GemmProblem& p, int num_sms, int64_t ws_available = -1) {
   const KernelConfig& t = kSm90Table.at(p.m <= kSm90Tokens160MaxM ? Sm90::k128x80SwapAB : Sm90::k128x96SwapAB);
   const int64_t tiles = partial_tiles(p, t);
   if (!sm90_129_192_tokens(p) || tiles > num_sms) return Plan{-1, 0, 0};
-  const bool two = tiles * 2 <= num_sms && k_blocks_128B(p) >= kSm90ClusterDecodeMinKBlocks &&
-                   in_kernel_refusal(true, t, -2, dtype_bytes(p.a_type)).empty();
-  const bool transposes = sm90_swap_only_family(p.b_type, p.b_mn_major, false);
-  if (!two && transposes) return Plan{-1, 0, 0};
+  const bool splits = k_blocks_128B(p) >= kSm90ClusterDecodeMinKBlocks &&
+                      in_kernel_refusal(true, t, -2, dtype_bytes(p.a_type)).empty();
+  const bool two = splits && tiles * 2 <= num_sms, transposes = sm90_swap_only_family(p.b_type, p.b_mn_major, false);
   const int64_t ws = pair_split_ws_floats(p, kSm90Table.at(Sm90::k128x80SwapABClusterN2), 2);
-  if (two && !transposes && p.m <= kSm90Tokens160MaxM && p.k >= kSm90PairSplitsMinK && (ws_available < 0 || ws <= ws_available))
+  if (splits && !transposes && p.m <= kSm90Tokens160MaxM && p.k >= kSm90PairSplitsMinK && (ws_available < 0 || ws <= ws_available))
     return Plan{static_cast<int>(Sm90::k128x80SwapABClusterN2), -2, ws};
-  return Plan{t.id, two ? -2 : 1, 0};
+  return !two && transposes ? Plan{-1, 0, 0} : Plan{t.id, two ? -2 : 1, 0};
 }
 
 inline constexpr int kSm90TransposeMaxM = 256, kSm90SplitKIdle = 4;
