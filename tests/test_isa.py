@@ -1116,14 +1116,12 @@ def test_sm90_token_tiles():
         # tokens (128 slots of 128 x 80 floats, 128 flags), but for an 8-bit (K, N) weight; one split at 161-192
         for k in (8192, 28672):
             for kw in layouts:
-                pairs = m <= 160 and not (kw.get("b_mn_major") and kw.get("a_dtype") == "float8_e4m3fn")
+                transposed = kw.get("b_mn_major") and kw.get("a_dtype") == "float8_e4m3fn"
                 got = both(plan(m, 8192, k, **kw))
-                if pairs:
-                    assert got == (48, -2, 128 * 128 * 80 + 128), (m, k, kw, got)
-                elif not (kw.get("b_mn_major") and kw.get("a_dtype") == "float8_e4m3fn"):
-                    assert got == (c, 1, 0), (m, k, kw, got)
-                else:  # (transposed in shared memory: two splits or another plan, never one split on 41 / 38)
+                if transposed:  # (in shared memory: two splits or another plan, never one split on 41 / 38)
                     assert got[0] not in (38, 41, 48), (m, k, kw, got)
+                else:
+                    assert got == ((48, -2, 128 * 128 * 80 + 128) if m <= 160 else (c, 1, 0)), (m, k, kw, got)
         assert both(plan(m, 8192, 8191)) == (c, 1, 0)  # K < 8192: one split on 41 / 38
         assert both(plan(m, 128 * 33)) == (c, -2, 0) and both(plan(m, 128 * 33 + 1)) == (c, 1, 0)  # 66 / 68 tiles
         assert both(plan(m, 128 * 66)) == (c, 1, 0) and plan(m, 128 * 66 + 1)["config"] not in (38, 41)  # 132 / 134
