@@ -439,21 +439,25 @@ def epilogue_case(cfg, dtypes, b_major, m, n, k, batch, out_dtype, with_c, s):
     np.testing.assert_array_equal(o1, o2)
 
 
-@pytest.mark.parametrize("m,width", [(150, 160), (192, 192)])
+@pytest.mark.parametrize("m,width,half", [(150, 160, False), (192, 192, False), (150, 160, True)])
 @pytest.mark.parametrize("dtype,w_layout", [(BF16, "NK"), (BF16, "KN"), (E4M3, "NK"), (E4M3, "KN")])
-def test_wide_tokens_run_the_clustered_swap_ab_entry(dtype, w_layout, m, width):
+def test_wide_tokens_run_the_clustered_swap_ab_entry(dtype, w_layout, m, width, half):
     """129-192 tokens against a weight of at least as many 128-row tiles as SMs (menu.h sm90_wide_tokens): the
     heuristic's entry 40 (129-160 tokens) / 37 (161-192): swap-AB 160 / 192 tokens wide, clusters of 4 weight tiles,
-    the tokens multicast, named in the log; a token tail, a weight tail (the last cluster's CTAs partly past N), a K
+    the tokens multicast, named in the log; at 129-160 tokens and K >= 8192 also over half as many tiles as SMs (the
+    70B QKV; `half`), fewer CTAs than SMs; a token tail, a weight tail (the last cluster's CTAs partly past N), a K
     tail; against float64, poisoned."""
     arch = _require_kernels()
     if arch != "sm_90a":
         pytest.skip("sm_90a's rule")
+    if half and dtype == E4M3 and w_layout == "KN":
+        pytest.skip("an 8-bit (K, N) weight of fewer tiles than SMs runs on entry 19 (tests/test_isa.py)")
     sms = jax.devices()[0].core_count  # the SMs the plan counts
-    n = 128 * sms + 72  # one more (part-filled) weight tile than SMs
-    s = seed_of("wide-tokens", dtype, w_layout, m)
-    x = rand(s, (m, 1040), dtype)
-    w = rand(s + 1, (1040, n) if w_layout == "KN" else (n, 1040), dtype)
+    # one more (part-filled) weight tile than SMs, or than half of them
+    n, k = (128 * (sms // 2) + 72, 8208) if half else (128 * sms + 72, 1040)
+    s = seed_of("wide-tokens", dtype, w_layout, m, half)
+    x = rand(s, (m, k), dtype)
+    w = rand(s + 1, (k, n) if w_layout == "KN" else (n, k), dtype)
     dn = (((1,), (0 if w_layout == "KN" else 1,)), ((), ()))
     jax_tmem.clear_decisions()
     o1, o2 = _run_poisoned(lambda a, b: jax_tmem.dot_general(a, b, dn, preferred_element_type=BF16, path="kernel"),
@@ -652,7 +656,7 @@ def test_129_192_tokens_run_two_token_tiles(dtype, w_layout):
                           (150, 128 * (sms // 2 + 3), 2112, None), (144, 192 * (sms // 4) - 16, 4128, qkv),
                           (136, 128 * (sms // 4) - 16, 8256, (41, -2) if dtype == E4M3 and w_layout == "KN"
                            else (48, -2)),  # K >= 8192: weight-multicast pairs
-                          (152, 128 * (sms // 2) - 16, 8200, None if dtype == E4M3 and w_layout == "KN"
+                          (152, 128 * (sms // 2) - 16, 8208, None if dtype == E4M3 and w_layout == "KN"
                            else (48, -2))):  # pairs that fill the SMs twice over (the 70B O / down)
         plan = isa.kernel_plan("sm_90a", m, n, k, a_dtype=dtype, b_mn_major=w_layout == "KN", num_sms=sms)
         assert (plan["config"], plan["splits"]) == want if want else plan["config"] not in (38, 41), (m, n, k, plan)

@@ -1067,8 +1067,9 @@ def test_candidate_entries_are_built_and_forcible_but_never_chosen():
 def test_sm90_wide_tokens():
     """129-192 tokens against a weight of at least as many 128-row tiles as SMs (menu.h sm90_wide_tokens): entry 40
     at 129-160 tokens, 37 at 161-192 (swap-AB 160 / 192 tokens wide in clusters of 4 weight tiles, the tokens
-    multicast), one split, no workspace, for 16-bit and 8-bit operands, the weight (N, K) or (K, N); not below 129 or
-    above 192 tokens, below #SMs tiles, for a batch, an MN-major lhs, tf32 or 16-bit x fp8 operands."""
+    multicast), one split, no workspace, for 16-bit and 8-bit operands, the weight (N, K) or (K, N); at 129-160 tokens
+    and K >= 8192 also over half as many tiles as SMs, but an 8-bit (K, N) weight; not below 129 or above 192 tokens,
+    below #SMs tiles otherwise, for a batch, an MN-major lhs, tf32 or 16-bit x fp8 operands."""
     plan = lambda m, n, k=4096, **kw: isa.kernel_plan("sm_90a", m, n, k, num_sms=132, **kw)
     for m, c in ((129, 40), (144, 40), (160, 40), (161, 37), (192, 37)):
         for kw in ({}, {"b_mn_major": True}, {"a_dtype": "float8_e4m3fn"},
@@ -1081,6 +1082,18 @@ def test_sm90_wide_tokens():
     for m in (128, 193, 256):
         assert plan(m, 28672)["config"] not in (37, 40), m
     assert plan(160, 6144)["config"] not in (37, 40)  # the 8B QKV: 48 tiles
+    # 129-160 tokens, K >= 8192: also a weight of over half as many tiles as SMs (the 70B QKV, 80 tiles: 41's two
+    # token tiles each do not fit), but an 8-bit (K, N) weight (19); 66 tiles: 48's pairs (test_sm90_token_tiles)
+    for kw in ({}, {"b_mn_major": True}, {"a_dtype": "float8_e4m3fn"}, {"a_dtype": "float16"}):
+        for m in (129, 144, 160):
+            for n in (10240, 128 * 66 + 1):
+                p = plan(m, n, 8192, **kw)
+                assert (p["config"], p["splits"], p["workspace_floats"]) == (40, 1, 0), (m, n, kw, p)
+        assert plan(144, 128 * 66, 8192, **kw)["config"] == 48
+        assert plan(144, 10240, 8191, **kw)["config"] not in (37, 40)  # K < 8192
+        assert plan(161, 10240, 8192, **kw)["config"] not in (37, 40)  # 161-192 tokens
+        assert plan(128, 10240, 8192, **kw)["config"] not in (37, 40)
+    assert plan(144, 10240, 8192, a_dtype="float8_e4m3fn", b_mn_major=True)["config"] == 19
     assert plan(160, 28672, batch=2)["config"] not in (37, 40)
     assert plan(160, 28672, a_mn_major=True)["config"] not in (37, 40)
     assert plan(160, 28672, a_dtype="float32")["config"] not in (37, 40)

@@ -4,20 +4,9 @@
 # entry 2 (two 128-row token tiles, the last wave shared), O / down on 41 (one split, 128 CTAs), gate / up on 40
 # (448 tiles: 3.4 waves run as 4). Variants: the gate / up on 35 with its last wave (and the one before) shared,
 # the QKV on swap-AB 41 / 40 / 48-pairs, O / down on 48 pairs or 41 with 2 in-kernel splits; then each kernel of
-# one execution (dispatch_probe --kernels), ours and XLA's.
+# one execution (dispatch_probe --kernels), ours and XLA's (docs/wip/run_s72.sh runs them).
 #   bash docs/wip/run_plans70.sh        (logs under $OUT)
-set -u
-. docs/wip/build_new.sh
-export PYTHONPATH=build/jt_new
 G=8192,57344; Q=8192,10240; OP=8192,8192; D=28672,8192
 V="g35=$G:35:-232;g35w=$G:35:-364;q41=$Q:41:1;q40=$Q:40:1;q48=$Q:48:-2;od48=$OP:48:-2/$D:48:-2;od41=$OP:41:-2/$D:41:-2"
 V="$V;xqo=$Q:xla/$OP:xla;xqo_g35=$Q:xla/$OP:xla/$G:35:-232"
-for dt in bfloat16 float8_e4m3fn; do
-  timeout 200 python3 -P benchmarks/bench_decode.py --models 70b --layouts NK --ms 144,160 --rounds 3 \
-    --variants "$V" --dtypes $dt --out "$O/p_$dt" > "$O/plans_$dt.log" 2>&1
-  echo "bench $dt rc=$? $(el)"; grep -E "M=|variant|Error" "$O/plans_$dt.log" | cut -c1-140
-done
-f="$O/kernels70.log"
-timeout 150 python3 -P scripts/dispatch_probe.py --programs decode --model 70b --m 144 --layers 1 --kernels \
-  --rounds 3 --traced 4 --top 0 > "$f" 2>&1
-echo "== kernels rc=$? $(el)"; grep -E "^== |kernel +[0-9]+ " "$f" | cut -c1-150 | head -40
+V="$V" TESTS= MS=144,160 exec bash docs/wip/run_s72.sh

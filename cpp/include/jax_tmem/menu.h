@@ -19,9 +19,9 @@ inline int64_t tiles_128(const GemmProblem& p, int block_n) {
   return p.batch * ((p.m + 127) / 128) * ((p.n + block_n - 1) / block_n);
 }
 
-// The widest BLOCK_N of `widths` (widest first) whose 128-row tiles give every SM at least one tile
-// (wider tiles load fewer bytes per FLOP); if none does (small M and N, e.g. decode), the narrowest,
-// which gives the most CTAs and so the most memory parallelism. Deterministic.
+// The widest BLOCK_N of `widths` (widest first) whose 128-row tiles give every SM at least one tile (wider tiles load
+// fewer bytes per FLOP); if none does (small M and N, e.g. decode), the narrowest, which gives the most CTAs and so the
+// most memory parallelism. Deterministic.
 inline int widest_filling_tile_n(const GemmProblem& p, int num_sms, const int* widths, int count) {
   for (int i = 0; i < count; ++i) {
     if (tiles_128(p, widths[i]) >= num_sms) return widths[i];
@@ -29,16 +29,15 @@ inline int widest_filling_tile_n(const GemmProblem& p, int num_sms, const int* w
   return widths[count - 1];
 }
 
-// sm_90a: the widest BLOCK_N of `widths` (widest first) whose 128-row tiles keep >= 90 % of the SMs busy
-// over whole waves (tiles / (waves x SMs)): wider tiles load fewer bytes per FLOP, but a last wave a
-// quarter full idles the GPU for it. None: the one with the fullest waves (the widest among equals).
-// (H200, 2026-11-24 19:31, sweep_configs.py, bf16 M = 256 of the 8B / 70B layer GEMMs: the old rule's
-// choices 0.67-0.98 x XLA; 128x128 at 128 tiles 1.02 / 1.06 x, at 896 tiles 0.93 against 128x256's 0.81.)
-// A 64-wide tile counts 0.85 of its fill (it loads its 128 A rows for half the columns of a 128-wide
-// one): it wins only where the wider tiles' waves are emptier by more than that (H200, sweep_configs.py,
-// x XLA: 57344 x 8192 at M = 128 (fills 0.85 / 0.85 / 0.97), 2026-11-25 04:36: 128x64 0.81 (e4m3 0.89)
-// against 128x256 0.90 (0.96), 128x128 0.89 (0.93); 28672 x 4096 at M = 256, 2026-11-24 19:31: 128x64
-// 0.84, 128x128 0.89, 128x256 0.87).
+// sm_90a: the widest BLOCK_N of `widths` (widest first) whose 128-row tiles keep >= 90 % of the SMs busy over whole
+// waves (tiles / (waves x SMs)): wider tiles load fewer bytes per FLOP, but a last wave a quarter full idles the GPU
+// for it. None: the one with the fullest waves (the widest among equals). (H200, 2026-11-24 19:31, sweep_configs.py,
+// bf16 M = 256 of the 8B / 70B layer GEMMs: the old rule's choices 0.67-0.98 x XLA; 128x128 at 128 tiles 1.02 / 1.06 x,
+// at 896 tiles 0.93 against 128x256's 0.81.) A 64-wide tile counts 0.85 of its fill (it loads its 128 A rows for half
+// the columns of a 128-wide one): it wins only where the wider tiles' waves are emptier by more than that (H200,
+// sweep_configs.py, x XLA: 57344 x 8192 at M = 128 (fills 0.85 / 0.85 / 0.97), 2026-11-25 04:36: 128x64 0.81 (e4m3
+// 0.89) against 128x256 0.90 (0.96), 128x128 0.89 (0.93); 28672 x 4096 at M = 256, 2026-11-24 19:31: 128x64 0.84,
+// 128x128 0.89, 128x256 0.87).
 inline int widest_even_tile_n(const GemmProblem& p, int num_sms, const int* widths, int count) {
   int best = widths[count - 1];
   double best_fill = -1.0;
@@ -56,12 +55,11 @@ inline int widest_even_tile_n(const GemmProblem& p, int num_sms, const int* widt
 // must be a multiple of 16 bytes. Otherwise the heuristic takes the register epilogue.
 inline bool out_tma_ok(const GemmProblem& p) { return (p.n * dtype_bytes(p.out_type)) % 16 == 0; }
 
-// sm_90a: wgmma reads 8-bit operands from shared memory K-major only, so an 8-bit family with an MN-major
-// operand is run by the decode entries alone: swap-AB (their A, the problem's weight, transposed in shared
-// memory: Config::kATrans in kernels/sm90_gemm.cuh; family (weight, activation, MN, K)) and the
-// Split::kDecode ones (the weight's fragments built in registers: kernels/dense_decode.cuh; family
-// (activation, weight, K, MN)); the launcher refuses the other entries for it and Python reads the same
-// rule (kernel_families' 5th field) to route only decode problems there.
+// sm_90a: wgmma reads 8-bit operands from shared memory K-major only, so an 8-bit family with an MN-major operand is
+// run by the decode entries alone: swap-AB (their A, the problem's weight, transposed in shared memory: Config::kATrans
+// in kernels/sm90_gemm.cuh; family (weight, activation, MN, K)) and the Split::kDecode ones (the weight's fragments
+// built in registers: kernels/dense_decode.cuh; family (activation, weight, K, MN)); the launcher refuses the other
+// entries for it and Python reads the same rule (kernel_families' 5th field) to route only decode problems there.
 inline constexpr bool sm90_swap_only_family(DType a, bool amn, bool bmn) { return dtype_bytes(a) == 1 && (amn || bmn); }
 // The families that run decode problems only (kernel_families' 5th field): those, and a mixed_decode_pair
 // (menu_decode.h), whose only kernels are the Split::kDecode entries.
@@ -73,9 +71,9 @@ inline constexpr bool sm90_decode_only_family(DType a, DType b, bool amn, bool b
 // kind::i8 exists on sm_100a only (ptxas rejects it for sm_103a): the int8 families run on cc 100 only.
 inline bool sm100_family_runs(int cc, DType a_type) { return a_type != DType::kS8 || cc == 100; }
 
-// CTA-pair 256x256 tiles when there are enough of them to give every pair of SMs one, else the widest
-// 1-CTA tile that fills the GPU. kind::i8 has no pair kernel: its pair choice is the 128x256 1-CTA
-// kernel. The TMA-store entries are not chosen here (sm100_configs.def says why).
+// CTA-pair 256x256 tiles when there are enough of them to give every pair of SMs one, else the widest 1-CTA tile that
+// fills the GPU. kind::i8 has no pair kernel: its pair choice is the 128x256 1-CTA kernel. The TMA-store entries are
+// not chosen here (sm100_configs.def says why).
 inline Sm100 sm100_choose(const GemmProblem& p, int num_sms) {
   const int64_t pair_tiles = p.batch * ((p.m + 255) / 256) * ((p.n + 255) / 256);
   if (pair_tiles >= num_sms / 2) return p.a_type == DType::kS8 ? Sm100::k128x256 : Sm100::k256x256Pair;
@@ -84,15 +82,14 @@ inline Sm100 sm100_choose(const GemmProblem& p, int num_sms) {
 }
 
 // ---- split-K and swap-AB (the entries whose split is not kNone) --------------------------------------
-// swap-AB, for decode (M <= 64, K-major A): the kernel computes out^T = B A^T: the weight fills the
-// 128-row side and the M activation rows a narrow N of 16 / 32 / 64, so no shared memory or L2 traffic
-// goes to zero rows. split-K: 128x128 tiles, for few tiles and a long K. Both write f32 partial sums to a
-// workspace (the custom call's second output) and finish in the reduce pass (kernels/splitk_reduce.cuh),
-// in a fixed order.
+// swap-AB, for decode (M <= 64, K-major A): the kernel computes out^T = B A^T: the weight fills the 128-row side and
+// the M activation rows a narrow N of 16 / 32 / 64, so no shared memory or L2 traffic goes to zero rows. split-K:
+// 128x128 tiles, for few tiles and a long K. Both write f32 partial sums to a workspace (the custom call's second
+// output) and finish in the reduce pass (kernels/splitk_reduce.cuh), in a fixed order.
 
-// What the dispatcher runs: the menu entry, the number of K splits, and the f32 workspace it needs
-// (0 for entries that finish in their own epilogue). Python asks for the same plan at trace time and
-// allocates the workspace as a second output of the custom call.
+// What the dispatcher runs: the menu entry, the number of K splits, and the f32 workspace it needs (0 for entries that
+// finish in their own epilogue). Python asks for the same plan at trace time and allocates the workspace as a second
+// output of the custom call.
 struct Plan {
   int config;
   int splits;
@@ -112,19 +109,19 @@ inline int64_t workspace_floats(const GemmProblem& p, int splits) {
   return static_cast<int64_t>(splits) * p.batch * p.m * workspace_ld(p.n);
 }
 
-// K splits summed inside the kernel (no workspace, no reduce pass): a plan's `splits` < 0 means -splits K
-// splits of an sm_90a split-K / swap-AB entry, each tile's splits launched as one thread-block cluster (split
-// = rank), one unit per CTA, all resident at once; the splits' f32 sums meet in distributed shared memory and
-// each CTA finishes the rows of its share of the consumer warps, adding the splits in order 0, 1, ... (the
-// reduce pass's order: the same bits; kernels/sm90_epilogue.cuh split_fixup). At most kMaxClusterSplits (the
-// portable cluster size). Forced with config (entry, -splits); where the clusters do not all fit at once the
-// launcher refuses it. A swap-AB entry's last wave shared out (swap_tail, last_wave.h) is one K split.
+// K splits summed inside the kernel (no workspace, no reduce pass): a plan's `splits` < 0 means -splits K splits of an
+// sm_90a split-K / swap-AB entry, each tile's splits launched as one thread-block cluster (split = rank), one unit per
+// CTA, all resident at once; the splits' f32 sums meet in distributed shared memory and each CTA finishes the rows of
+// its share of the consumer warps, adding the splits in order 0, 1, ... (the reduce pass's order: the same bits;
+// kernels/sm90_epilogue.cuh split_fixup). At most kMaxClusterSplits (the portable cluster size). Forced with config
+// (entry, -splits); where the clusters do not all fit at once the launcher refuses it. A swap-AB entry's last wave
+// shared out (swap_tail, last_wave.h) is one K split.
 inline int k_splits(int splits) { return swap_tail(splits) ? 1 : splits < 0 ? -splits : splits; }
 inline bool splits_in_kernel(int splits) { return splits < -1 && !swap_tail(splits); }
 constexpr int kMaxClusterSplits = 8;
 // The tiles whose K splits can be summed in the kernel (the sm_90a Config's kSplitsInKernel): up to 192 wide, and 256
-// wide for 16-bit and tf32 operands; the 8-bit 256-wide entry keeps its promotion registers beside the 128
-// accumulators per thread, and adding the splits there spilled.
+// wide for 16-bit and tf32 operands; the 8-bit 256-wide entry keeps its promotion registers beside the 128 accumulators
+// per thread, and adding the splits there spilled.
 constexpr int kMaxClusterSplitBlockN = 192;
 constexpr bool cluster_splits_fit(int block_n, int elem_bytes) {
   return block_n <= kMaxClusterSplitBlockN || (block_n <= 256 && elem_bytes >= 2);
@@ -144,11 +141,11 @@ inline int64_t pair_split_ws_floats(const GemmProblem& p, const KernelConfig& c,
 }
 inline bool pair_splits(const KernelConfig& c) { return c.partial() && c.cluster_m < -1; }
 
-// Splits so that the work units (tiles x splits) fill the SMs once: at most 8, and at least 4 K blocks
-// per split. 1 when the tiles alone fill the GPU. At most 2 once the tiles alone occupy a quarter of the
-// SMs: a decode GEMM streams its weight at full speed from ~64 busy SMs, and every extra split adds
-// partial sums to write and reduce (H200 sweep of forced splits, 2026-11-23 23:32, docs/PERF.md: 32
-// tiles, M = 16: 2 splits 0.83 x XLA, 4 splits 0.76; M = 64: 0.99 against 0.87).
+// Splits so that the work units (tiles x splits) fill the SMs once: at most 8, and at least 4 K blocks per split. 1
+// when the tiles alone fill the GPU. At most 2 once the tiles alone occupy a quarter of the SMs: a decode GEMM streams
+// its weight at full speed from ~64 busy SMs, and every extra split adds partial sums to write and reduce (H200 sweep
+// of forced splits, 2026-11-23 23:32, docs/PERF.md: 32 tiles, M = 16: 2 splits 0.83 x XLA, 4 splits 0.76; M = 64: 0.99
+// against 0.87).
 inline int split_count(int64_t tiles, int64_t k_blocks, int num_sms) {
   if (tiles >= num_sms) return 1;
   int64_t s = num_sms / tiles;
@@ -158,15 +155,14 @@ inline int split_count(int64_t tiles, int64_t k_blocks, int num_sms) {
   return s < 1 ? 1 : static_cast<int>(s);
 }
 
-// The swap-AB entries (decode): K splits only while the tiles busy fewer than half the SMs, as many as
-// bring the work units to about half, and each split at least 8 KB of every weight row (64 blocks of
-// 128 bytes). A weight streams near full bandwidth from ~64 SMs, and each split adds partial sums and a
-// reduce pass (H200, 2026-11-24 15:08, sweep_configs.py, x XLA: M = 64, 32 tiles of 128 rows: K = 4096
-// 1 split 1.008, 2 splits 0.997, 4 0.880; K = 14336 1.056 / 1.002 with 2 / 4 splits, 0.934 with 1;
-// 48 tiles, K = 4096: 1.073 / 0.934 with 1 / 2; M = 16, 64 tiles of 64 rows: 1 split 1.016-1.044, 2
-// splits 0.838-0.968). At most 8. An 8-bit weight's splits need only 2 KB of each row (16 blocks):
-// its 128-row entries stream 16 KB ring slots with a promotion per slot and gain from the extra CTAs
-// (H200, 2026-11-24 19:24, e4m3 M = 64, 32 tiles, 1 / 2 splits: K = 4096 0.96 / 1.00, K = 14336 0.77 / 1.00).
+// The swap-AB entries (decode): K splits only while the tiles busy fewer than half the SMs, as many as bring the work
+// units to about half, and each split at least 8 KB of every weight row (64 blocks of 128 bytes). A weight streams near
+// full bandwidth from ~64 SMs, and each split adds partial sums and a reduce pass (H200, 2026-11-24 15:08,
+// sweep_configs.py, x XLA: M = 64, 32 tiles of 128 rows: K = 4096 1 split 1.008, 2 splits 0.997, 4 0.880; K = 14336
+// 1.056 / 1.002 with 2 / 4 splits, 0.934 with 1; 48 tiles, K = 4096: 1.073 / 0.934 with 1 / 2; M = 16, 64 tiles of 64
+// rows: 1 split 1.016-1.044, 2 splits 0.838-0.968). At most 8. An 8-bit weight's splits need only 2 KB of each row (16
+// blocks): its 128-row entries stream 16 KB ring slots with a promotion per slot and gain from the extra CTAs (H200,
+// 2026-11-24 19:24, e4m3 M = 64, 32 tiles, 1 / 2 splits: K = 4096 0.96 / 1.00, K = 14336 0.77 / 1.00).
 inline int decode_split_count(int64_t tiles, int64_t k_blocks, int num_sms, int weight_bytes) {
   const int min_blocks = weight_bytes == 1 ? 16 : 64;
   int64_t s = (num_sms / 2) / (tiles < 1 ? 1 : tiles);
@@ -181,11 +177,11 @@ inline int64_t partial_tiles(const GemmProblem& p, const KernelConfig& c) {
   return p.batch * ((rows + c.block_m - 1) / c.block_m) * ((cols + c.block_n - 1) / c.block_n);
 }
 
-// Why a plan cannot sum its K splits inside the kernel (k_splits), or "": the sm_90a split-K / swap-AB
-// entries whose tiles fit (cluster_splits_fit; `elem_bytes`: the operands' width), at most kMaxClusterSplits.
-// Each CTA runs one unit and meets only the CTAs of its own cluster, so more units than the GPU holds at once
-// run in waves (slower, still right). A weight-multicast pair entry's (cluster_m -2) meet through the workspace
-// (pair_split_ws_floats), each split on a pair of its own.
+// Why a plan cannot sum its K splits inside the kernel (k_splits), or "": the sm_90a split-K / swap-AB entries whose
+// tiles fit (cluster_splits_fit; `elem_bytes`: the operands' width), at most kMaxClusterSplits. Each CTA runs one unit
+// and meets only the CTAs of its own cluster, so more units than the GPU holds at once run in waves (slower, still
+// right). A weight-multicast pair entry's (cluster_m -2) meet through the workspace (pair_split_ws_floats), each split
+// on a pair of its own.
 inline std::string in_kernel_refusal(bool sm90, const KernelConfig& c, int splits, int elem_bytes) {
   if (!sm90) return "K splits summed inside the kernel (splits < 0) are sm_90a's only";
   if (!c.partial()) return std::string("entry ") + c.name + " has no K splits (splits < 0 takes a split-K entry)";
@@ -208,12 +204,11 @@ inline std::string in_kernel_refusal(bool sm90, const KernelConfig& c, int split
 //  * else the arch's dense choice `dense(p)` -> (entry, its tile count); if even that leaves half the
 //    SMs idle (three quarters: the policy's split_k_idle) and K is long (>= 32 blocks of 128 bytes): the
 //    split-K entry.
-// An arch's decode (swap-AB) policy: `rows` > 0 prefers the entries of that many rows; `bandwidth_splits`
-// takes decode_split_count for their K splits, else split_count. The default: the narrowest entry,
-// split_count (sm_100a, unmeasured).
-// `max_m` > 0: the largest M given to the swap-AB entries (an M wider than every entry runs in column
-// tiles of the widest); 0: the widest entry's block_n. `split_k_idle`: the split-K entry replaces a dense
-// plan whose tiles x split_k_idle <= SMs (2: half the SMs idle; 4: three quarters), with K >= 32 blocks.
+// An arch's decode (swap-AB) policy: `rows` > 0 prefers the entries of that many rows; `bandwidth_splits` takes
+// decode_split_count for their K splits, else split_count. The default: the narrowest entry, split_count (sm_100a,
+// unmeasured). `max_m` > 0: the largest M given to the swap-AB entries (an M wider than every
+// entry runs in column tiles of the widest); 0: the widest entry's block_n. `split_k_idle`: the split-K entry replaces
+// a dense plan whose tiles x split_k_idle <= SMs (2: half the SMs idle; 4: three quarters), with K >= 32 blocks.
 struct DecodePolicy {
   int rows = 0;
   bool bandwidth_splits = false;
@@ -364,15 +359,21 @@ inline bool sm90_129_192_tokens(const GemmProblem& p) {
   return p.m >= kSm90WideTokensMinM && p.m <= kSm90WideTokensMaxM && p.batch == 1 && !p.a_mn_major &&
          p.a_type != DType::kS8 && dtype_bytes(p.a_type) == dtype_bytes(p.b_type) && dtype_bytes(p.a_type) <= 2;
 }
+// At 129-160 tokens and K >= 8192 also a weight of over half as many tiles as SMs (41's two token tiles each do not
+// fit: the 70B QKV, 80 tiles; not an 8-bit (K, N) weight, unmeasured): 40's CTAs, not the dense plans. H100,
+// 2026-12-07 19:13 (docs/PERF.md), the 70B layer at 144 / 160 tokens: bf16 -2.3 / -2.7 %, e4m3 -3.4 / -3.5 %.
+inline constexpr int kSm90Tokens160MaxM = 160;
+inline constexpr int64_t kSm90PairSplitsMinK = 8192;
 inline bool sm90_wide_tokens(const GemmProblem& p, int num_sms) {
-  return sm90_129_192_tokens(p) && (p.n + 127) / 128 >= num_sms;
+  const int64_t tiles = (p.n + 127) / 128;
+  return sm90_129_192_tokens(p) && (tiles >= num_sms || (p.m <= kSm90Tokens160MaxM && p.k >= kSm90PairSplitsMinK &&
+                                    2 * tiles > num_sms && !sm90_swap_only_family(p.b_type, p.b_mn_major, false)));
 }
 // 129-160 tokens: both rules on token tiles of 160 / 80 (entries 40 / 41: no 192-token padding; 37 / 38 above it).
 // H200, 2026-11-29 22:44, bench_decode.py --variants, the old plans forced beside the rule, 5 rounds (70B 3), xla / it
 // at 160 / 144 / 136 tokens, old -> rule: 8B bf16 (N, K) 0.83 / 0.81 / 0.82 -> 0.88 / 0.86 / 0.86, (K, N) 0.81 / 0.80
 // / 0.80 -> 0.87 / 0.85 / 0.85; e4m3 (N, K) 0.84 / 0.83 / 1.05 -> 0.87 / 0.85 / 1.09, (K, N) 5.29 / 5.33 / 5.45 ->
 // 5.48 / 5.50 / 5.63; 70B at 144 bf16 0.74 -> 0.80, e4m3 0.78 -> 0.83. O / down kept on 38: 0-1 % less than on 41.
-inline constexpr int kSm90Tokens160MaxM = 160;
 inline Sm90 sm90_wide_tokens_entry(const GemmProblem& p) {
   return p.m <= kSm90Tokens160MaxM ? Sm90::k128x160SwapABCluster4 : Sm90::k128x192SwapABCluster4;
 }
@@ -404,7 +405,6 @@ inline Plan sm90_wide_tokens_shared(const GemmProblem& p, int num_sms, int64_t w
 // the O, K 4096, lost): 41's tiles in weight-multicast pairs, a pair per split (48; pair_fixup in a pool workspace:
 // flag_pool.h; H200, 2026-12-02: bf16 +3-4 %, e4m3 0-1 %), also where its units fill the SMs twice over (70B O / down,
 // not 41's one split; H100, 2026-12-07, 70B layer time at 144 / 160 tokens: bf16 -14 / -13 %, e4m3 -9 %).
-inline constexpr int64_t kSm90PairSplitsMinK = 8192;
 inline Plan sm90_token_tiles(const GemmProblem& p, int num_sms, int64_t ws_available = -1) {
   const KernelConfig& t = kSm90Table.at(p.m <= kSm90Tokens160MaxM ? Sm90::k128x80SwapAB : Sm90::k128x96SwapAB);
   const int64_t tiles = partial_tiles(p, t);
