@@ -3,7 +3,8 @@
 # candidate in the device's copy only, for run_s73b.sh):
 #  1. the 70B QKV rule of 2026-12-07 (entry 40 at 129-160 tokens, K >= 8192, 41's tiles not fitting): its GPU case
 #     (test_wide_tokens_run_the_clustered_swap_ab_entry, `half`), and the 70B layer at 144 / 160 tokens against the
-#     QKV forced back onto the old dense plan (entry 2, its last wave shared by 132 CTAs);
+#     QKV forced back onto the old dense plan (entry 2, its last wave shared by 132 CTAs), and with the gate / up on
+#     cuBLAS's form for it (nvjet 128x80 1x2: our 48's weight-multicast pairs, one split: 896 CTAs, 6.8 waves);
 #  2. 97-128 tokens: the 8B layer at 128 tokens is 0.91-0.93 x XLA (H100, 2026-12-07) and slower than at 136 tokens
 #     (204.6 against 195.0 us): the 129-160 tokens plans forced at 112 / 128 tokens ("t160": QKV / O / gate-up / down
 #     on 41 / 41 -2 / 40 / 48 -2 for 8B, 40 / 48 -2 / 40 / 48 -2 for 70B).
@@ -20,7 +21,7 @@ echo "tests rc=$? $(el)"; tail -4 "$O/tests.log"
 B="python3 -P benchmarks/bench_decode.py --layouts NK --rounds 3"
 for dt in bfloat16 float8_e4m3fn; do  # (the old plan: bf16 shares the last wave, e4m3 does not)
   sh=$([ $dt = bfloat16 ] && echo 132 || echo 1)
-  timeout 120 $B --models 70b --ms 144,160 --variants "qkv2=8192,10240:2:$sh" --dtypes $dt --out "$O/q_$dt" \
+  timeout 120 $B --models 70b --ms 144,160 --variants "qkv2=8192,10240:2:$sh;g48=8192,57344:48:1" --dtypes $dt --out "$O/q_$dt" \
     > "$O/qkv70_$dt.log" 2>&1
   echo "70B QKV $dt rc=$? $(el)"; grep -E "M=|variant|Error" "$O/qkv70_$dt.log" | cut -c1-140
 done
