@@ -23,7 +23,7 @@ for dt in bfloat16 float8_e4m3fn; do
     --variants "$V" --dtypes $dt --out "$O/p_$dt" > "$O/plans_$dt.log" 2>&1
   echo "bench $dt rc=$? $(el)"; grep -E "M=|variant|Error" "$O/plans_$dt.log" | cut -c1-140
 done
-f="$O/kernels70.log"
+f="$O/kernels.log"
 left=$(( 585 - ($(date +%s) - t0) ))
 timeout $left python3 -P scripts/dispatch_probe.py --programs decode --model ${MODELS%%,*} --m ${MS%%,*} --layers 1 --kernels \
   --rounds 3 --traced 4 --top 0 > "$f" 2>&1
