@@ -885,7 +885,9 @@ SM90_NAMES = {0: "128x128 cooperative", 1: "128x256 cooperative", 2: "128x64 coo
               11: "swap-AB 128(N)x16(M), split-K", 12: "swap-AB 128(N)x32(M), split-K",
               13: "swap-AB 128(N)x64(M), split-K", 14: "128x128 cooperative, split-K",
               15: "swap-AB 64(N)x16(M), 512 B rows, split-K", 16: "swap-AB 64(N)x32(M), 512 B rows, split-K",
-              17: "swap-AB 64(N)x64(M), 512 B rows, split-K", 25: "decode 16(N)x8(M), mma.sync, K over 4 warps",
+              17: "swap-AB 64(N)x64(M), 512 B rows, split-K",
+              48: "swap-AB 128(N)x80(M), split-K, 1x2 cluster, weight multicast",
+              25: "decode 16(N)x8(M), mma.sync, K over 4 warps",
               26: "decode 16(N)x16(M), mma.sync, K over 4 warps", 27: "decode 32(N)x16(M), mma.sync, K over 4 warps",
               28: "decode 64(N)x8(M), mma.sync + ldmatrix.trans, K over 4 chunks",
               29: "decode 64(N)x16(M), mma.sync + ldmatrix.trans, K over 4 chunks",
@@ -919,8 +921,9 @@ SM90_NAMES = {0: "128x128 cooperative", 1: "128x256 cooperative", 2: "128x64 coo
     (512, 512, 65536, 1, "bfloat16", 14),   # 32 tiles of 128x64 <= 132 / 4 and 1024 K blocks: split-K
     (128, 8192, 14336, 1, "bfloat16", 2),   # 128 tiles > 132 / 4: no split, however long K (224 K blocks)
     # 16-bit weights at 65-128 tokens: the 128-row swap-AB entry's 2 x 32 tiles of 64 tokens, 2 K splits summed
-    # in a cluster (sm90_cluster_decode) where they fit on the SMs; 6144 wide: 2 x 48 x 2 > 132 SMs
-    (128, 4096, 4096, 1, "bfloat16", 13), (128, 4096, 14336, 1, "bfloat16", 13), (128, 6144, 4096, 1, "bfloat16", 2),
+    # in a cluster (sm90_cluster_decode) where they fit on the SMs; 6144 wide: 2 x 48 x 2 > 132 SMs; K >= 8192: 48's
+    # weight-multicast pairs (test_sm90_pairs_128_tokens)
+    (128, 4096, 4096, 1, "bfloat16", 13), (128, 4096, 14336, 1, "bfloat16", 48), (128, 6144, 4096, 1, "bfloat16", 2),
     (256, 256, 64, 66, "bfloat16", 20),      # batch counts: 66 x 2 x 1 = 132 tiles of 128x256
     (8192, 8196, 8192, 1, "bfloat16", 1),   # rows of 16392 bytes: no TMA store, the register epilogue
     (8192, 8196, 8192, 1, "float32", 20),    # the same N in f32: 32784-byte rows, TMA store
@@ -1039,8 +1042,8 @@ def test_candidate_entries_are_built_and_forcible_but_never_chosen():
     for c, width, cluster_n in ((38, 96, 1), (39, 96, 2), (41, 80, 1), (48, 80, 2)):  # alone (the heuristic's:
         e = menu[c]                          # test_sm90_token_tiles) / two token tiles sharing the weight (measured
         assert (e["block_n"], e["heuristic"], e["candidate"], e["cluster_m"], e["cluster_n"]) == (  # and lost: sweeps;
-            width, c in (38, 41, 48), False, 1, cluster_n), e             # 48 the rule at K >= 8192, 129-160 tokens)
-        assert e["built"] == (c in (38, 41, 48) or _ext.build_info()["configs"] == "all"), e
+            width, True, False, 1, cluster_n), e        # 48 / 39 the rules at K >= 8192, 129-160 / 161-192 tokens)
+        assert e["built"], e  # (39: the rule at K >= 8192, 161-192 tokens where 38 runs one split)
         assert isa.kernel_plan("sm_90a", 192, 4096, 4096, config=c, splits=1)["splits"] == 1
     # token tiles sized to 129-160 tokens: 40 = 37 160 wide, 41 = 38 80 wide, each by its rule (test_sm90_wide_tokens,
     # test_sm90_token_tiles)
@@ -1067,8 +1070,8 @@ def test_candidate_entries_are_built_and_forcible_but_never_chosen():
 def test_sm90_wide_tokens():
     """129-192 tokens against a weight of at least as many 128-row tiles as SMs (menu.h sm90_wide_tokens): entry 40
     at 129-160 tokens, 37 at 161-192 (swap-AB 160 / 192 tokens wide in clusters of 4 weight tiles, the tokens
-    multicast), one split, no workspace, for 16-bit and 8-bit operands, the weight (N, K) or (K, N); at 129-160 tokens
-    and K >= 8192 also over half as many tiles as SMs, but an 8-bit (K, N) weight; not below 129 or above 192 tokens,
+    multicast), one split, no workspace, for 16-bit and 8-bit operands, the weight (N, K) or (K, N); at K >= 8192 also
+    over half as many tiles as SMs, but an 8-bit (K, N) weight; not below 129 or above 192 tokens,
     below #SMs tiles otherwise, for a batch, an MN-major lhs, tf32 or 16-bit x fp8 operands."""
     plan = lambda m, n, k=4096, **kw: isa.kernel_plan("sm_90a", m, n, k, num_sms=132, **kw)
     for m, c in ((129, 40), (144, 40), (160, 40), (161, 37), (192, 37)):
@@ -1082,18 +1085,19 @@ def test_sm90_wide_tokens():
     for m in (128, 193, 256):
         assert plan(m, 28672)["config"] not in (37, 40), m
     assert plan(160, 6144)["config"] not in (37, 40)  # the 8B QKV: 48 tiles
-    # 129-160 tokens, K >= 8192: also a weight of over half as many tiles as SMs (the 70B QKV, 80 tiles: 41's two
-    # token tiles each do not fit), but an 8-bit (K, N) weight (19); 66 tiles: 48's pairs (test_sm90_token_tiles)
+    # K >= 8192: also a weight of over half as many tiles as SMs (the 70B QKV, 80 tiles: 41's / 38's two token tiles
+    # each do not fit), but an 8-bit (K, N) weight (19); 66 tiles: 48's / 39's pairs (test_sm90_token_tiles)
     for kw in ({}, {"b_mn_major": True}, {"a_dtype": "float8_e4m3fn"}, {"a_dtype": "float16"}):
-        for m in (129, 144, 160):
+        for m, c in ((129, 40), (144, 40), (160, 40), (161, 37), (176, 37), (192, 37)):
             for n in (10240, 128 * 66 + 1):
                 p = plan(m, n, 8192, **kw)
-                assert (p["config"], p["splits"], p["workspace_floats"]) == (40, 1, 0), (m, n, kw, p)
-        assert plan(144, 128 * 66, 8192, **kw)["config"] == 48
-        assert plan(144, 10240, 8191, **kw)["config"] not in (37, 40)  # K < 8192
-        assert plan(161, 10240, 8192, **kw)["config"] not in (37, 40)  # 161-192 tokens
+                assert (p["config"], p["splits"], p["workspace_floats"]) == (c, 1, 0), (m, n, kw, p)
+            assert plan(m, 128 * 66, 8192, **kw)["config"] == (48 if m <= 160 else 39)
+            assert plan(m, 10240, 8191, **kw)["config"] not in (37, 40)  # K < 8192
         assert plan(128, 10240, 8192, **kw)["config"] not in (37, 40)
-    assert plan(144, 10240, 8192, a_dtype="float8_e4m3fn", b_mn_major=True)["config"] == 19
+        assert plan(193, 10240, 8192, **kw)["config"] not in (37, 40)
+    for m in (144, 176):
+        assert plan(m, 10240, 8192, a_dtype="float8_e4m3fn", b_mn_major=True)["config"] == 19
     assert plan(160, 28672, batch=2)["config"] not in (37, 40)
     assert plan(160, 28672, a_mn_major=True)["config"] not in (37, 40)
     assert plan(160, 28672, a_dtype="float32")["config"] not in (37, 40)
@@ -1104,7 +1108,8 @@ def test_sm90_wide_tokens():
 def test_sm90_token_tiles():
     """129-192 tokens against a weight of at most #SMs 128-row tiles (menu.h sm90_token_tiles): swap-AB, two token
     tiles per weight tile, 80 wide at 129-160 tokens (entry 41; at K >= 8192 in weight-multicast pairs, 48, a pair per
-    split, also where those units fill the SMs twice over), 96 at 161-192 (38), their 2 K splits summed in a
+    split, also where those units fill the SMs twice over), 96 at 161-192 (38; at K >= 8192 39's pairs where 38 would
+    run one split), their 2 K splits summed in a
     cluster where twice the tiles fit on the SMs and each split keeps 16 K blocks of 128 bytes, else one split (not
     for an 8-bit (K, N) weight: the 256-token entry 19); no workspace; not below 129 or above 192 tokens, for a batch,
     an MN-major lhs, int8, tf32 or 16-bit x fp8."""
@@ -1126,15 +1131,17 @@ def test_sm90_token_tiles():
                                  "float8_e4m3fn" else (c, 1, 0)), (m, kw, one)
     for m, c in ((160, 41), (176, 38)):
         # the 70B O / down projections (2 x 64 tiles: the pairs' units fill the SMs twice over): 48's pairs at 129-160
-        # tokens (128 slots of 128 x 80 floats, 128 flags), but for an 8-bit (K, N) weight; one split at 161-192
+        # tokens (128 slots of 128 x 80 floats, 128 flags), 39's at 161-192 (128 slots of 128 x 96 floats: where 38
+        # would run one split), but for an 8-bit (K, N) weight
         for k in (8192, 28672):
             for kw in layouts:
                 transposed = kw.get("b_mn_major") and kw.get("a_dtype") == "float8_e4m3fn"
                 got = both(plan(m, 8192, k, **kw))
                 if transposed:  # (in shared memory: two splits or another plan, never one split on 41 / 38)
-                    assert got[0] not in (38, 41, 48), (m, k, kw, got)
+                    assert got[0] not in (38, 39, 41, 48), (m, k, kw, got)
                 else:
-                    assert got == ((48, -2, 128 * 128 * 80 + 128) if m <= 160 else (c, 1, 0)), (m, k, kw, got)
+                    assert got == ((48, -2, 128 * 128 * 80 + 128) if m <= 160 else (39, -2, 128 * 128 * 96 + 128)), (
+                        m, k, kw, got)
         assert both(plan(m, 8192, 8191)) == (c, 1, 0)  # K < 8192: one split on 41 / 38
         assert both(plan(m, 128 * 33)) == (c, -2, 0) and both(plan(m, 128 * 33 + 1)) == (c, 1, 0)  # 66 / 68 tiles
         assert both(plan(m, 128 * 66)) == (c, 1, 0) and plan(m, 128 * 66 + 1)["config"] not in (38, 41)  # 132 / 134
@@ -1148,6 +1155,32 @@ def test_sm90_token_tiles():
     assert plan(160, 4096, a_dtype="float32")["config"] not in (38, 41)
     assert plan(160, 4096, b_dtype="float8_e4m3fn")["config"] not in (38, 41)
     assert plan(160, 28672)["config"] == 40 and plan(176, 28672)["config"] == 37  # wider weights: the wide-tokens rule
+
+
+def test_sm90_pairs_128_tokens():
+    """81-128 tokens, 16-bit operands, K >= 8192, a weight of at most a quarter as many 128-row tiles as SMs (menu.h
+    sm90_pairs_128_tokens: the 8B down projection): entry 48's weight-multicast pairs of 80-token tiles, a pair per K
+    split (2 splits, 128 CTAs for 32 tiles), their sums through a workspace (a slot of 128 x 80 floats and a flag per
+    CTA of the second split: 64); not at 65-80 tokens (not yet: a pair's second tile would hold no token), for 8-bit
+    operands, more tiles, K < 8192, a batch, an MN-major lhs, tf32 or 16-bit x fp8."""
+    plan = lambda m, n=4096, k=14336, sms=132, **kw: isa.kernel_plan("sm_90a", m, n, k, num_sms=sms, **kw)
+    both = lambda p: (p["config"], p["splits"], p["workspace_floats"])
+    ws = 64 * 128 * 80 + 64
+    for m in (81, 100, 128):
+        for kw in ({}, {"b_mn_major": True}, {"a_dtype": "float16"}, {"a_dtype": "float16", "b_mn_major": True}):
+            assert both(plan(m, **kw)) == (48, -2, ws), (m, kw)
+        assert both(plan(m, 4096, 8192)) == (48, -2, ws) and plan(m, 4096, 8191)["config"] != 48  # K >= 8192
+        assert both(plan(m, 128 * 33)) == (48, -2, 66 * 128 * 80 + 66)  # 33 tiles: 132 CTAs
+        assert plan(m, 128 * 33 + 1)["config"] != 48 and plan(m, sms=127)["config"] != 48  # 34 tiles; 32 x 4 > 127
+        for kw in ({"a_dtype": "float8_e4m3fn"}, {"a_dtype": "float8_e4m3fn", "b_mn_major": True}, {"batch": 2},
+                   {"a_mn_major": True}, {"a_dtype": "float32"}, {"b_dtype": "float8_e4m3fn"}):
+            assert plan(m, **kw)["config"] != 48, (m, kw)
+        assert plan(m, 8192, 28672)["config"] != 48  # the 70B down projection: 64 tiles (measured a loss)
+    for m in (64, 65, 72, 80):
+        assert plan(m)["config"] != 48, m
+    assert plan(129)["config"] == 48  # (129-160 tokens: test_sm90_token_tiles)
+    p = isa.kernel_plan("sm_90a", 128, 4096, 14336, a_dtype="bfloat16", num_sms=132)
+    assert p["config"] == 48, p
 
 
 def test_one_split_plans_need_no_workspace():

@@ -260,45 +260,28 @@ inline Plan make_plan(const ConfigTable& table, const GemmProblem& p, int num_sm
   return plan;
 }
 
-// sm_90a: the widest cooperative 128-row tile that keeps the SMs busy in whole waves (widest_even_tile_n),
-// with the TMA-store epilogue where the output rows allow it (measured 2026-11-21 12:08 on the
-// H200, interleaved sweep: 128x256 TMA store 1.009-1.016 x jnp.dot on the large bf16 shapes and 1.375 x
-// on fp8 8192^3, against 0.88-0.94 and 1.26 for the register epilogue); at 128x256 the entry whose
-// stores run under the next tile's first MMAs (20): fewer cycles than 8 on every large bf16 shape measured
-// (H200, 2026-11-25 13:31-13:34, Nsight Compute at base clocks: 0.2-0.9 %; the paired wall-clock sweeps
-// of that hour could not separate them: docs/PERF.md); at 128x128 the same overlap lost (0.921-0.954 x
-// XLA against 0.950-0.966 for 9, 13:16), so 9 stays; in 2x1 clusters (22) where sm90_cluster_pays.
-// Decode of M <= 32 rows: the 64-row swap-AB entries (512-byte weight rows per TMA request, twice the
-// CTAs), except for an MN-major 8-bit weight, which only the 128-row entries transpose. M of 33-64 keeps
-// the 128-row entry for 16-bit weights: the 64-row one holds 3 ring slots at N = 64 (H200, 2026-11-24
-// 15:08, sweep_configs.py, x XLA on the 8B layer GEMMs, bf16, each entry at its best split: M = 16 64-row
-// 0.95-1.04, 128-row 0.90-0.99; M = 32 0.94-1.10 against 0.94-1.06; M = 64 0.88-1.05 against 0.96-1.07);
-// a K-major 8-bit weight (half the bytes per K, 512-element slots) takes the 64-row entry up to M = 64
-// (2026-11-25 04:36, e4m3, M = 64, 8B and 70B layer GEMMs, x XLA: 64-row 1 split 0.87-1.22, better on 7
-// of 8 shapes, against the 128-row heuristic's 0.86-1.13; 10240 x 8192: 0.99 against 1.11).
-// K splits: decode_split_count, except for the transposing (MN-major 8-bit weight) kernels, whose
-// consumers are busy transposing: they keep split_count's more CTAs (bench_decode.py, 8B e4m3 (K, N),
-// 2026-11-24 15:25: 1.51 / 3.85 x XLA at M = 1 / 16 with decode_split_count, 2.58 / 6.27 with split_count).
-// decode_split_count was measured on sm_90a only: sm_100a keeps split_count until a Blackwell
-// measurement says otherwise.
-// M of 65-256 with an MN-major 8-bit weight: the 128- and 256-token swap-AB entries (18, 19; see below),
-// the only sm_90a kernels that read such a weight in place (the dense ones would need XLA's transpose of
-// the weight first); a K-major weight keeps the dense entries above M = 64.
-// Split-K only with three quarters of the SMs idle (H200, 2026-11-25 03:56, sweep_configs.py, x XLA,
-// M = 128: 4096 x 4096 (64 tiles of 128x64, 32 K blocks) bf16 128x64 0.990 against split-K over 4 0.769,
-// e4m3 1.027 / 0.682; 4096 x 14336 e4m3 (112 blocks) 0.946 / 0.839). A long K does not change that in a
-// decode step: bf16 4096 x 14336 (224 blocks) at M = 128 won split over 4 in that one-shape sweep (0.914
-// against 0.845) but lost in the 8B chain (bench_decode.py --variants, H100 2026-11-26 09:54, us per layer:
-// heuristic with 14 over 4 splits 204.3, 128x64 unsplit 197.6, XLA 195.6), where the partial sums and the
-// reduce pass cost more than the idle SMs.
-// 128x256 in (2,1,1) clusters sharing B (22) where the heuristic's 20 shares no wave (sm90_plan; the
-// cluster entries keep whole tiles): 16-bit operands and outputs, an even number of 128-row tiles (no
-// idle half cluster), M >= 1024 and more than one wave (where it was measured; decode-sized M keeps 20,
-// and so does one wave: 2048^3 +2 % cycles). Nsight Compute at base clocks, cycles of 22 against 20:
-// H200 2026-11-25 13:31-13:34 -0.1 to -1.8 % at 4096 x 8192 x 4096, 8192 x 16384 x 4096, 8192^3,
-// 8192 x 4096 x 16384; H100 16:30 -1.2 to 0 % at 8192 x 16384 x 4096, 8192 x 4096 x 16384, 16384 x 4096
-// x 8192, 4096 x 16384 x 8192; H200 16:39 8192 x 4096 x 16384 -1.6 %, 8192 x 4096 x 4096 and 4096^3
-// +-0.3 %; 15-25 % fewer DRAM bytes everywhere (less power at the cap).
+// sm_90a: the widest cooperative 128-row tile that keeps the SMs busy in whole waves (widest_even_tile_n), with the
+// TMA-store epilogue where the output rows allow it (H200 2026-11-21 12:08: 128x256 TMA store 1.009-1.016 x jnp.dot on
+// the large bf16 shapes, 1.375 x on fp8 8192^3, against 0.88-0.94 / 1.26 for the register epilogue); at 128x256 the
+// entry whose stores run under the next tile's first MMAs (20; Nsight Compute 2026-11-25 13:31: 0.2-0.9 % fewer cycles
+// than 8); at 128x128 that overlap lost (0.921-0.954 x XLA against 0.950-0.966), so 9 stays; in 2x1 clusters (22) where
+// sm90_cluster_pays. Decode of M <= 32 rows: the 64-row swap-AB entries (512-byte weight rows per TMA request, twice
+// the CTAs), except for an MN-major 8-bit weight, which only the 128-row entries transpose; M of 33-64 keeps the
+// 128-row entry for 16-bit weights (the 64-row one holds 3 ring slots at N = 64; H200 2026-11-24, x XLA, 8B layer
+// GEMMs, bf16: M = 16 64-row 0.95-1.04, 128-row 0.90-0.99; M = 32 0.94-1.10 / 0.94-1.06; M = 64 0.88-1.05 / 0.96-1.07);
+// a K-major 8-bit weight takes the 64-row entry up to M = 64 (2026-11-25 04:36, e4m3: better on 7 of 8 shapes). K
+// splits: decode_split_count, except for the transposing (MN-major 8-bit weight) kernels, whose consumers are busy
+// transposing: they keep split_count's more CTAs (8B e4m3 (K, N), 2026-11-24 15:25: 1.51 / 3.85 x XLA at M = 1 / 16
+// with decode_split_count, 2.58 / 6.27 with split_count); sm_100a keeps split_count (unmeasured). M of 65-256 with an
+// MN-major 8-bit weight: the 128- and 256-token swap-AB entries (18, 19), the only sm_90a kernels that read such a
+// weight in place; a K-major weight keeps the dense entries above M = 64. Split-K only with three quarters of the SMs
+// idle (2026-11-25 03:56, M = 128, x XLA: 4096 x 4096 bf16 128x64 0.990 against split-K over 4 0.769, e4m3 1.027 /
+// 0.682; in the 8B chain, H100 2026-11-26 09:54, the 4096 x 14336 down projection split over 4 204.3 us per layer
+// against 197.6 unsplit: the partial sums and the reduce pass cost more than the idle SMs). 128x256 in (2,1,1) clusters
+// sharing B (22) where the heuristic's 20 shares no wave (cluster entries keep whole tiles): 16-bit operands and
+// outputs, an even number of 128-row tiles, M >= 1024 and more than one wave (Nsight Compute at base clocks, cycles of
+// 22 against 20: H200 2026-11-25 13:31-16:39 -0.1 to -1.8 %, H100 -1.2 to 0 % on 4096-16384 shapes; 15-25 % fewer DRAM
+// bytes everywhere, less power at the cap).
 inline bool sm90_cluster_pays(const GemmProblem& p, int64_t tiles, int num_sms) {
   return dtype_bytes(p.a_type) == 2 && dtype_bytes(p.out_type) == 2 && p.m >= 1024 && tiles > num_sms &&
          ((p.m + 127) / 128) % 2 == 0;
@@ -359,15 +342,16 @@ inline bool sm90_129_192_tokens(const GemmProblem& p) {
   return p.m >= kSm90WideTokensMinM && p.m <= kSm90WideTokensMaxM && p.batch == 1 && !p.a_mn_major &&
          p.a_type != DType::kS8 && dtype_bytes(p.a_type) == dtype_bytes(p.b_type) && dtype_bytes(p.a_type) <= 2;
 }
-// At 129-160 tokens and K >= 8192 also a weight of over half as many tiles as SMs (41's two token tiles each do not
-// fit: the 70B QKV, 80 tiles; not an 8-bit (K, N) weight, unmeasured): 40's CTAs, not the dense plans. H100,
-// 2026-12-07 19:13 (docs/PERF.md), the 70B layer at 144 / 160 tokens: bf16 -2.3 / -2.7 %, e4m3 -3.4 / -3.5 %.
+// At K >= 8192 also a weight of over half as many tiles as SMs (41's / 38's two token tiles each do not fit: the 70B
+// QKV, 80 tiles; not an 8-bit (K, N) weight, unmeasured): 40's / 37's CTAs, not the dense plans / 38. H100, 2026-12-07
+// (docs/PERF.md), 70B layer time: at 144 / 160 tokens bf16 -2.3 / -2.7 %, e4m3 -3.4 / -3.5 %; at 176 / 192 (beside
+// the O / down on 39) bf16 -0.7 / -1.0 %, e4m3 -1.0 / -2.7 %.
 inline constexpr int kSm90Tokens160MaxM = 160;
 inline constexpr int64_t kSm90PairSplitsMinK = 8192;
 inline bool sm90_wide_tokens(const GemmProblem& p, int num_sms) {
   const int64_t tiles = (p.n + 127) / 128;
-  return sm90_129_192_tokens(p) && (tiles >= num_sms || (p.m <= kSm90Tokens160MaxM && p.k >= kSm90PairSplitsMinK &&
-                                    2 * tiles > num_sms && !sm90_swap_only_family(p.b_type, p.b_mn_major, false)));
+  return sm90_129_192_tokens(p) && (tiles >= num_sms || (p.k >= kSm90PairSplitsMinK && 2 * tiles > num_sms &&
+                                                          !sm90_swap_only_family(p.b_type, p.b_mn_major, false)));
 }
 // 129-160 tokens: both rules on token tiles of 160 / 80 (entries 40 / 41: no 192-token padding; 37 / 38 above it).
 // H200, 2026-11-29 22:44, bench_decode.py --variants, the old plans forced beside the rule, 5 rounds (70B 3), xla / it
@@ -392,19 +376,16 @@ inline Plan sm90_wide_tokens_shared(const GemmProblem& p, int num_sms, int64_t w
   const Plan plan = sm90_swap_tail_plan(p, c, num_sms, num_sms, ws_available);
   return swap_tail(plan.splits) ? plan : Plan{-1, 0, 0};
 }
-// 129-192 tokens against a narrower weight (QKV, O, down): entry 38's two 96-token tiles per weight tile (41's of 80 at
-// 129-160, above; not the dense plans' two 128-row ones, nor the 256-token entry 19 of an 8-bit (K, N) weight), 2 K
-// splits summed in a cluster where twice the tiles fit on the SMs at once, else one split where the tiles do (not for
-// an 8-bit (K, N) weight: each CTA transposes its weight tile, twice the transposes of 19). H200, 2026-11-29 19:12,
-// bench_decode.py --variants, the old plans forced beside the rule, xla / it, old -> rule: 8B layer (O / down: 2 x 32
-// tiles, 2 splits; QKV 2 x 48, 1), 5 rounds, at 192 / 160 / 136 tokens: bf16 (N, K) 0.815 / 0.754 / 0.735 -> 0.88 /
-// 0.83 / 0.80, (K, N) 0.806 / 0.743 / 0.720 -> 0.88 / 0.82 / 0.79; e4m3 (N, K) 0.827 / 0.809 / 1.009 -> 0.86 / 0.84 /
-// 1.05; 70B (O / down 2 x 64 tiles, 1 split), 3 rounds, at 192 / 144: bf16 0.886 / 0.716 -> 0.91 / 0.76, e4m3 0.880 /
-// 0.752 -> 0.91 / 0.77; e4m3 (K, N) at 1 split lost (2.95 / 5.30 -> 2.72 / 4.93; 8B O / down 5.02-5.23 -> 5.25-5.44
-// at 2, 19:02). Entry 39 (the weight multicast to both token tiles) lost 3-10 %. 129-160 tokens, K >= 8192 (8B down;
-// the O, K 4096, lost): 41's tiles in weight-multicast pairs, a pair per split (48; pair_fixup in a pool workspace:
-// flag_pool.h; H200, 2026-12-02: bf16 +3-4 %, e4m3 0-1 %), also where its units fill the SMs twice over (70B O / down,
-// not 41's one split; H100, 2026-12-07, 70B layer time at 144 / 160 tokens: bf16 -14 / -13 %, e4m3 -9 %).
+// 129-192 tokens against a narrower weight (QKV, O, down): two token tiles per weight tile, 80 wide at 129-160 tokens
+// (41), 96 above (38), not the dense plans' 128-row ones nor an 8-bit (K, N) weight's entry 19: 2 K splits summed in a
+// cluster where twice the tiles fit on the SMs at once, else one split where the tiles do (not for an 8-bit (K, N)
+// weight, transposed per CTA). At K >= 8192 (not the 8B O) the same tiles in weight-multicast pairs, a pair per split
+// (48 / 39; pair_fixup in a pool workspace, flag_pool.h): at 129-160 tokens, also where they fill the SMs twice over;
+// above, only there (where 38 runs one split). Not for an 8-bit (K, N) weight. docs/PERF.md, xla / ours, old -> rule:
+// H200 2026-11-29 19:12 / 22:44 (38 / 41: 8B bf16 0.74-0.82 -> 0.80-0.88, e4m3 0.81-1.01 -> 0.84-1.09); 2026-12-02
+// (48, 8B down: bf16 +3-4 %, e4m3 0-1 %); H100 2026-12-07 (48, 70B O / down at 144 / 160: bf16 -13 / -14 % time, e4m3
+// -9 %; 39, the same at 176 / 192: bf16 -8 / -7 %, e4m3 -3 / -1 %; 39 for the 8B down at 176 / 192, 2 x 32 tiles: bf16
+// -1 / -2.5 %, e4m3 +0 / +1 %: not taken).
 inline Plan sm90_token_tiles(const GemmProblem& p, int num_sms, int64_t ws_available = -1) {
   const KernelConfig& t = kSm90Table.at(p.m <= kSm90Tokens160MaxM ? Sm90::k128x80SwapAB : Sm90::k128x96SwapAB);
   const int64_t tiles = partial_tiles(p, t);
@@ -412,10 +393,28 @@ inline Plan sm90_token_tiles(const GemmProblem& p, int num_sms, int64_t ws_avail
   const bool splits = k_blocks_128B(p) >= kSm90ClusterDecodeMinKBlocks &&
                       in_kernel_refusal(true, t, -2, dtype_bytes(p.a_type)).empty();
   const bool two = splits && tiles * 2 <= num_sms, transposes = sm90_swap_only_family(p.b_type, p.b_mn_major, false);
-  const int64_t ws = pair_split_ws_floats(p, kSm90Table.at(Sm90::k128x80SwapABClusterN2), 2);
-  if (splits && !transposes && p.m <= kSm90Tokens160MaxM && p.k >= kSm90PairSplitsMinK && (ws_available < 0 || ws <= ws_available))
-    return Plan{static_cast<int>(Sm90::k128x80SwapABClusterN2), -2, ws};
+  const KernelConfig& pair = kSm90Table.at(p.m <= kSm90Tokens160MaxM ? Sm90::k128x80SwapABClusterN2
+                                                                      : Sm90::k128x96SwapABClusterN2);
+  const int64_t ws = pair_split_ws_floats(p, pair, 2);
+  if (splits && !transposes && (p.m <= kSm90Tokens160MaxM || !two) && p.k >= kSm90PairSplitsMinK &&
+      (ws_available < 0 || ws <= ws_available))
+    return Plan{pair.id, -2, ws};
   return !two && transposes ? Plan{-1, 0, 0} : Plan{t.id, two ? -2 : 1, 0};
+}
+
+// 81-128 tokens, 16-bit operands, K >= 8192, at most a quarter as many 128-row weight tiles as SMs (the 8B down, 32):
+// 48's pairs, a pair per split, not 13's 64-token tiles, 2 splits in a cluster. H100, 2026-12-07 (docs/PERF.md), 8B
+// layer time at 72 / 80 / 96 / 112 / 128 tokens: bf16 -9 / -6 / -8 / -7 / -6 %. Lost: e4m3 (+1-4 %), the 70B O / down
+// (64 tiles), 48 / 64 tokens. Not yet at 65-80 (a pair's second tile empty: its GPU test, forced, has not run).
+inline constexpr int kSm90PairsMinM = 81;
+inline Plan sm90_pairs_128_tokens(const GemmProblem& p, int num_sms, int64_t ws_available) {
+  const KernelConfig& c = kSm90Table.at(Sm90::k128x80SwapABClusterN2);
+  const int64_t ws = pair_split_ws_floats(p, c, 2);
+  if (p.m < kSm90PairsMinM || p.m > kSm90ClusterDecodeMaxM || p.batch != 1 || p.a_mn_major ||
+      dtype_bytes(p.a_type) != 2 || dtype_bytes(p.b_type) != 2 || p.k < kSm90PairSplitsMinK ||
+      4 * ((p.n + 127) / 128) > num_sms || (ws_available >= 0 && ws > ws_available))
+    return Plan{-1, 0, 0};
+  return Plan{c.id, -2, ws};
 }
 
 inline constexpr int kSm90TransposeMaxM = 256, kSm90SplitKIdle = 4;
@@ -432,6 +431,7 @@ inline Plan sm90_plan(const GemmProblem& p, int num_sms, int64_t ws_available = 
     return Plan{static_cast<int>(sm90_wide_tokens_entry(p)), 1, 0};
   }
   if (const Plan tt = sm90_token_tiles(p, num_sms, ws_available); p.config < 0 && tt.config >= 0) return tt;
+  if (const Plan pp = sm90_pairs_128_tokens(p, num_sms, ws_available); p.config < 0 && pp.config >= 0) return pp;
   const bool transposes = sm90_swap_only_family(p.b_type, p.b_mn_major, false);
   const bool rows64 = !transposes && (p.m <= 32 || dtype_bytes(p.b_type) == 1);
   const DecodePolicy decode{rows64 ? 64 : 128, !transposes,
