@@ -2,7 +2,8 @@
 up to 16 tokens times a 16-bit or fp8 weight stored (N, K) (16 or 32 weight rows per CTA) or (K, N) (64 or,
 fp8, 128 rows, read by ldmatrix.trans), and its wgmma form (32-34: 16-64 tokens, 64 rows, the weight as
 wgmma's register A); K split over the CTA's warps (warpgroups) and summed in it (no workspace, no reduce
-pass).
+pass); 51-53 (forced only) are 32-34 with the K range split over a cluster of 2 CTAs, their sums met in
+distributed shared memory (K below one stage: the first CTA of a cluster has no stage).
 
 Host tests (any machine): which problems the plan sends there, and the error for a forced entry on
 operands it cannot read. GPU tests (sm_90a): every entry forced on shapes with tails in M, N and K
@@ -26,7 +27,7 @@ from test_gpu_gemm import _ref, _require_config, _require_kernels, _run_poisoned
 
 NK = (((1,), (1,)), ((), ()))  # x (M, K) . w (N, K)
 KN = (((1,), (0,)), ((), ()))  # x (M, K) . w (K, N)
-DECODE = (25, 26, 27, 28, 29, 30, 31, 32, 33, 34)
+DECODE = (25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 51, 52, 53)
 
 
 @pytest.mark.parametrize("m,n,dtype,b_mn_major,expect", [

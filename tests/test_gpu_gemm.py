@@ -20,7 +20,7 @@ import jax_tmem
 from jax_tmem._core import arch as _arch
 from jax_tmem import isa
 
-from conftest import BF16, E4M3, E5M2, F16, F32, command_buffer_runs, forced_gemm_runs, rand, seed_of
+from conftest import BF16, E4M3, E5M2, F16, F32, command_buffer_runs, rand, seed_of
 
 pytestmark = pytest.mark.gpu
 
@@ -682,36 +682,30 @@ def test_129_192_tokens_run_two_token_tiles(dtype, w_layout):
 
 @pytest.mark.parametrize("dtype,w_layout", [(BF16, "NK"), (BF16, "KN"), (F16, "NK"), (E4M3, "NK")])
 def test_65_128_tokens_run_weight_multicast_pairs(dtype, w_layout):
-    """81-128 tokens, 16-bit operands, K >= 8192, at most a quarter as many 128-row weight tiles as SMs (menu.h
+    """65-128 tokens, 16-bit operands, K >= 8192, at most a quarter as many 128-row weight tiles as SMs (menu.h
     sm90_pairs_128_tokens, the 8B down projection): entry 48's pairs of 80-token tiles sharing the weight by multicast,
     2 K splits (a pair each) summed through a pool workspace. Token, weight and K tails; named in the log; against
     float64, NaN-poisoned, twice alike. An fp8 weight keeps another plan (measured a loss), checked the same way. At
-    65-80 tokens (not the rule's yet) 48 forced: each pair's second tile holds no token (a wholly out-of-bounds box)."""
+    65-80 tokens each pair's second tile holds no token (a wholly out-of-bounds box)."""
     arch = _require_kernels()
     if arch != "sm_90a":
         pytest.skip("sm_90a's rule")
     sms = jax.devices()[0].core_count
     dn = (((1,), (0 if w_layout == "KN" else 1,)), ((), ()))
-    for m, n, k, forced in ((81, 128 * (sms // 4) - 16, 8208, False), (100, 128 * (sms // 8) + 8, 8192, False),
-                            (128, 128 * (sms // 4) - 16, 8320, False), (65, 128 * (sms // 4) - 16, 8208, True),
-                            (80, 128 * (sms // 4), 14336, True)):
+    for m, n, k in ((65, 128 * (sms // 4) - 16, 8208), (80, 128 * (sms // 4), 14336),
+                    (81, 128 * (sms // 4) - 16, 8208), (100, 128 * (sms // 8) + 8, 8192),
+                    (128, 128 * (sms // 4) - 16, 8320)):
         plan = isa.kernel_plan("sm_90a", m, n, k, a_dtype=dtype, b_mn_major=w_layout == "KN", num_sms=sms)
         pairs = dtype != E4M3
-        assert ((plan["config"], plan["splits"]) == (48, -2)) == (pairs and not forced), (m, n, k, plan)
+        assert ((plan["config"], plan["splits"]) == (48, -2)) == pairs, (m, n, k, plan)
         s = seed_of("pairs128", dtype, w_layout, m)
         x = rand(s, (m, k), dtype)
         w = rand(s + 1, (k, n) if w_layout == "KN" else (n, k), dtype)
-        if forced:
-            if not pairs:
-                continue
-            o1, o2 = forced_gemm_runs((48, -2), (x, w), dn, (m, n), BF16)
-        else:
-            jax_tmem.clear_decisions()
-            o1, o2 = _run_poisoned(
-                lambda a, b: jax_tmem.dot_general(a, b, dn, preferred_element_type=BF16, path="kernel"), (m, n), BF16,
-                x, w)
-            target = jax_tmem.decisions()[-1].target
-            assert ("128(N)x80(M)" in target and "weight multicast" in target) == pairs, (m, n, k, target)
+        jax_tmem.clear_decisions()
+        o1, o2 = _run_poisoned(
+            lambda a, b: jax_tmem.dot_general(a, b, dn, preferred_element_type=BF16, path="kernel"), (m, n), BF16, x, w)
+        target = jax_tmem.decisions()[-1].target
+        assert ("128(N)x80(M)" in target and "weight multicast" in target) == pairs, (m, n, k, target)
         ref = _ref(x, w, dn)
         assert not np.isnan(o1).any(), f"{m}x{n}x{k}: unwritten (NaN-poisoned) outputs"
         err = np.abs(o1 - ref).max() / np.abs(ref).max()

@@ -609,7 +609,7 @@ def test_kernel_menus_come_from_the_config_tables():
     sm100 = isa.kernel_menu("sm_100a")
     assert [e["config"] for e in sm90] == [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 20, 22, 24, 11, 12, 13, 14, 18, 19, 35, 36,
                                            38, 39, 40, 41, 48, 49, 50, 37, 15, 16, 17, 25, 26, 27, 28, 29, 30, 31, 32,
-                                           33, 34]
+                                           33, 34, 51, 52, 53]
     assert [e["config"] for e in sm100] == [0, 1, 4, 8, 9, 11, 12, 13, 14]
     assert isa.kernel_menu("sm_103a") == sm100
     assert [e["config"] for e in sm90 if e["swap_ab"]] == [11, 12, 13, 18, 19, 35, 36, 38, 39, 40, 41, 48, 49, 50, 37,
@@ -630,8 +630,10 @@ def test_kernel_menus_come_from_the_config_tables():
                                                             80, 192, 16, 32, 64]
     assert [(e["config"], e["block_m"], e["block_n"]) for e in sm90 if e["split"] == "decode"] == [
         (25, 16, 8), (26, 16, 16), (27, 32, 16), (28, 64, 8), (29, 64, 16), (30, 64, 8), (31, 128, 8), (32, 64, 16),
-        (33, 64, 32), (34, 64, 64)]
-    assert [e["config"] for e in sm90 if e["schedule"] == "wgmma"] == [32, 33, 34]
+        (33, 64, 32), (34, 64, 64), (51, 64, 16), (52, 64, 32), (53, 64, 64)]
+    assert [e["config"] for e in sm90 if e["schedule"] == "wgmma"] == [32, 33, 34, 51, 52, 53]
+    # 51-53: 32-34 with the K range over a cluster of 2 CTAs (forced only)
+    assert [(e["cluster_m"], e["candidate"]) for e in sm90 if e["config"] in (51, 52, 53)] == [(2, True)] * 3
     for e in sm90 + sm100:
         assert e["split_k"] == (e["split"] not in ("none", "decode")) == (e["epilogue"] == "partial"), e
         assert e["swap_ab"] == (e["split"] == "swap-ab"), e
@@ -1158,15 +1160,15 @@ def test_sm90_token_tiles():
 
 
 def test_sm90_pairs_128_tokens():
-    """81-128 tokens, 16-bit operands, K >= 8192, a weight of at most a quarter as many 128-row tiles as SMs (menu.h
+    """65-128 tokens, 16-bit operands, K >= 8192, a weight of at most a quarter as many 128-row tiles as SMs (menu.h
     sm90_pairs_128_tokens: the 8B down projection): entry 48's weight-multicast pairs of 80-token tiles, a pair per K
     split (2 splits, 128 CTAs for 32 tiles), their sums through a workspace (a slot of 128 x 80 floats and a flag per
-    CTA of the second split: 64); not at 65-80 tokens (not yet: a pair's second tile would hold no token), for 8-bit
-    operands, more tiles, K < 8192, a batch, an MN-major lhs, tf32 or 16-bit x fp8."""
+    CTA of the second split: 64); at 65-80 tokens a pair's second tile holds no token. Not at 64 tokens or fewer, for
+    8-bit operands, more tiles, K < 8192, a batch, an MN-major lhs, tf32 or 16-bit x fp8."""
     plan = lambda m, n=4096, k=14336, sms=132, **kw: isa.kernel_plan("sm_90a", m, n, k, num_sms=sms, **kw)
     both = lambda p: (p["config"], p["splits"], p["workspace_floats"])
     ws = 64 * 128 * 80 + 64
-    for m in (81, 100, 128):
+    for m in (65, 72, 80, 81, 100, 128):
         for kw in ({}, {"b_mn_major": True}, {"a_dtype": "float16"}, {"a_dtype": "float16", "b_mn_major": True}):
             assert both(plan(m, **kw)) == (48, -2, ws), (m, kw)
         assert both(plan(m, 4096, 8192)) == (48, -2, ws) and plan(m, 4096, 8191)["config"] != 48  # K >= 8192
@@ -1176,7 +1178,7 @@ def test_sm90_pairs_128_tokens():
                    {"a_mn_major": True}, {"a_dtype": "float32"}, {"b_dtype": "float8_e4m3fn"}):
             assert plan(m, **kw)["config"] != 48, (m, kw)
         assert plan(m, 8192, 28672)["config"] != 48  # the 70B down projection: 64 tiles (measured a loss)
-    for m in (64, 65, 72, 80):
+    for m in (48, 63, 64):
         assert plan(m)["config"] != 48, m
     assert plan(129)["config"] == 48  # (129-160 tokens: test_sm90_token_tiles)
     p = isa.kernel_plan("sm_90a", 128, 4096, 14336, a_dtype="bfloat16", num_sms=132)

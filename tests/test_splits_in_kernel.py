@@ -7,7 +7,7 @@ splits in order 0, 1, ... (the reduce pass's order).
 - Host (the extension's own plan code, no GPU): the plan (no workspace; more units than SMs planned too), the
   refusals (more than 8 splits, the 8-bit 256-wide entry, a dense entry, an entry in clusters of its own,
   sm_100a), the decision log's words; the 192-wide entry (35) and the 16-bit 256-wide one (19) planned.
-- Entries in weight-multicast pairs (48 / 39, the default build's rules at 81-160 / 161-192 tokens and K >= 8192):
+- Entries in weight-multicast pairs (48 / 39, the default build's rules at 65-160 / 161-192 tokens and K >= 8192):
   each split a pair of its own, the sums meeting through a workspace (pair_fixup) from the device's pool, whose ready
   flags the readers lower again (flag_pool.h; the plan sizes XLA's fallback workspace: test_isa).
 - GPU (sm_90a): values against float64 for the 64- and 128-row swap-AB entries, the transposing 8-bit one,

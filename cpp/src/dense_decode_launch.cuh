@@ -1,5 +1,5 @@
-// jax_tmem: host launch of the decode kernel (kernels/dense_decode.cuh: mma.sync, or its wgmma form; sm_90a menu entries 25-34,
-// Split::kDecode): the problem as it is (no operand swap), a (M, K) K-major and b = the weight (16-bit or
+// jax_tmem: host launch of the decode kernel (kernels/dense_decode.cuh: mma.sync, or its wgmma form; sm_90a entries 25-34,
+// 51-53, Split::kDecode): the problem as it is (no operand swap), a (M, K) K-major and b = the weight (16-bit or
 // fp8), stored (N, K) or (K, N).
 #pragma once
 
@@ -26,7 +26,8 @@ inline constexpr int kWarpsPerChunk = !BMN ? 1 : dtype_bytes(B) == 1 ? 4 : 2;
 // WG: the wgmma form (64-row CTAs, a warpgroup per chunk, a warp per 16 rows).
 // 16-bit activations x an fp8 weight (kMix) stage two activation boxes per weight chunk: the ring keeps the
 // entry's stages where they fit in shared memory, else as many as fit (the wgmma entries 33 / 34: 3 / 2).
-template <DType A, DType B, bool BMN, int MT, int R, int ST, bool WG = false>
+// CK > 1 (WG only): the K range split over clusters of CK CTAs, their sums met in shared memory (entries 51-53).
+template <DType A, DType B, bool BMN, int MT, int R, int ST, bool WG = false, int CK = 1>
 std::string launch(const GemmLaunch& L) {
   constexpr uint32_t kWChunkK = 128 / dtype_bytes(B), kXChunkK = 128 / dtype_bytes(A);  // K of a 128-byte box row
   constexpr int KS = WG ? 4 : kWarpsPerChunk<B, BMN>;
@@ -59,14 +60,19 @@ std::string launch(const GemmLaunch& L) {
   err = tma::encode_operand(&xmap, L.in(Role::kA), p.a_type, p.k, p.m, x_batched ? p.batch : 1, p.lda, p.stride_a,
                             kXChunkK, static_cast<uint32_t>(x_rows));
   if (!err.empty()) return "operand a: " + err;
-  auto kernel = dense_decode_kernel<B, A, MT, R, kWarps, kST, BMN, KS, WG>;  // (the weight is mma's A)
+  auto kernel = dense_decode_kernel<B, A, MT, R, kWarps, kST, BMN, KS, WG, CK>;  // (the weight is mma's A)
   static std::atomic<int> ready[kMaxDevices];  // per instantiation and device (launch.h)
   err = raise_smem_limit(kernel, P::kSmemBytes, L.device, ready);
   if (!err.empty()) return err;
   const Params prm{static_cast<int>(p.m), static_cast<int>(p.n), static_cast<int>(p.k), w_batched, x_batched, x_rows,
                    epilogue::make_args(p, L.out, L.inputs)};
-  const dim3 grid(static_cast<unsigned>(row_tiles), static_cast<unsigned>(tok_tiles), static_cast<unsigned>(p.batch));
-  (void)launch_kernel(launch_config(grid, dim3((kWarps * KS + 1) * 32), P::kSmemBytes, L.stream), kernel, wmap, xmap, prm);
+  if (row_tiles * CK >= (int64_t(1) << 31)) return "the decode entries take at most 2^31 - 1 CTAs along N";
+  const dim3 grid(static_cast<unsigned>(row_tiles * CK), static_cast<unsigned>(tok_tiles),
+                  static_cast<unsigned>(p.batch));
+  cudaLaunchConfig_t cfg = launch_config(grid, dim3((kWarps * KS + 1) * 32), P::kSmemBytes, L.stream);
+  cudaLaunchAttribute attr[1];
+  if constexpr (CK > 1) set_cluster_x(cfg, attr, CK);
+  (void)launch_kernel(cfg, kernel, wmap, xmap, prm);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return std::string("decode kernel launch failed: ") + cudaGetErrorString(e);
   return "";

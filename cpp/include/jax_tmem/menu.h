@@ -402,11 +402,11 @@ inline Plan sm90_token_tiles(const GemmProblem& p, int num_sms, int64_t ws_avail
   return !two && transposes ? Plan{-1, 0, 0} : Plan{t.id, two ? -2 : 1, 0};
 }
 
-// 81-128 tokens, 16-bit operands, K >= 8192, at most a quarter as many 128-row weight tiles as SMs (the 8B down, 32):
-// 48's pairs, a pair per split, not 13's 64-token tiles, 2 splits in a cluster. H100, 2026-12-07 (docs/PERF.md), 8B
+// 65-128 tokens, 16-bit operands, K >= 8192, at most a quarter as many 128-row weight tiles as SMs (the 8B down, 32):
+// 48's pairs, a pair per split, not 13's 64-token tiles, 2 splits in a cluster. H100, 2026-12-07/08 (docs/PERF.md), 8B
 // layer time at 72 / 80 / 96 / 112 / 128 tokens: bf16 -9 / -6 / -8 / -7 / -6 %. Lost: e4m3 (+1-4 %), the 70B O / down
-// (64 tiles), 48 / 64 tokens. Not yet at 65-80 (a pair's second tile empty: its GPU test, forced, has not run).
-inline constexpr int kSm90PairsMinM = 81;
+// (64 tiles), 48 / 64 tokens. At 65-80 a pair's second tile holds no token (its box wholly out of bounds; GPU-tested).
+inline constexpr int kSm90PairsMinM = 65;
 inline Plan sm90_pairs_128_tokens(const GemmProblem& p, int num_sms, int64_t ws_available) {
   const KernelConfig& c = kSm90Table.at(Sm90::k128x80SwapABClusterN2);
   const int64_t ws = pair_split_ws_floats(p, c, 2);
