@@ -2,8 +2,8 @@
 up to 16 tokens times a 16-bit or fp8 weight stored (N, K) (16 or 32 weight rows per CTA) or (K, N) (64 or,
 fp8, 128 rows, read by ldmatrix.trans), and its wgmma form (32-34: 16-64 tokens, 64 rows, the weight as
 wgmma's register A); K split over the CTA's warps (warpgroups) and summed in it (no workspace, no reduce
-pass); 51-53 (forced only) are 32-34 with the K range split over a cluster of 2 CTAs, their sums met in
-distributed shared memory (K below one stage: the first CTA of a cluster has no stage).
+pass); 51-54 (forced only) are 32-34 and 28 with the K range split over a cluster of 2 CTAs, their sums met in
+distributed shared memory (K below one stage: the first CTA of a cluster has no stage; 54 reads a (K, N) weight only).
 
 Host tests (any machine): which problems the plan sends there, and the error for a forced entry on
 operands it cannot read. GPU tests (sm_90a): every entry forced on shapes with tails in M, N and K
@@ -27,7 +27,7 @@ from test_gpu_gemm import _ref, _require_config, _require_kernels, _run_poisoned
 
 NK = (((1,), (1,)), ((), ()))  # x (M, K) . w (N, K)
 KN = (((1,), (0,)), ((), ()))  # x (M, K) . w (K, N)
-DECODE = (25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 51, 52, 53)
+DECODE = (25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 51, 52, 53, 54)
 
 
 @pytest.mark.parametrize("m,n,dtype,b_mn_major,expect", [
@@ -66,7 +66,8 @@ def test_which_problems_take_the_mma_decode_entries(m, n, dtype, b_mn_major, exp
 
 def test_a_forced_decode_entry_names_the_operands_it_reads():
     for dtype, a_mn, b_mn, config in ((E4M3, False, True, 25), (F32, False, False, 25), (BF16, True, False, 25),
-                                      (BF16, False, True, 31)):  # 16-byte / 256-byte k-rows of a (K, N) weight
+                                      (BF16, False, True, 31),  # 16-byte / 256-byte k-rows of a (K, N) weight
+                                      (BF16, False, False, 54)):  # its K split over a cluster: (K, N) only
         with pytest.raises(ValueError, match="decode entries .*read a K-major lhs"):
             isa.kernel_plan("sm_90a", 16, 512, 512, a_dtype=dtype, config=config, a_mn_major=a_mn, b_mn_major=b_mn)
     assert isa.kernel_plan("sm_90a", 1, 512, 512, a_dtype=E4M3, config=27, b_mn_major=True)["config"] == 27

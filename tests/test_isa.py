@@ -609,7 +609,7 @@ def test_kernel_menus_come_from_the_config_tables():
     sm100 = isa.kernel_menu("sm_100a")
     assert [e["config"] for e in sm90] == [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 20, 22, 24, 11, 12, 13, 14, 18, 19, 35, 36,
                                            38, 39, 40, 41, 48, 49, 50, 37, 15, 16, 17, 25, 26, 27, 28, 29, 30, 31, 32,
-                                           33, 34, 51, 52, 53]
+                                           33, 34, 51, 52, 53, 54]
     assert [e["config"] for e in sm100] == [0, 1, 4, 8, 9, 11, 12, 13, 14]
     assert isa.kernel_menu("sm_103a") == sm100
     assert [e["config"] for e in sm90 if e["swap_ab"]] == [11, 12, 13, 18, 19, 35, 36, 38, 39, 40, 41, 48, 49, 50, 37,
@@ -630,18 +630,19 @@ def test_kernel_menus_come_from_the_config_tables():
                                                             80, 192, 16, 32, 64]
     assert [(e["config"], e["block_m"], e["block_n"]) for e in sm90 if e["split"] == "decode"] == [
         (25, 16, 8), (26, 16, 16), (27, 32, 16), (28, 64, 8), (29, 64, 16), (30, 64, 8), (31, 128, 8), (32, 64, 16),
-        (33, 64, 32), (34, 64, 64), (51, 64, 16), (52, 64, 32), (53, 64, 64)]
+        (33, 64, 32), (34, 64, 64), (51, 64, 16), (52, 64, 32), (53, 64, 64), (54, 64, 8)]
     assert [e["config"] for e in sm90 if e["schedule"] == "wgmma"] == [32, 33, 34, 51, 52, 53]
-    # 51-53: 32-34 with the K range over a cluster of 2 CTAs (forced only)
-    assert [(e["cluster_m"], e["candidate"]) for e in sm90 if e["config"] in (51, 52, 53)] == [(2, True)] * 3
+    # 51-54: 32-34 and 28 with the K range over a cluster of 2 CTAs (forced only)
+    assert [(e["cluster_m"], e["candidate"]) for e in sm90 if e["config"] in (51, 52, 53, 54)] == [(2, True)] * 4
     for e in sm90 + sm100:
         assert e["split_k"] == (e["split"] not in ("none", "decode")) == (e["epilogue"] == "partial"), e
         assert e["swap_ab"] == (e["split"] == "swap-ab"), e
         # always compiled if the heuristic may choose it or it is a candidate; the rest with JAX_TMEM_CONFIGS=all
         assert not (e["heuristic"] and e["candidate"]), e
         assert e["built"] == (e["heuristic"] or e["candidate"] or _ext.build_info()["configs"] == "all"), e
-    for e in sm90 + sm100:  # each entry is one the plan accepts when forced (31: on an fp8 (K, N) weight only)
-        kw = dict(a_dtype="float8_e4m3fn", b_mn_major=True) if e["split"] == "decode" and e["block_m"] > 64 else {}
+    for e in sm90 + sm100:  # each entry is one the plan accepts when forced (31, 54: on an fp8 (K, N) weight only)
+        kn_only = e["block_m"] > 64 or (e["cluster_m"] > 1 and e["schedule"] != "wgmma")
+        kw = dict(a_dtype="float8_e4m3fn", b_mn_major=True) if e["split"] == "decode" and kn_only else {}
         arch = "sm_90a" if e in sm90 else "sm_100a"
         assert isa.kernel_plan(arch, 512, 512, 512, config=e["config"], **kw)["config"] == e["config"]
     with pytest.raises(ValueError, match="arch"):
@@ -688,9 +689,10 @@ def test_forcing_an_entry_outside_the_build_raises_at_trace_time():
     from jax_tmem._core import arch as _arch, canon as _canon
     canon = _canon.Canon(batch=1, m=256, n=256, k=256, a_mn_major=False, b_mn_major=False, lda=256, ldb=256,
                          stride_a=0, stride_b=0, out_shape=(256, 256))
-    kn = dataclasses.replace(canon, b_mn_major=True)  # (entry 31 reads fp8 (K, N) weights only)
+    kn = dataclasses.replace(canon, b_mn_major=True)  # (entries 31 / 54 read fp8 / (K, N) weights only)
     for e in isa.kernel_menu("sm_90a"):
-        c, dt = (kn, "float8_e4m3fn") if e["split"] == "decode" and e["block_m"] > 64 else (canon, "bfloat16")
+        kn_only = e["block_m"] > 64 or (e["cluster_m"] > 1 and e["schedule"] != "wgmma")
+        c, dt = (kn, "float8_e4m3fn") if e["split"] == "decode" and kn_only else (canon, "bfloat16")
         if e["built"]:
             assert _arch.kernel_plan("sm_90a", c, dt, e["config"], "bfloat16")[0] == e["config"]
         else:
@@ -701,15 +703,15 @@ def test_forcing_an_entry_outside_the_build_raises_at_trace_time():
 def test_entry_reads_is_the_extensions_operand_rule():
     """isa.entry_reads, which the GPU tests ask before forcing an entry: the decode entries' operand rule
     (C++ menu::mma_decode_reads: a K-major lhs; 16-bit pairs of one type or fp8; a (K, N) weight in k-rows
-    of 32-128 bytes, an (N, K) one in CTAs of <= 64 rows), the compiled families, swap-AB's K-major lhs; and a
+    of 32-128 bytes, an (N, K) one in CTAs of <= 64 rows, not by the mma.sync entry in clusters), the compiled families, swap-AB's K-major lhs; and a
     forced call refused by the same rule at trace time."""
     menu = {e["config"]: e for e in isa.kernel_menu("sm_90a")}
     decode = [c for c, e in menu.items() if e["split"] == "decode"]
     assert decode, "the sm_90a menu has decode entries"
     bf16, e4m3, e5m2 = "bfloat16", "float8_e4m3fn", "float8_e5m2"
     for c in decode:
-        bm = menu[c]["block_m"]
-        assert (isa.entry_reads("sm_90a", c, bf16, bf16) == "") is (bm <= 64)
+        bm, kn_only = menu[c]["block_m"], menu[c]["cluster_m"] > 1 and menu[c]["schedule"] != "wgmma"  # (54)
+        assert (isa.entry_reads("sm_90a", c, bf16, bf16) == "") is (bm <= 64 and not kn_only)
         assert (isa.entry_reads("sm_90a", c, bf16, bf16, b_mn_major=True) == "") is (32 <= 2 * bm <= 128)
         assert (isa.entry_reads("sm_90a", c, e4m3, e4m3, b_mn_major=True) == "") is (32 <= bm <= 128)
         assert "K-major lhs" in isa.entry_reads("sm_90a", c, bf16, bf16, a_mn_major=True)

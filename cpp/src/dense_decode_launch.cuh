@@ -1,6 +1,6 @@
-// jax_tmem: host launch of the decode kernel (kernels/dense_decode.cuh: mma.sync, or its wgmma form; sm_90a entries 25-34,
-// 51-53, Split::kDecode): the problem as it is (no operand swap), a (M, K) K-major and b = the weight (16-bit or
-// fp8), stored (N, K) or (K, N).
+// jax_tmem: host launch of the decode kernel (kernels/dense_decode.cuh: mma.sync, or its wgmma form; sm_90a
+// entries 25-34, 51-54, Split::kDecode): the problem as it is (no operand swap), a (M, K) K-major and b = the
+// weight (16-bit or fp8), stored (N, K) or (K, N).
 #pragma once
 
 #include <algorithm>
@@ -26,7 +26,7 @@ inline constexpr int kWarpsPerChunk = !BMN ? 1 : dtype_bytes(B) == 1 ? 4 : 2;
 // WG: the wgmma form (64-row CTAs, a warpgroup per chunk, a warp per 16 rows).
 // 16-bit activations x an fp8 weight (kMix) stage two activation boxes per weight chunk: the ring keeps the
 // entry's stages where they fit in shared memory, else as many as fit (the wgmma entries 33 / 34: 3 / 2).
-// CK > 1 (WG only): the K range split over clusters of CK CTAs, their sums met in shared memory (entries 51-53).
+// CK > 1 (WG, or a (K, N) weight): the K range split over clusters of CK CTAs, sums met in shared memory (51-54).
 template <DType A, DType B, bool BMN, int MT, int R, int ST, bool WG = false, int CK = 1>
 std::string launch(const GemmLaunch& L) {
   constexpr uint32_t kWChunkK = 128 / dtype_bytes(B), kXChunkK = 128 / dtype_bytes(A);  // K of a 128-byte box row

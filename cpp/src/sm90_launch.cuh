@@ -41,7 +41,7 @@ template <DType A, DType B, bool AMN, bool BMN, int BM, int BN, int ST, menu::Sc
 std::string run_config(const GemmLaunch& L) {
   using menu::Epilogue;
   if constexpr (SPLIT == menu::Split::kDecode) {  // mma.sync, BM weight rows x BN tokens per CTA
-    if constexpr (menu::mma_decode_reads(A, B, AMN, BMN, BM, SCHED == menu::Schedule::kWgmma))
+    if constexpr (menu::mma_decode_reads(A, B, AMN, BMN, BM, SCHED == menu::Schedule::kWgmma, CM))
       return dd::launch<A, B, BMN, BN / 8, BM / 16, ST, SCHED == menu::Schedule::kWgmma, (CM > 1 ? CM : 1)>(L);
     else
       return menu::kMmaDecodeOperands;

@@ -28,16 +28,17 @@ inline constexpr bool mma_decode_family(DType a, DType b, bool amn, bool /*bmn*/
   const bool fp8 = fp8_type(a) && fp8_type(b);
   return !amn && ((a == b && (a == DType::kBF16 || a == DType::kF16)) || fp8 || mixed_decode_pair(a, b));
 }
-inline constexpr bool mma_decode_reads(DType a, DType b, bool amn, bool bmn, int block_m, bool wg = false) {
+inline constexpr bool mma_decode_reads(DType a, DType b, bool amn, bool bmn, int block_m, bool wg = false,
+                                       int cluster = 1) {
   const int row_bytes = block_m * dtype_bytes(b);
   return mma_decode_family(a, b, amn, bmn) && (bmn ? row_bytes >= 32 && row_bytes <= 128 : block_m <= 64) &&
-         !(wg && !bmn && mixed_decode_pair(a, b));
+         !(wg && !bmn && mixed_decode_pair(a, b)) && (cluster <= 1 || wg || bmn);
 }
 inline constexpr const char* kMmaDecodeOperands =
     "the decode entries (mma.sync and its wgmma form) read a K-major lhs (the activations) and bfloat16 x bfloat16, "
     "float16 x float16, fp8 x fp8 or 16-bit x fp8; per entry, a weight stored (N, K) in CTAs of up to 64 weight rows "
     "(16-bit x fp8: mma.sync entries only), and one stored (K, N) in k-rows of 32 to 128 bytes (16-bit: 16-64 weight "
-    "rows per CTA, fp8: 32-128)";
+    "rows per CTA, fp8: 32-128; the mma.sync entry with K split over a cluster, 54: a (K, N) weight only)";
 
 // A weight-multicast pair (cluster_m < -1: entries 39, 48, 50) multicasts block_m / 2 weight rows from each CTA; an
 // MN-major (16-bit) weight comes in 64-row pieces, so the 192-row pair (50) reads a K-major weight only.
@@ -50,7 +51,7 @@ inline constexpr const char* kPairMnWeight =
 // Why a forced entry cannot read the problem's operands (nullptr: it can): the forced plan's check at trace time.
 inline const char* forced_entry_refusal(const KernelConfig& c, const GemmProblem& p) {
   if (c.split == Split::kDecode && !mma_decode_reads(p.a_type, p.b_type, p.a_mn_major, p.b_mn_major, c.block_m,
-                                                     c.schedule == Schedule::kWgmma))
+                                                     c.schedule == Schedule::kWgmma, c.cluster_m))
     return kMmaDecodeOperands;
   if (c.swap_ab() && !pair_reads_weight(c.block_m, c.cluster_m, p.b_mn_major)) return kPairMnWeight;
   return nullptr;

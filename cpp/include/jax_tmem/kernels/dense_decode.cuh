@@ -1,4 +1,4 @@
-// jax_tmem: the decode GEMM for few tokens (issue 15; sm_90a menu entries 25-34 and 51-53): out[b, m, n] =
+// jax_tmem: the decode GEMM for few tokens (issue 15; sm_90a menu entries 25-34 and 51-54): out[b, m, n] =
 // epilogue(sum_k x[b, m, k] * w[b, n, k]), x and w bfloat16 (or both float16, or fp8: e4m3 / e5m2 in any
 // mix, or a 16-bit x with an fp8 w: kMix below), x K-major, w stored (N, K) or (K, N) (kWMN), M <= 8 MT tokens
 // per CTA row (more: more CTA rows, each re-reading the weight).
@@ -88,30 +88,32 @@ __device__ __forceinline__ void wg_step(float (&d)[N / 2], const uint32_t (&a)[4
   else static_assert(kW == D::kInvalid, "bf16 x bf16, f16 x f16 or fp8 x fp8");
 }
 
-// w4::sum_warps over the CK CTAs of a cluster (the wgmma form: 4 groups of rows, KW warpgroups each): every consumer
-// warp's sums into its CTA's shared memory, a cluster barrier (the producer warps take part), CTA `split` then adds
-// its share of the slots over the CK CTAs (distributed shared memory) and the KW warpgroups, in that order (bitwise
-// repeatable), and a second barrier keeps every CTA until its peers have read its sums.
-template <int MT, int KW, int CK, class Emit>
-__device__ __forceinline__ void sum_split_warps(float* red, const float (&acc)[1][MT][4], int split, Emit emit) {
+// w4::sum_warps (G groups of rows, KW warps each, warp G ww + gi) over the CK CTAs of a cluster: every consumer warp's
+// sums into its CTA's shared memory, a cluster barrier (the producer warps take part), CTA `split` then adds its share
+// of the slots over the CK CTAs (distributed shared memory) and the KW warps, in that order (bitwise repeatable), and
+// a second barrier keeps every CTA until its peers have read its sums.
+template <int MT, int R, int KW, int G, int CK, class Emit>
+__device__ __forceinline__ void sum_split_warps(float* red, const float (&acc)[R][MT][4], int split, Emit emit) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  constexpr int kSlots = MT * 4 * 32, kShare = 4 * kSlots / CK;
+  constexpr int kSlots = R * MT * 4 * 32, kShare = G * kSlots / CK;
 #pragma unroll
-  for (int t = 0; t < MT; ++t)
+  for (int i = 0; i < R; ++i)
 #pragma unroll
-    for (int c = 0; c < 4; ++c) red[warp * kSlots + (t * 4 + c) * 32 + lane] = acc[0][t][c];
+    for (int t = 0; t < MT; ++t)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) red[warp * kSlots + ((i * MT + t) * 4 + c) * 32 + lane] = acc[i][t][c];
   ptx::cluster_sync();
   const uint32_t red_addr = ptx::smem_addr(red);
-  for (int idx = split * kShare + static_cast<int>(threadIdx.x); idx < (split + 1) * kShare; idx += 4 * KW * 32) {
+  for (int idx = split * kShare + static_cast<int>(threadIdx.x); idx < (split + 1) * kShare; idx += G * KW * 32) {
     const int gi = idx / kSlots, slot = idx % kSlots;
-    const int ln = slot & 31, c = (slot >> 5) & 3, t = slot >> 7;
+    const int ln = slot & 31, c = (slot >> 5) & 3, t = (slot >> 7) % MT, i = (slot >> 7) / MT;
     float v = 0.0f;
 #pragma unroll 1
     for (int r = 0; r < CK; ++r)
 #pragma unroll
       for (int ww = 0; ww < KW; ++ww)
-        v += ptx::lds_cluster_f32(ptx::mapa_shared(red_addr + 4 * ((4 * ww + gi) * kSlots + slot), r));
-    emit(gi, 8 * (c >> 1) + (ln >> 2), 8 * t + 2 * (ln & 3) + (c & 1), v);
+        v += ptx::lds_cluster_f32(ptx::mapa_shared(red_addr + 4 * ((G * ww + gi) * kSlots + slot), r));
+    emit(gi * R + i, 8 * (c >> 1) + (ln >> 2), 8 * t + 2 * (ln & 3) + (c & 1), v);
   }
   ptx::cluster_sync();
 }
@@ -141,7 +143,7 @@ struct Plan {
 // 8-bit k-rows)} swizzled by their 16 R-element rows (32, 64 or 128 bytes): ldmatrix.trans turns each block
 // into mma's A fragment (8-bit: with two byte permutes per register pair), the K order then mma's own, and
 // the activations' fragments come by ldmatrix too.
-// CK > 1 (kWG only: entries 51-53): clusters of CK CTAs along x (grid x = row tiles x CK), CTA `split` of a cluster
+// CK > 1 (kWG or kWMN: entries 51-54): clusters of CK CTAs along x (grid x = row tiles x CK), CTA `split` of a cluster
 // takes stages [nk split / CK, nk (split + 1) / CK) of the K range; their warpgroups' sums meet through distributed
 // shared memory (sum_split_warps): the weight's 64-row tiles on CK times as many SMs, no workspace, no second launch.
 template <DType kW, DType kX, int MT, int R, int KW, int ST, bool kWMN = false, int KS = 1, bool kWG = false,
@@ -155,7 +157,8 @@ __global__ void __launch_bounds__((KW * KS + 1) * 32) dense_decode_kernel(const 
   static_assert(KS == 1 || ((kWMN || kWG) && (KS == 2 || KS == 4)), "(K, N) weights: 1, 2 or 4 warps per chunk");
   static_assert(!kWG || (KS == 4 && R == 4), "kWG: a warpgroup per chunk, a warp per 16 of its 64 rows");
   static_assert(!kMix || !kWG || kWMN, "kMix's wgmma form reads a (K, N) weight (natural K order)");
-  static_assert(CK == 1 || (kWG && (CK == 2 || CK == 4)), "K split over clusters of 2 or 4 CTAs: the wgmma form");
+  static_assert(CK == 1 || ((kWG || kWMN) && (CK == 2 || CK == 4)), "K split over clusters of 2 or 4 CTAs: the wgmma "
+                "form or a (K, N) weight");
   constexpr int kCW = KW * KS;  // consumer warps
   constexpr bool kFp8 = dtype_bytes(kW) == 1;
   constexpr int kChunkK = 128 / dtype_bytes(kW), kStageK = KW * kChunkK;  // K elements per warp chunk, stage
@@ -323,8 +326,8 @@ __global__ void __launch_bounds__((KW * KS + 1) * 32) dense_decode_kernel(const 
     // mma.sync's acc[t][c].
     sync();  // every warp is done with the ring
     if constexpr (CK > 1)
-      sum_split_warps<MT, KW, CK>(reinterpret_cast<float*>(smem), reinterpret_cast<const float(&)[1][MT][4]>(d), split,
-                                  emit);
+      sum_split_warps<MT, 1, KW, 4, CK>(reinterpret_cast<float*>(smem), reinterpret_cast<const float(&)[1][MT][4]>(d),
+                                        split, emit);
     else
       w4::sum_warps<MT, 1, KW, 4>(reinterpret_cast<float*>(smem), reinterpret_cast<const float(&)[1][MT][4]>(d), sync,
                                   emit);
@@ -462,7 +465,8 @@ __global__ void __launch_bounds__((KW * KS + 1) * 32) dense_decode_kernel(const 
   // is then finished once (emit).
   if constexpr (!kWG) {
     sync();
-    w4::sum_warps<MT, R, kCW>(reinterpret_cast<float*>(smem), acc, sync, emit);
+    if constexpr (CK > 1) sum_split_warps<MT, R, kCW, 1, CK>(reinterpret_cast<float*>(smem), acc, split, emit);
+    else w4::sum_warps<MT, R, kCW>(reinterpret_cast<float*>(smem), acc, sync, emit);
   }
 }
 
