@@ -88,36 +88,6 @@ __device__ __forceinline__ void wg_step(float (&d)[N / 2], const uint32_t (&a)[4
   else static_assert(kW == D::kInvalid, "bf16 x bf16, f16 x f16 or fp8 x fp8");
 }
 
-// w4::sum_warps (G groups of rows, KW warps each, warp G ww + gi) over the CK CTAs of a cluster: every consumer warp's
-// sums into its CTA's shared memory, a cluster barrier (the producer warps take part), CTA `split` then adds its share
-// of the slots over the CK CTAs (distributed shared memory) and the KW warps, in that order (bitwise repeatable), and
-// a second barrier keeps every CTA until its peers have read its sums.
-template <int MT, int R, int KW, int G, int CK, class Emit>
-__device__ __forceinline__ void sum_split_warps(float* red, const float (&acc)[R][MT][4], int split, Emit emit) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  constexpr int kSlots = R * MT * 4 * 32, kShare = G * kSlots / CK;
-#pragma unroll
-  for (int i = 0; i < R; ++i)
-#pragma unroll
-    for (int t = 0; t < MT; ++t)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) red[warp * kSlots + ((i * MT + t) * 4 + c) * 32 + lane] = acc[i][t][c];
-  ptx::cluster_sync();
-  const uint32_t red_addr = ptx::smem_addr(red);
-  for (int idx = split * kShare + static_cast<int>(threadIdx.x); idx < (split + 1) * kShare; idx += G * KW * 32) {
-    const int gi = idx / kSlots, slot = idx % kSlots;
-    const int ln = slot & 31, c = (slot >> 5) & 3, t = (slot >> 7) % MT, i = (slot >> 7) / MT;
-    float v = 0.0f;
-#pragma unroll 1
-    for (int r = 0; r < CK; ++r)
-#pragma unroll
-      for (int ww = 0; ww < KW; ++ww)
-        v += ptx::lds_cluster_f32(ptx::mapa_shared(red_addr + 4 * ((G * ww + gi) * kSlots + slot), r));
-    emit(gi * R + i, 8 * (c >> 1) + (ln >> 2), 8 * t + 2 * (ln & 3) + (c & 1), v);
-  }
-  ptx::cluster_sync();
-}
-
 // The shared-memory plan: ST stages of {KW weight boxes of 16 R rows x 128 bytes, KW x XR activation boxes
 // of 8 MT tokens x 128 bytes (XR = 2 for kMix)}, then 2 ST mbarriers; the consumers' partial sums reuse the ring.
 template <int R, int KW, int ST, int MT, int KS = 1, bool kWG = false, int XR = 1>
@@ -145,7 +115,7 @@ struct Plan {
 // the activations' fragments come by ldmatrix too.
 // CK > 1 (kWG or kWMN: entries 51-54): clusters of CK CTAs along x (grid x = row tiles x CK), CTA `split` of a cluster
 // takes stages [nk split / CK, nk (split + 1) / CK) of the K range; their warpgroups' sums meet through distributed
-// shared memory (sum_split_warps): the weight's 64-row tiles on CK times as many SMs, no workspace, no second launch.
+// shared memory (w4::sum_warps' CK): the weight's 64-row tiles on CK times as many SMs, no workspace, no second launch.
 template <DType kW, DType kX, int MT, int R, int KW, int ST, bool kWMN = false, int KS = 1, bool kWG = false,
           int CK = 1>
 __global__ void __launch_bounds__((KW * KS + 1) * 32) dense_decode_kernel(const __grid_constant__ CUtensorMap wmap,
@@ -196,7 +166,7 @@ __global__ void __launch_bounds__((KW * KS + 1) * 32) dense_decode_kernel(const 
         }
       }
     }
-    if constexpr (CK > 1) {  // the producer warp's part in sum_split_warps' two cluster barriers
+    if constexpr (CK > 1) {  // the producer warp's part in w4::sum_warps' two cluster barriers
       __syncwarp();
       ptx::cluster_sync();
       ptx::cluster_sync();
@@ -325,12 +295,8 @@ __global__ void __launch_bounds__((KW * KS + 1) * 32) dense_decode_kernel(const 
     // i, register j = 4 t + c, lane (g, q) is mma row g + 8 (c >> 1) of block i, token 8 t + 2 q + (c & 1),
     // mma.sync's acc[t][c].
     sync();  // every warp is done with the ring
-    if constexpr (CK > 1)
-      sum_split_warps<MT, 1, KW, 4, CK>(reinterpret_cast<float*>(smem), reinterpret_cast<const float(&)[1][MT][4]>(d),
-                                        split, emit);
-    else
-      w4::sum_warps<MT, 1, KW, 4>(reinterpret_cast<float*>(smem), reinterpret_cast<const float(&)[1][MT][4]>(d), sync,
-                                  emit);
+    w4::sum_warps<MT, 1, KW, 4, CK>(reinterpret_cast<float*>(smem), reinterpret_cast<const float(&)[1][MT][4]>(d),
+                                     sync, emit, split);
     return;
   } else if constexpr (kWMN) {
     // KS warps share a chunk: warp w takes the kJN mma steps from j0 of chunk w / KS.
@@ -465,8 +431,7 @@ __global__ void __launch_bounds__((KW * KS + 1) * 32) dense_decode_kernel(const 
   // is then finished once (emit).
   if constexpr (!kWG) {
     sync();
-    if constexpr (CK > 1) sum_split_warps<MT, R, kCW, 1, CK>(reinterpret_cast<float*>(smem), acc, split, emit);
-    else w4::sum_warps<MT, R, kCW>(reinterpret_cast<float*>(smem), acc, sync, emit);
+    w4::sum_warps<MT, R, kCW, 1, CK>(reinterpret_cast<float*>(smem), acc, sync, emit, split);
   }
 }
 

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "jax_tmem/ptx/cluster.cuh"
 #include "jax_tmem/ptx/common.cuh"
 
 namespace jax_tmem::w4 {
@@ -151,26 +152,39 @@ __device__ __forceinline__ void store_out(void* out, int64_t idx, float v) {
 // the CTA's 8 MT (kernels/dense_decode.cuh finishes its output the same way). G > 1: G groups of rows, warp
 // G ww + gi holding its group's R tiles (the decode kernel's wgmma form: a warp per 16 of 64 rows, G = 4,
 // wgmma's D of 16 x 8 MT being acc[0][t][c] with register j = 4 t + c), summed over the KW warps of a group;
-// the group's tiles are gi R .. gi R + R - 1.
-template <int MT, int R, int KW, int G = 1, class Sync, class Emit>
-__device__ __forceinline__ void sum_warps(float* red, const float (&acc)[R][MT][4], Sync sync, Emit emit) {
+// the group's tiles are gi R .. gi R + R - 1. CK > 1: the same over the CK CTAs of a cluster (the decode kernel's K
+// split, CTA `split`): a cluster barrier in place of sync() (every thread of the cluster: the producer warps too), CTA
+// `split` adds its share of the slots over the CK CTAs (distributed shared memory) and the KW warps, in that order,
+// and a second cluster barrier keeps every CTA until its peers have read its sums.
+template <int MT, int R, int KW, int G = 1, int CK = 1, class Sync, class Emit>
+__device__ __forceinline__ void sum_warps(float* red, const float (&acc)[R][MT][4], Sync sync, Emit emit,
+                                          int split = 0) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  constexpr int kSlots = R * MT * 4 * 32;
+  constexpr int kSlots = R * MT * 4 * 32, kShare = G * kSlots / CK;
+  static_assert(G * kSlots % CK == 0, "whole shares");
 #pragma unroll
   for (int i = 0; i < R; ++i)
 #pragma unroll
     for (int t = 0; t < MT; ++t)
 #pragma unroll
       for (int c = 0; c < 4; ++c) red[warp * kSlots + ((i * MT + t) * 4 + c) * 32 + lane] = acc[i][t][c];
-  sync();
-  for (int idx = threadIdx.x; idx < G * kSlots; idx += G * KW * 32) {
+  if constexpr (CK > 1) ptx::cluster_sync();
+  else sync();
+  const uint32_t red_addr = CK > 1 ? ptx::smem_addr(red) : 0u;
+  for (int idx = split * kShare + static_cast<int>(threadIdx.x); idx < (split + 1) * kShare; idx += G * KW * 32) {
     const int gi = G == 1 ? 0 : idx / kSlots, slot = G == 1 ? idx : idx % kSlots;
     const int ln = slot & 31, c = (slot >> 5) & 3, t = (slot >> 7) % MT, i = (slot >> 7) / MT;
     float v = 0.0f;
 #pragma unroll
-    for (int ww = 0; ww < KW; ++ww) v += red[(G * ww + gi) * kSlots + slot];
+    for (int r = 0; r < CK; ++r)
+#pragma unroll
+      for (int ww = 0; ww < KW; ++ww) {
+        const int at = (G * ww + gi) * kSlots + slot;
+        v += CK > 1 ? ptx::lds_cluster_f32(ptx::mapa_shared(red_addr + 4 * at, static_cast<uint32_t>(r))) : red[at];
+      }
     emit(gi * R + i, 8 * (c >> 1) + (ln >> 2), 8 * t + 2 * (ln & 3) + (c & 1), v);
   }
+  if constexpr (CK > 1) ptx::cluster_sync();
 }
 
 // sum_warps, then alpha and the store: mma row r = 8 h + g of 16-row tile i is output row row0 + 16 i + 8 h + g,
