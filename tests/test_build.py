@@ -320,11 +320,31 @@ def test_sm90_mixed_decode_kernels(sass):
     for x, mma, wg in (("1", r"HMMA\.16816\.F32\.BF16", r"HGMMA\.64x(16|32|64)x16\.F32\.BF16 R\d+"),
                        ("2", r"HMMA\.16816\.F32 ", r"HGMMA\.64x(16|32|64)x16\.F32 R\d+")):
         mixed = {f: t for f, t in funcs.items() if re.search(rf"dense_decode_kernelILNS_5DTypeE3ELS2_{x}E", f)}
-        forms = {f.split("EEEv")[0][-1] for f in mixed}  # the last template argument: kWG
+        forms = {_decode_wg(f) for f in mixed}
         assert forms == {"0", "1"}, f"activation type {x} x e4m3: decode kernels of forms {forms} (want mma.sync, wgmma)"
         for f, t in mixed.items():
             assert "F2FP.F16.E4M3.UNPACK_B" in t and "UTMALDG" in t, f"{f}: no TMA loads or on-chip widening"
-            assert re.search(wg if f.split("EEEv")[0].endswith("1") else mma, t), f"{f}: no 16-bit mma of the widened weight"
+            assert re.search(wg if _decode_wg(f) == "1" else mma, t), f"{f}: no 16-bit mma of the widened weight"
+
+
+def _decode_wg(name: str) -> str:
+    """kWG ('0' / '1') of a mangled dense_decode_kernel: its last bool template argument (CK, an int, follows)."""
+    return re.findall(r"Lb([01])E", name.split("EEEv")[0])[-1]
+
+
+def test_sm90_decode_k_split_in_clusters(sass):
+    """Entries 51-54 (kernels/dense_decode.cuh CK = 2: the K range over a 2-CTA cluster): their kernels meet in two
+    cluster barriers per thread (producer and consumers: UCGABAR_ARV / UCGABAR_WAIT) and read the peer's sums from
+    distributed shared memory; the CK = 1 kernels hold no cluster barrier."""
+    if "sm_90a" not in _ext.build_info()["cuda_archs"]:
+        pytest.skip("sm_90a not built")
+    decode = {f: t for f, t in _functions(_kernels_by_arch(sass)["sm_90a"]).items() if "dense_decode_kernel" in f}
+    ck = {f: re.findall(r"ELi(\d+)$", f.split("EEEv")[0])[-1] for f in decode}
+    assert set(ck.values()) == {"1", "2"}, set(ck.values())
+    for f, t in decode.items():
+        assert ("UCGABAR_ARV" in t and "UCGABAR_WAIT" in t) == (ck[f] == "2"), f
+    wg = {_decode_wg(f) for f in decode if ck[f] == "2"}
+    assert wg == {"0", "1"}, wg  # 54 (mma.sync) and 51-53 (wgmma)
 
 
 def test_sm90_uses_wgmma(sass):
