@@ -334,8 +334,8 @@ def _decode_wg(name: str) -> str:
 
 def test_sm90_decode_k_split_in_clusters(sass):
     """Entries 51-54 (kernels/dense_decode.cuh CK = 2: the K range over a 2-CTA cluster): their kernels meet in two
-    cluster barriers per thread (producer and consumers: UCGABAR_ARV / UCGABAR_WAIT) and read the peer's sums from
-    distributed shared memory; the CK = 1 kernels hold no cluster barrier."""
+    cluster barriers per thread (producer and consumers: UCGABAR_ARV / UCGABAR_WAIT) before and after reading the
+    peer's sums; the CK = 1 kernels hold no cluster barrier."""
     if "sm_90a" not in _ext.build_info()["cuda_archs"]:
         pytest.skip("sm_90a not built")
     decode = {f: t for f, t in _functions(_kernels_by_arch(sass)["sm_90a"]).items() if "dense_decode_kernel" in f}

@@ -602,6 +602,12 @@ def test_invalid_smem_desc(args, kwargs, rule):
 
 # ================================ TMEM plan ================================
 
+def _decode_kn_only(e) -> bool:
+    """A decode entry that reads a (K, N) weight only: 128-row CTAs (31: fp8's 128-byte k-rows), or the mma.sync form
+    with its K split over a cluster (54)."""
+    return e["split"] == "decode" and (e["block_m"] > 64 or (e["cluster_m"] > 1 and e["schedule"] != "wgmma"))
+
+
 def test_kernel_menus_come_from_the_config_tables():
     """isa.kernel_menu is the dispatcher's own table (sm90_configs.def / sm100_configs.def, no Python copy
     to drift), with each entry's fields; what an entry is comes from its fields, not its id."""
@@ -641,8 +647,7 @@ def test_kernel_menus_come_from_the_config_tables():
         assert not (e["heuristic"] and e["candidate"]), e
         assert e["built"] == (e["heuristic"] or e["candidate"] or _ext.build_info()["configs"] == "all"), e
     for e in sm90 + sm100:  # each entry is one the plan accepts when forced (31, 54: on an fp8 (K, N) weight only)
-        kn_only = e["block_m"] > 64 or (e["cluster_m"] > 1 and e["schedule"] != "wgmma")
-        kw = dict(a_dtype="float8_e4m3fn", b_mn_major=True) if e["split"] == "decode" and kn_only else {}
+        kw = dict(a_dtype="float8_e4m3fn", b_mn_major=True) if _decode_kn_only(e) else {}
         arch = "sm_90a" if e in sm90 else "sm_100a"
         assert isa.kernel_plan(arch, 512, 512, 512, config=e["config"], **kw)["config"] == e["config"]
     with pytest.raises(ValueError, match="arch"):
@@ -691,8 +696,7 @@ def test_forcing_an_entry_outside_the_build_raises_at_trace_time():
                          stride_a=0, stride_b=0, out_shape=(256, 256))
     kn = dataclasses.replace(canon, b_mn_major=True)  # (entries 31 / 54 read fp8 / (K, N) weights only)
     for e in isa.kernel_menu("sm_90a"):
-        kn_only = e["block_m"] > 64 or (e["cluster_m"] > 1 and e["schedule"] != "wgmma")
-        c, dt = (kn, "float8_e4m3fn") if e["split"] == "decode" and kn_only else (canon, "bfloat16")
+        c, dt = (kn, "float8_e4m3fn") if _decode_kn_only(e) else (canon, "bfloat16")
         if e["built"]:
             assert _arch.kernel_plan("sm_90a", c, dt, e["config"], "bfloat16")[0] == e["config"]
         else:
@@ -703,15 +707,15 @@ def test_forcing_an_entry_outside_the_build_raises_at_trace_time():
 def test_entry_reads_is_the_extensions_operand_rule():
     """isa.entry_reads, which the GPU tests ask before forcing an entry: the decode entries' operand rule
     (C++ menu::mma_decode_reads: a K-major lhs; 16-bit pairs of one type or fp8; a (K, N) weight in k-rows
-    of 32-128 bytes, an (N, K) one in CTAs of <= 64 rows, not by the mma.sync entry in clusters), the compiled families, swap-AB's K-major lhs; and a
-    forced call refused by the same rule at trace time."""
+    of 32-128 bytes, an (N, K) one in CTAs of <= 64 rows, not by the mma.sync entry in clusters), the compiled
+    families, swap-AB's K-major lhs; and a forced call refused by the same rule at trace time."""
     menu = {e["config"]: e for e in isa.kernel_menu("sm_90a")}
     decode = [c for c, e in menu.items() if e["split"] == "decode"]
     assert decode, "the sm_90a menu has decode entries"
     bf16, e4m3, e5m2 = "bfloat16", "float8_e4m3fn", "float8_e5m2"
     for c in decode:
-        bm, kn_only = menu[c]["block_m"], menu[c]["cluster_m"] > 1 and menu[c]["schedule"] != "wgmma"  # (54)
-        assert (isa.entry_reads("sm_90a", c, bf16, bf16) == "") is (bm <= 64 and not kn_only)
+        bm = menu[c]["block_m"]
+        assert (isa.entry_reads("sm_90a", c, bf16, bf16) == "") is not _decode_kn_only(menu[c])
         assert (isa.entry_reads("sm_90a", c, bf16, bf16, b_mn_major=True) == "") is (32 <= 2 * bm <= 128)
         assert (isa.entry_reads("sm_90a", c, e4m3, e4m3, b_mn_major=True) == "") is (32 <= bm <= 128)
         assert "K-major lhs" in isa.entry_reads("sm_90a", c, bf16, bf16, a_mn_major=True)
